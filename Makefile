@@ -1,0 +1,83 @@
+# The YSB lakehouse: one Makefile installs everything a fresh machine needs (venv, pinned Python
+# packages, Spark jars, an Airflow metadata DB) and runs the demo, the tests and the benchmarks.
+# Stamps make a second run skip what is already there: nothing is downloaded twice.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+ROOT        := $(abspath .)
+PYTHON      ?= python3.11
+VENV        := $(ROOT)/.venv
+JARS_DIR    := $(ROOT)/.jars
+
+# One environment for every command below; `make env` prints it for a shell.
+export AIRFLOW_HOME                    ?= $(ROOT)/airflow_home
+export LAKEHOUSE_ROOT                  ?= $(ROOT)/lakehouse_data
+export LAKEHOUSE_JARS_DIR              := $(JARS_DIR)
+export PYTHONPATH                      := $(ROOT)/include$(if $(PYTHONPATH),:$(PYTHONPATH))
+export PATH                            := $(VENV)/bin:$(PATH)
+export SPARK_LOCAL_IP                  := 127.0.0.1
+export PYSPARK_PYTHON                  := $(VENV)/bin/python
+export AIRFLOW__CORE__DAGS_FOLDER      := $(ROOT)/dags
+export AIRFLOW__CORE__LOAD_EXAMPLES    := False
+export AIRFLOW__CORE__EXECUTOR         ?= LocalExecutor
+export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
+# The JSON form: a URI such as spark://local[2] makes the Spark provider fall back to yarn.
+export AIRFLOW_CONN_SPARK_LAKEHOUSE    ?= {"conn_type": "spark", "host": "local[2]"}
+
+.PHONY: help setup venv jars airflow-db demo test bench env airflow-ui lock clean clean-data
+
+help:  ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+setup: venv jars airflow-db  ## venv + pinned packages + Spark jars + Airflow DB
+
+venv: $(VENV)/.installed  ## the virtualenv with requirements.txt under constraints.txt
+$(VENV)/.installed: requirements.txt constraints.txt
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements.txt -c constraints.txt
+	touch $@
+
+jars: $(JARS_DIR)/.fetched  ## Delta (and Kafka) jars from Maven Central, cached in .jars/
+$(JARS_DIR)/.fetched: include/jars/pom.xml include/jars/settings.xml
+	mvn --batch-mode --quiet -s include/jars/settings.xml -f include/jars/pom.xml \
+	    dependency:copy-dependencies -DoutputDirectory=$(JARS_DIR) -DexcludeTransitive=true
+	touch $@
+
+airflow-db: $(AIRFLOW_HOME)/.migrated  ## the embedded SQLite metadata DB
+$(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
+	mkdir -p $(AIRFLOW_HOME)
+	airflow db migrate > $(AIRFLOW_HOME)/db-migrate.log 2>&1 || (tail -30 $(AIRFLOW_HOME)/db-migrate.log; exit 1)
+	touch $@
+
+demo: setup  ## generate sample data, run the hourly DAG through Airflow, print the gold tables
+	python -m lakehouse.demo
+
+test: setup  ## the test suite (what CI runs)
+	python -m pytest $(PYTEST_ARGS)
+
+env:  ## print the environment, e.g. eval "$$(make -s env)"
+	@for v in AIRFLOW_HOME LAKEHOUSE_ROOT LAKEHOUSE_JARS_DIR PYTHONPATH PATH SPARK_LOCAL_IP PYSPARK_PYTHON \
+	    AIRFLOW__CORE__DAGS_FOLDER AIRFLOW__CORE__LOAD_EXAMPLES AIRFLOW__CORE__EXECUTOR \
+	    AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION AIRFLOW_CONN_SPARK_LAKEHOUSE; do \
+	    printf "export %s='%s'\n" "$$v" "$${!v}"; done
+
+airflow-ui: setup  ## the Airflow UI on http://127.0.0.1:8080 (Ctrl-C stops every component)
+	include/scripts/airflow_ui.sh
+
+lock:  ## re-resolve constraints.txt from requirements.txt
+	rm -rf $(ROOT)/.venv-lock && $(PYTHON) -m venv $(ROOT)/.venv-lock
+	$(ROOT)/.venv-lock/bin/pip install --quiet -r requirements.txt
+	$(ROOT)/.venv-lock/bin/pip freeze --exclude-editable > constraints.txt
+	rm -rf $(ROOT)/.venv-lock
+
+clean-data:  ## delete generated data, tables and checkpoints
+	rm -rf $(LAKEHOUSE_ROOT)
+
+clean: clean-data  ## also delete the venv, jars and Airflow home
+	rm -rf $(VENV) $(JARS_DIR) $(AIRFLOW_HOME)
+
+# Each optional component (Kafka, the Spark cluster, Postgres, compose checks, benchmarks) keeps
+# its targets in a file of its own.
+-include include/make/*.mk
