@@ -25,6 +25,11 @@ export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
 # The JSON form: a URI such as spark://local[2] makes the Spark provider fall back to yarn.
 export AIRFLOW_CONN_SPARK_LAKEHOUSE    ?= {"conn_type": "spark", "host": "local[2]"}
 
+# Each optional component (Kafka, the Spark cluster, Postgres, compose checks, benchmarks) keeps
+# its targets in a file of its own; one may add to TEST_PREREQS what the test suite needs.
+TEST_PREREQS :=
+-include include/make/*.mk
+
 .PHONY: help setup venv jars airflow-db demo test bench env airflow-ui lock clean clean-data
 
 help:  ## list the targets
@@ -54,7 +59,7 @@ $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
 demo: setup  ## generate sample data, run the hourly DAG through Airflow, print the gold tables
 	python -m lakehouse.demo
 
-test: setup  ## the test suite (what CI runs)
+test: setup $(TEST_PREREQS)  ## the test suite (what CI runs)
 	python -m pytest $(PYTEST_ARGS)
 
 env:  ## print the environment, e.g. eval "$$(make -s env)"
@@ -77,7 +82,3 @@ clean-data:  ## delete generated data, tables and checkpoints
 
 clean: clean-data  ## also delete the venv, jars and Airflow home
 	rm -rf $(VENV) $(JARS_DIR) $(AIRFLOW_HOME)
-
-# Each optional component (Kafka, the Spark cluster, Postgres, compose checks, benchmarks) keeps
-# its targets in a file of its own.
--include include/make/*.mk

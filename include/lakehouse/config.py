@@ -1,0 +1,86 @@
+"""Where every table, checkpoint and landing folder lives: one home for paths and settings.
+
+Everything hangs off one root folder (``LAKEHOUSE_ROOT``) so a test, the demo and a cluster
+deployment differ only in that variable (or the ``--lakehouse-root`` argument of a job).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ConfigError(RuntimeError):
+    """A setting is missing or wrong; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class TablePaths:
+    """The storage of one Delta table and the checkpoints of the query that writes it."""
+
+    name: str
+    path: str
+    checkpoint_root: str
+
+    def checkpoint(self, generation: int = 0) -> str:
+        """Checkpoint folder of one generation (a full refresh starts a new generation)."""
+        return f"{self.checkpoint_root}/gen={generation}"
+
+
+@dataclass(frozen=True)
+class Lakehouse:
+    """All locations of the lakehouse under one root folder."""
+
+    root: str
+
+    @classmethod
+    def from_env(cls, root: str | None = None) -> "Lakehouse":
+        """The lakehouse at ``root``, or at ``$LAKEHOUSE_ROOT``; fails fast when neither is set."""
+        root = root or os.environ.get("LAKEHOUSE_ROOT")
+        if not root:
+            raise ConfigError(
+                "No lakehouse root: set LAKEHOUSE_ROOT (e.g. `eval \"$(make -s env)\"`) "
+                "or pass --lakehouse-root."
+            )
+        return cls(root=str(Path(root).absolute()))
+
+    # Landing zone: written by the generator (or any producer), read by bronze.
+    @property
+    def landing_events(self) -> str:
+        return f"{self.root}/landing/events"
+
+    @property
+    def landing_campaigns(self) -> str:
+        return f"{self.root}/landing/campaigns/campaigns.csv"
+
+    def table(self, name: str) -> TablePaths:
+        """Paths of a table named ``layer.table``, e.g. ``silver.ad_events``."""
+        if name not in TABLE_NAMES:
+            raise ConfigError(f"Unknown table {name!r}; known tables: {', '.join(TABLE_NAMES)}")
+        layer, table = name.split(".")
+        return TablePaths(
+            name=name,
+            path=f"{self.root}/tables/{layer}/{table}",
+            checkpoint_root=f"{self.root}/checkpoints/{layer}/{table}",
+        )
+
+
+TABLE_NAMES = (
+    "dims.campaigns",
+    "bronze.ad_events",
+    "silver.ad_events",
+    "silver.quarantine_ad_events",
+    "gold.campaign_windows",
+    "gold.campaign_hourly",
+)
+
+
+def jar_paths() -> list[str]:
+    """The Delta (and Kafka) jars fetched by ``make jars``; fails fast when they are missing."""
+    jars_dir = os.environ.get("LAKEHOUSE_JARS_DIR") or str(Path(__file__).resolve().parents[2] / ".jars")
+    jars = sorted(glob.glob(f"{jars_dir}/*.jar"))
+    if not any("delta-spark" in Path(j).name for j in jars):
+        raise ConfigError(f"No Delta jars in {jars_dir}: run `make jars` (or set LAKEHOUSE_JARS_DIR).")
+    return jars

@@ -1,0 +1,248 @@
+"""Deterministic YSB ad-event generator: writes JSON lines into the landing zone.
+
+Usage:
+    python -m lakehouse.generator --start 2026-11-20T00:00Z --hours 3 --events-per-second 2 --seed 7
+
+Every hour is generated from (seed, hour) alone, so generating hours 0-2 today and hour 3
+tomorrow gives the same files as generating hours 0-3 at once (an hourly drip). Files appear
+atomically: each is written under a hidden temporary name (which Spark's file source ignores)
+and renamed into place; an hour whose files already exist is not written again.
+
+Layout: ``<root>/landing/events/YYYY-MM-DD/HH/part-NNNN.jsonl`` (the hour the producer wrote
+it, not the event hour: late events sit in a later folder), ``<root>/landing/campaigns/
+campaigns.csv`` (ad -> campaign), and ``<root>/landing/manifests/YYYY-MM-DDTHH.json`` (what
+the generator put into each hour: its own record of the truth).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from lakehouse.config import Lakehouse
+
+AD_TYPES = ("banner", "modal", "sponsored-search", "mail", "mobile")
+EVENT_TYPES = ("view", "click", "purchase")
+EVENT_TYPE_WEIGHTS = (0.80, 0.15, 0.05)
+CAMPAIGNS = 100
+ADS_PER_CAMPAIGN = 10
+USERS = 1000
+PAGES = 200
+
+
+@dataclass(frozen=True)
+class Disorder:
+    """How messy the producer is; fractions are of the hour's events."""
+
+    jitter_seconds: float = 5.0  # event time precedes arrival by up to this much
+    late_fraction: float = 0.01  # events that arrive far behind the watermark
+    late_by_minutes: float = 90.0
+    duplicate_fraction: float = 0.01  # re-sent by an at-least-once producer
+    malformed_fraction: float = 0.005  # lines that are not valid events
+
+    @classmethod
+    def none(cls) -> "Disorder":
+        return cls(0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass
+class HourManifest:
+    """What one generated hour holds: the generator's own ground truth."""
+
+    hour: str
+    files: int
+    lines: int
+    unique_events: int
+    duplicates: int
+    malformed: int
+    late: int
+
+
+def _uuid(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def campaign_dimension(seed: int) -> list[tuple[str, str]]:
+    """(ad_id, campaign_id) pairs: CAMPAIGNS campaigns with ADS_PER_CAMPAIGN ads each."""
+    rng = random.Random(f"campaigns-{seed}")
+    pairs = []
+    for _ in range(CAMPAIGNS):
+        campaign_id = _uuid(rng)
+        pairs.extend((_uuid(rng), campaign_id) for _ in range(ADS_PER_CAMPAIGN))
+    return pairs
+
+
+def _population(seed: int) -> tuple[list[tuple[str, str]], list[str]]:
+    rng = random.Random(f"population-{seed}")
+    users = [(_uuid(rng), f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}") for _ in range(USERS)]
+    pages = [_uuid(rng) for _ in range(PAGES)]
+    return users, pages
+
+
+def _malformed_line(rng: random.Random, good_line: str) -> str:
+    """A line that silver must quarantine: broken JSON, a missing field or an unknown ad."""
+    kind = rng.choice(("truncated", "not_json", "missing_field", "unknown_ad"))
+    if kind == "truncated":
+        return good_line[: rng.randrange(1, len(good_line) - 1)]
+    if kind == "not_json":
+        return "this is not json"
+    event = json.loads(good_line)
+    if kind == "missing_field":
+        del event[rng.choice(("ad_id", "event_type", "event_time", "event_id"))]
+    else:
+        event["ad_id"] = _uuid(rng)
+    return json.dumps(event)
+
+
+def generate_hour(
+    hour_start: datetime,
+    events_per_second: float,
+    seed: int,
+    disorder: Disorder = Disorder(),
+    files_per_hour: int = 4,
+) -> tuple[list[list[str]], HourManifest]:
+    """The lines of one producer hour, split into ``files_per_hour`` files, and its manifest."""
+    rng = random.Random(f"events-{seed}-{hour_start.isoformat()}")
+    ads = [ad for ad, _ in campaign_dimension(seed)]
+    users, pages = _population(seed)
+    hour_ms = int(hour_start.timestamp() * 1000)
+    count = int(events_per_second * 3600)
+    arrivals = sorted(rng.randrange(3_600_000) for _ in range(count))
+
+    lines: list[tuple[int, str]] = []  # (arrival offset ms, line)
+    late = duplicates = malformed = 0
+    for arrival in arrivals:
+        user_id, ip_address = rng.choice(users)
+        event_ms = hour_ms + arrival - int(rng.random() * disorder.jitter_seconds * 1000)
+        if rng.random() < disorder.late_fraction:
+            event_ms -= int(disorder.late_by_minutes * 60_000)
+            late += 1
+        event = {
+            "event_id": _uuid(rng),
+            "user_id": user_id,
+            "page_id": rng.choice(pages),
+            "ad_id": rng.choice(ads),
+            "ad_type": rng.choice(AD_TYPES),
+            "event_type": rng.choices(EVENT_TYPES, EVENT_TYPE_WEIGHTS)[0],
+            "event_time": str(event_ms),
+            "ip_address": ip_address,
+        }
+        line = json.dumps(event)
+        if rng.random() < disorder.malformed_fraction:
+            lines.append((arrival, _malformed_line(rng, line)))
+            malformed += 1
+            continue
+        lines.append((arrival, line))
+        if rng.random() < disorder.duplicate_fraction:
+            # Re-sent a little later, possibly into the next file of the hour.
+            lines.append((min(arrival + rng.randrange(120_000), 3_599_999), line))
+            duplicates += 1
+    lines.sort(key=lambda item: item[0])
+
+    per_file_ms = 3_600_000 // files_per_hour
+    files: list[list[str]] = [[] for _ in range(files_per_hour)]
+    for arrival, line in lines:
+        files[min(arrival // per_file_ms, files_per_hour - 1)].append(line)
+    manifest = HourManifest(
+        hour=hour_start.strftime("%Y-%m-%dT%H:00:00Z"),
+        files=files_per_hour,
+        lines=len(lines),
+        unique_events=count - malformed,
+        duplicates=duplicates,
+        malformed=malformed,
+        late=late,
+    )
+    return files, manifest
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")  # hidden: Spark's file source skips it
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_campaigns(lakehouse: Lakehouse, seed: int) -> Path:
+    """Write the ad -> campaign file (CSV with a header) for ``seed``."""
+    path = Path(lakehouse.landing_campaigns)
+    body = "ad_id,campaign_id\n" + "".join(f"{ad},{campaign}\n" for ad, campaign in campaign_dimension(seed))
+    _write_atomically(path, body)
+    return path
+
+
+def write_hours(
+    lakehouse: Lakehouse,
+    start: datetime,
+    hours: int,
+    events_per_second: float,
+    seed: int,
+    disorder: Disorder = Disorder(),
+    files_per_hour: int = 4,
+) -> list[HourManifest]:
+    """Generate ``hours`` producer hours from ``start`` into the landing zone (skipping existing ones)."""
+    manifests = []
+    for offset in range(hours):
+        hour_start = start + timedelta(hours=offset)
+        hour_dir = Path(lakehouse.landing_events) / hour_start.strftime("%Y-%m-%d/%H")
+        manifest_path = Path(lakehouse.root) / "landing" / "manifests" / f"{hour_start:%Y-%m-%dT%H}.json"
+        if manifest_path.exists():
+            manifests.append(HourManifest(**json.loads(manifest_path.read_text())))
+            continue
+        files, manifest = generate_hour(hour_start, events_per_second, seed, disorder, files_per_hour)
+        for index, lines in enumerate(files):
+            _write_atomically(hour_dir / f"part-{index:04d}.jsonl", "".join(f"{line}\n" for line in lines))
+        _write_atomically(manifest_path, json.dumps(asdict(manifest), indent=2))
+        manifests.append(manifest)
+    return manifests
+
+
+def parse_hour(value: str) -> datetime:
+    """An ISO hour such as 2026-11-20T13:00Z (UTC when no offset is given), truncated to the hour."""
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
+    parser.add_argument("--start", type=parse_hour, required=True, help="first hour, e.g. 2026-11-20T00:00Z")
+    parser.add_argument("--hours", type=int, default=1)
+    parser.add_argument("--events-per-second", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--files-per-hour", type=int, default=4)
+    parser.add_argument("--jitter-seconds", type=float, default=Disorder.jitter_seconds)
+    parser.add_argument("--late-fraction", type=float, default=Disorder.late_fraction)
+    parser.add_argument("--late-by-minutes", type=float, default=Disorder.late_by_minutes)
+    parser.add_argument("--duplicate-fraction", type=float, default=Disorder.duplicate_fraction)
+    parser.add_argument("--malformed-fraction", type=float, default=Disorder.malformed_fraction)
+    args = parser.parse_args(argv)
+    if args.hours < 1 or args.events_per_second <= 0:
+        parser.error("--hours must be >= 1 and --events-per-second > 0")
+
+    lakehouse = Lakehouse.from_env(args.lakehouse_root)
+    disorder = Disorder(
+        args.jitter_seconds, args.late_fraction, args.late_by_minutes, args.duplicate_fraction, args.malformed_fraction
+    )
+    write_campaigns(lakehouse, args.seed)
+    manifests = write_hours(
+        lakehouse, args.start, args.hours, args.events_per_second, args.seed, disorder, args.files_per_hour
+    )
+    for manifest in manifests:
+        print(
+            f"{manifest.hour}: {manifest.lines} lines in {manifest.files} files "
+            f"({manifest.unique_events} events, {manifest.duplicates} duplicates, "
+            f"{manifest.malformed} malformed, {manifest.late} late)"
+        )
+    print(f"landing zone: {lakehouse.landing_events}")
+
+
+if __name__ == "__main__":
+    main()

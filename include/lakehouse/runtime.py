@@ -1,0 +1,131 @@
+"""What every job entry point shares: arguments, logging, and running a query to completion."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import DataStreamWriter
+
+from lakehouse.config import ConfigError, Lakehouse
+from lakehouse.hours import HourRange, parse_instant
+from lakehouse.sinks import ensure_table, replace_hours, txn_app_id
+from lakehouse.sources import delta_hours, delta_stream
+
+log = logging.getLogger("lakehouse")
+
+
+@dataclass(frozen=True)
+class JobArgs:
+    """The run parameters every job accepts (Airflow passes them as ``application_args``)."""
+
+    lakehouse: Lakehouse
+    mode: str  # "incremental" (a streaming availableNow run) or "batch" (recompute an interval)
+    hours: HourRange | None  # the interval of a batch run
+    generation: int  # checkpoint generation; a full refresh moves to the next one
+    max_files_per_trigger: int
+
+
+def parse_job_args(description: str, argv: list[str] | None = None, batch: bool = True) -> JobArgs:
+    """Parse a job's command line; a bad combination fails with a message that says what to fix."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
+    parser.add_argument("--mode", choices=("incremental", "batch") if batch else ("incremental",), default="incremental")
+    parser.add_argument("--start", help="batch mode: first event hour, ISO-8601 (e.g. 2026-11-20T13:00Z)")
+    parser.add_argument("--end", help="batch mode: end of the interval, exclusive")
+    parser.add_argument("--generation", type=int, default=0, help="checkpoint generation (full refresh: +1)")
+    parser.add_argument("--max-files-per-trigger", type=int, default=1000)
+    args = parser.parse_args(argv)
+
+    hours = None
+    if args.mode == "batch":
+        if not (args.start and args.end):
+            parser.error("--mode batch needs --start and --end (an event-time interval [start, end))")
+        hours = HourRange.between(parse_instant(args.start), parse_instant(args.end))
+    elif args.start or args.end:
+        parser.error("--start/--end only apply to --mode batch")
+    return JobArgs(
+        lakehouse=Lakehouse.from_env(args.lakehouse_root),
+        mode=args.mode,
+        hours=hours,
+        generation=args.generation,
+        max_files_per_trigger=args.max_files_per_trigger,
+    )
+
+
+def configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+
+def run_available_now(writer: DataStreamWriter, checkpoint: str, name: str) -> None:
+    """Process everything new since the checkpoint, then stop (``trigger(availableNow=True)``)."""
+    query = writer.queryName(name).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    query.awaitTermination()
+    batches = [p for p in query.recentProgress if p.get("batchId") is not None]
+    rows = sum(p.get("numInputRows", 0) for p in batches)
+    log.info("%s: %d micro-batch(es), %d input row(s), checkpoint %s", name, len(batches), rows, checkpoint)
+
+
+def run_job(main: Callable[[], None]) -> None:
+    """Run a job's ``main``; a configuration error exits 2 with its message instead of a trace."""
+    configure_logging()
+    try:
+        main()
+    except ConfigError as error:
+        log.error("%s", error)
+        sys.exit(2)
+
+
+def run_gold_job(
+    spark: SparkSession,
+    args: JobArgs,
+    table_name: str,
+    transform: Callable[[DataFrame], DataFrame],
+    schema,
+) -> None:
+    """Keep a gold table equal to ``transform(silver)`` for every event hour that silver holds.
+
+    Incremental mode streams silver's new rows and, per micro-batch, recomputes the event hours
+    they touch from silver (in batch) and replaces exactly those hours in gold. Batch mode does
+    the same for the hours of [start, end). One code path, so stream and backfill cannot differ,
+    and a late event simply makes its hour be recomputed: nothing is dropped behind a watermark.
+    """
+    lakehouse = args.lakehouse
+    silver = lakehouse.table("silver.ad_events")
+    target = lakehouse.table(table_name)
+    ensure_table(spark, target, schema, ("event_date",))
+
+    def recompute(hours: HourRange, app_id: str, batch_id: int | None) -> None:
+        if not hours:
+            return
+        replace_hours(transform(delta_hours(spark, silver, hours)), target, hours, app_id, batch_id)
+        log.info("%s: recomputed %s", table_name, hours)
+
+    if args.mode == "batch":
+        recompute(args.hours, "", None)
+        return
+
+    app_id = txn_app_id(target, args.generation, "stream")
+
+    def on_batch(new_rows: DataFrame, batch_id: int) -> None:
+        touched = new_rows.select("event_date", "event_hour").distinct().collect()
+        hours = HourRange.of(_hour_start(row.event_date, row.event_hour) for row in touched)
+        recompute(hours, app_id, batch_id)
+
+    run_available_now(
+        delta_stream(spark, silver).writeStream.foreachBatch(on_batch),
+        target.checkpoint(args.generation),
+        name=table_name,
+    )
+
+
+def _hour_start(event_date, event_hour: int):
+    from datetime import datetime, timezone
+
+    return datetime(event_date.year, event_date.month, event_date.day, event_hour, tzinfo=timezone.utc)

@@ -1,0 +1,107 @@
+"""Schemas of every table, declared once and reused by jobs, tests and the generator."""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+# The YSB event as the producer writes it: every field a string (event_time is epoch millis).
+RAW_EVENT_FIELDS = (
+    "event_id",
+    "user_id",
+    "page_id",
+    "ad_id",
+    "ad_type",
+    "event_type",
+    "event_time",
+    "ip_address",
+)
+AD_TYPES = ("banner", "modal", "sponsored-search", "mail", "mobile")
+EVENT_TYPES = ("view", "click", "purchase")
+
+# Parsing target: strings, so a wrong type is a validation reason and not a silent null; the
+# corrupt-record column catches lines that are not JSON objects at all.
+CORRUPT_RECORD_COLUMN = "_corrupt_record"
+RAW_EVENT_SCHEMA = StructType(
+    [StructField(name, StringType()) for name in RAW_EVENT_FIELDS]
+    + [StructField(CORRUPT_RECORD_COLUMN, StringType())]
+)
+
+CAMPAIGNS_SCHEMA = StructType(
+    [
+        StructField("ad_id", StringType(), nullable=False),
+        StructField("campaign_id", StringType(), nullable=False),
+    ]
+)
+
+BRONZE_AD_EVENTS_SCHEMA = StructType(
+    [
+        StructField("raw_line", StringType()),
+        StructField("source_file", StringType()),
+        StructField("ingested_at", TimestampType()),
+        StructField("ingest_date", DateType()),
+    ]
+)
+
+SILVER_AD_EVENTS_SCHEMA = StructType(
+    [
+        StructField("event_id", StringType()),
+        StructField("user_id", StringType()),
+        StructField("page_id", StringType()),
+        StructField("ad_id", StringType()),
+        StructField("ad_type", StringType()),
+        StructField("event_type", StringType()),
+        StructField("event_time", TimestampType()),
+        StructField("ip_address", StringType()),
+        StructField("campaign_id", StringType()),
+        StructField("source_file", StringType()),
+        StructField("ingested_at", TimestampType()),
+        StructField("event_date", DateType()),
+        StructField("event_hour", IntegerType()),
+    ]
+)
+SILVER_PARTITION_COLUMNS = ("event_date", "event_hour")
+
+QUARANTINE_AD_EVENTS_SCHEMA = StructType(
+    [
+        StructField("raw_line", StringType()),
+        StructField("reason", StringType()),
+        StructField("reason_detail", StringType()),
+        StructField("source_file", StringType()),
+        StructField("ingested_at", TimestampType()),
+        StructField("ingest_date", DateType()),
+    ]
+)
+
+GOLD_CAMPAIGN_WINDOWS_SCHEMA = StructType(
+    [
+        StructField("campaign_id", StringType()),
+        StructField("window_start", TimestampType()),
+        StructField("window_end", TimestampType()),
+        StructField("views", LongType(), nullable=False),
+        StructField("hour_start", TimestampType()),
+        StructField("event_date", DateType()),
+    ]
+)
+
+GOLD_CAMPAIGN_HOURLY_SCHEMA = StructType(
+    [
+        StructField("campaign_id", StringType()),
+        StructField("hour_start", TimestampType()),
+        StructField("views", LongType(), nullable=False),
+        StructField("clicks", LongType(), nullable=False),
+        StructField("purchases", LongType(), nullable=False),
+        StructField("distinct_users", LongType(), nullable=False),
+        StructField("ctr", DoubleType()),
+        StructField("event_date", DateType()),
+    ]
+)
+GOLD_PARTITION_COLUMNS = ("event_date",)

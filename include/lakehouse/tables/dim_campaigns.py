@@ -1,0 +1,23 @@
+"""dims.campaigns: the ad -> campaign dimension, loaded from the landing zone's CSV file."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+
+def campaigns_from_csv(raw: DataFrame) -> DataFrame:
+    """Trimmed (ad_id, campaign_id) rows; the job refuses a file with blank or repeated ads."""
+    return raw.select(
+        F.trim("ad_id").alias("ad_id"),
+        F.trim("campaign_id").alias("campaign_id"),
+    )
+
+
+def invalid_campaign_rows(campaigns: DataFrame) -> DataFrame:
+    """Rows that make the dimension ambiguous: a blank id, or an ad mapped more than once."""
+    repeated = campaigns.groupBy("ad_id").count().filter("count > 1").select("ad_id")
+    blank = campaigns.filter(
+        F.col("ad_id").isNull() | (F.col("ad_id") == "") | F.col("campaign_id").isNull() | (F.col("campaign_id") == "")
+    )
+    return blank.select("ad_id").unionByName(repeated)

@@ -1,0 +1,94 @@
+"""silver.ad_events (+ silver.quarantine_ad_events): parse, validate, deduplicate and enrich bronze.
+
+Usage:
+    spark-submit --jars "$(ls .jars/*.jar | paste -sd,)" jobs/silver_ad_events.py \
+        [--lakehouse-root DIR] [--generation N]
+    spark-submit ... jobs/silver_ad_events.py --mode batch --start 2026-11-20T00:00Z --end 2026-11-20T03:00Z
+
+Incremental mode streams bronze's new lines with trigger(availableNow=True). Each micro-batch is
+classified against the current campaign dimension (a stream-static join, re-read every batch so
+a dimension update applies from the next batch); valid events are MERGEd into silver on event_id
+(insert-only, so a duplicate sent hours later is still recognised and a late event is never
+dropped), bad lines are appended to the quarantine with their raw line and a reason.
+
+Batch mode recomputes the event hours of [start, end) from all of bronze with the same functions
+and replaces exactly those silver partitions.
+"""
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from lakehouse.hours import HourRange
+from lakehouse.runtime import log, parse_job_args, run_available_now, run_job
+from lakehouse.schemas import QUARANTINE_AD_EVENTS_SCHEMA, SILVER_AD_EVENTS_SCHEMA, SILVER_PARTITION_COLUMNS
+from lakehouse.sinks import append, ensure_table, merge_new_rows, replace_silver_hours, txn_app_id
+from lakehouse.sources import delta_stream, require_table
+from lakehouse.spark import build_spark_session
+from lakehouse.tables.silver_ad_events import (
+    classify_ad_events,
+    deduplicate_ad_events,
+    quarantined_ad_events,
+    valid_ad_events,
+)
+
+
+def main() -> None:
+    args = parse_job_args(__doc__.splitlines()[0])
+    spark = build_spark_session("silver_ad_events")
+    lakehouse = args.lakehouse
+    bronze, dim = lakehouse.table("bronze.ad_events"), lakehouse.table("dims.campaigns")
+    silver, quarantine = lakehouse.table("silver.ad_events"), lakehouse.table("silver.quarantine_ad_events")
+    require_table(spark, dim)
+    ensure_table(spark, silver, SILVER_AD_EVENTS_SCHEMA, SILVER_PARTITION_COLUMNS)
+    ensure_table(spark, quarantine, QUARANTINE_AD_EVENTS_SCHEMA, ("ingest_date",))
+
+    def campaigns() -> DataFrame:
+        return spark.read.format("delta").load(dim.path)
+
+    if args.mode == "batch":
+        require_table(spark, bronze)
+        classified = classify_ad_events(spark.read.format("delta").load(bronze.path), campaigns())
+        in_hours = valid_ad_events(classified).filter(args.hours.silver_predicate())
+        replace_silver_hours(deduplicate_ad_events(in_hours), silver, args.hours)
+        log.info("silver.ad_events: recomputed %s from bronze", args.hours)
+        return
+
+    silver_app_id = txn_app_id(silver, args.generation, "stream")
+    quarantine_app_id = txn_app_id(quarantine, args.generation, "stream")
+
+    def on_batch(lines: DataFrame, batch_id: int) -> None:
+        classified = classify_ad_events(lines, campaigns()).persist()
+        try:
+            by_reason = {row.reason: row["count"] for row in classified.groupBy("reason").count().collect()}
+            valid = deduplicate_ad_events(valid_ad_events(classified)).persist()
+            hours = HourRange.of(
+                row.hour for row in valid.select(F.date_trunc("hour", "event_time").alias("hour")).distinct().collect()
+            )
+            if hours:
+                merge_new_rows(spark, valid, silver, "event_id", hours, silver_app_id, batch_id)
+            append(quarantined_ad_events(classified), quarantine, quarantine_app_id, batch_id, ("ingest_date",))
+            unique = valid.count()
+            valid.unpersist()
+        finally:
+            classified.unpersist()
+        total, valid_lines = sum(by_reason.values()), by_reason.get(None, 0)
+        log.info(
+            "silver batch %d: %d line(s): %d valid (%d duplicate(s) within the batch), %d quarantined %s; %s",
+            batch_id,
+            total,
+            valid_lines,
+            valid_lines - unique,
+            total - valid_lines,
+            {reason: n for reason, n in by_reason.items() if reason},
+            hours,
+        )
+
+    run_available_now(
+        delta_stream(spark, bronze).writeStream.foreachBatch(on_batch),
+        silver.checkpoint(args.generation),
+        name="silver.ad_events",
+    )
+
+
+if __name__ == "__main__":
+    run_job(main)
