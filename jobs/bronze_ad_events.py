@@ -15,8 +15,8 @@ from lakehouse.spark import build_spark_session
 from lakehouse.tables.bronze_ad_events import bronze_ad_events
 
 
-def main() -> None:
-    args = parse_job_args(__doc__.splitlines()[0], batch=False)
+def main(argv: list[str] | None = None) -> None:
+    args = parse_job_args(__doc__.splitlines()[0], argv, batch=False)
     spark = build_spark_session("bronze_ad_events")
     table = args.lakehouse.table("bronze.ad_events")
 

@@ -16,8 +16,8 @@ from lakehouse.spark import build_spark_session
 from lakehouse.tables.dim_campaigns import campaigns_from_csv, invalid_campaign_rows
 
 
-def main() -> None:
-    args = parse_job_args(__doc__.splitlines()[0], batch=False)
+def main(argv: list[str] | None = None) -> None:
+    args = parse_job_args(__doc__.splitlines()[0], argv, batch=False)
     source = args.lakehouse.landing_campaigns
     if not Path(source).is_file():
         raise ConfigError(f"Campaign file {source} not found: run the generator or copy the dimension there.")

@@ -17,8 +17,8 @@ from lakehouse.spark import build_spark_session
 from lakehouse.tables.gold_campaign_hourly import campaign_hourly
 
 
-def main() -> None:
-    args = parse_job_args(__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    args = parse_job_args(__doc__.splitlines()[0], argv)
     spark = build_spark_session("gold_campaign_hourly")
     run_gold_job(spark, args, "gold.campaign_hourly", campaign_hourly, GOLD_CAMPAIGN_HOURLY_SCHEMA)
 

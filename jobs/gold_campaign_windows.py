@@ -17,8 +17,8 @@ from lakehouse.spark import build_spark_session
 from lakehouse.tables.gold_campaign_windows import campaign_windows
 
 
-def main() -> None:
-    args = parse_job_args(__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    args = parse_job_args(__doc__.splitlines()[0], argv)
     spark = build_spark_session("gold_campaign_windows")
     run_gold_job(spark, args, "gold.campaign_windows", campaign_windows, GOLD_CAMPAIGN_WINDOWS_SCHEMA)
 

@@ -32,8 +32,8 @@ from lakehouse.tables.silver_ad_events import (
 )
 
 
-def main() -> None:
-    args = parse_job_args(__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    args = parse_job_args(__doc__.splitlines()[0], argv)
     spark = build_spark_session("silver_ad_events")
     lakehouse = args.lakehouse
     bronze, dim = lakehouse.table("bronze.ad_events"), lakehouse.table("dims.campaigns")

@@ -54,19 +54,31 @@ class KafkaBroker:
 
 
 def _stop_group(proc: subprocess.Popen, timeout: float) -> None:
+    if proc.returncode is not None:
+        return  # stopped and reaped before: its group id may now belong to someone else
     pgid = proc.pid  # start_new_session: the broker leads its own group
-    if proc.poll() is None:
-        _killpg(pgid, signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pass
-    # Also when the leader is gone: nothing of the group may survive.
+    _killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _exit_status(proc) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    # The leader is not reaped yet (alive, or a zombie), so the group id is still the broker's:
+    # SIGKILL whatever is left of the group, then reap.
     _killpg(pgid, signal.SIGKILL)
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:  # pragma: no cover - a SIGKILLed process not reaped
         pass
+
+
+def _exit_status(proc: subprocess.Popen) -> int | None:
+    """The exit status if the process has exited, without reaping it (None while it runs)."""
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return proc.poll()
+    return None if info is None else info.si_status
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -136,9 +148,10 @@ def _launch(workdir: Path, libs: Path, timeout: float) -> KafkaBroker:
     t0 = time.monotonic()
     try:
         while time.monotonic() - t0 < timeout:
-            if proc.poll() is not None:
+            status = _exit_status(proc)
+            if status is not None:
                 raise _StartError(
-                    f"the Kafka broker exited with code {proc.returncode} during startup", broker
+                    f"the Kafka broker exited with status {status} during startup", broker
                 )
             if _port_open(port) and log_path.exists():
                 with open(log_path, "rb") as f:

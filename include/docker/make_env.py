@@ -22,7 +22,8 @@ def secret_for(key: str) -> str:
     if key.endswith("FERNET_KEY"):
         return base64.urlsafe_b64encode(os.urandom(32)).decode()
     # Letters, digits, '-' and '_' only: the Postgres password goes into a database URL.
-    return secrets.token_urlsafe(32)
+    # 64 bytes: the JWT secret signs HMAC-SHA512 tokens, which want a key at least that long.
+    return secrets.token_urlsafe(64)
 
 
 def render(template: str) -> str:

@@ -10,7 +10,7 @@
 #
 # Settings (environment):
 #   KAFKA_DIR              config, data, logs and pid file       (default: <repo>/.kafka)
-#   KAFKA_LIBS             the broker's jars                     (default: <repo>/.kafka/libs)
+#   KAFKA_LIBS             the broker's jars, whatever KAFKA_DIR (default: <repo>/.kafka/libs)
 #   KAFKA_PORT             PLAINTEXT listener on 127.0.0.1        (default: 9092)
 #   KAFKA_CONTROLLER_PORT  KRaft controller listener on 127.0.0.1 (default: 9093)
 #   KAFKA_HEAP_OPTS        (default: -Xms128m -Xmx512m)
@@ -24,7 +24,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 KAFKA_DIR=${KAFKA_DIR:-$ROOT/.kafka}
-KAFKA_LIBS=${KAFKA_LIBS:-$KAFKA_DIR/libs}
+KAFKA_LIBS=${KAFKA_LIBS:-$ROOT/.kafka/libs}
 KAFKA_PORT=${KAFKA_PORT:-9092}
 KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9093}
 KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xms128m -Xmx512m}
@@ -149,12 +149,11 @@ cmd_stop() {
         sleep 0.5
     done
     if kill -0 "$pid" 2>/dev/null; then
+        # Only while the leader lives is the group id surely still the broker's.
         echo "kafka.sh: no clean stop within ${KAFKA_STOP_TIMEOUT}s: SIGKILL" >&2
         kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
         for _ in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
     fi
-    # Whatever else is left in the group (nothing, normally).
-    kill -KILL -- "-$pid" 2>/dev/null || true
     rm -f "$PID_FILE"
     echo "kafka.sh: stopped (pid $pid, $((SECONDS - start)) s)"
 }

@@ -41,6 +41,8 @@ def parse_job_args(description: str, argv: list[str] | None = None, batch: bool 
     parser.add_argument("--max-files-per-trigger", type=int, default=1000)
     args = parser.parse_args(argv)
 
+    # Airflow renders the interval args of an incremental run as empty strings.
+    args.start, args.end = args.start or None, args.end or None
     hours = None
     if args.mode == "batch":
         if not (args.start and args.end):
@@ -73,7 +75,7 @@ def run_available_now(writer: DataStreamWriter, checkpoint: str, name: str) -> N
 
 
 def run_job(main: Callable[[], None]) -> None:
-    """Run a job's ``main``; a configuration error exits 2 with its message instead of a trace."""
+    """Run a job's ``main`` from the command line; a configuration error exits 2 with its message."""
     configure_logging()
     try:
         main()

@@ -3,7 +3,7 @@
 # Override the ports or the folder on the command line: make kafka-start KAFKA_PORT=19092
 
 KAFKA_DIR             ?= $(ROOT)/.kafka
-KAFKA_LIBS            := $(KAFKA_DIR)/libs
+KAFKA_LIBS            := $(ROOT)/.kafka/libs
 KAFKA_PORT            ?= 9092
 KAFKA_CONTROLLER_PORT ?= 9093
 KAFKA_SH              := $(ROOT)/include/kafka/kafka.sh
@@ -25,7 +25,7 @@ kafka-jars: $(KAFKA_LIBS)/.fetched  ## Kafka broker jars (include/kafka/pom.xml)
 $(KAFKA_LIBS)/.fetched: include/kafka/pom.xml include/jars/settings.xml
 	@! $(KAFKA_ENV) $(KAFKA_SH) status >/dev/null || { echo "stop the broker first: make kafka-stop" >&2; exit 1; }
 	rm -rf $(KAFKA_LIBS) && mkdir -p $(KAFKA_LIBS)
-	test -e $(KAFKA_DIR)/.gitignore || printf '*\n' > $(KAFKA_DIR)/.gitignore
+	test -e $(ROOT)/.kafka/.gitignore || printf '*\n' > $(ROOT)/.kafka/.gitignore
 	$(MVN_CENTRAL) -f include/kafka/pom.xml dependency:copy-dependencies \
 	    -DoutputDirectory=$(KAFKA_LIBS) -DincludeScope=runtime
 	touch $@

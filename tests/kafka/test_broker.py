@@ -96,11 +96,17 @@ def test_consume_back_all_messages(kafka_broker: KafkaBroker, produced) -> None:
 @pytest.fixture(scope="module")
 def spark():
     # A module-level session for now; to be replaced by the project-wide session fixture.
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     jars = sorted(JARS_DIR.glob("*.jar"))
     if not any(j.name.startswith("spark-sql-kafka-0-10_") for j in jars):
         pytest.fail(f"no Spark Kafka source jar in {JARS_DIR}: run `make kafka-source-jars`")
+    if SparkContext._active_spark_context is not None:
+        # Another fixture's session is running (its jars come from the same folder): use it,
+        # and leave stopping it to its owner.
+        yield SparkSession.builder.getOrCreate()
+        return
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     session = (
         SparkSession.builder.master("local[2]")

@@ -1,0 +1,68 @@
+"""Event-hour intervals, the Delta predicates built from them, and which hours a DAG run owns."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from lakehouse.config import ConfigError
+from lakehouse.hours import HourRange, parse_instant
+from lakehouse.orchestration import end_arg, mode_arg, owned_hour, run_interval, start_arg
+
+
+def utc(*args) -> datetime:
+    return datetime(*args, tzinfo=timezone.utc)
+
+
+def test_interval_is_half_open_and_whole_hours():
+    hours = HourRange.between(utc(2026, 11, 20, 22), utc(2026, 11, 21, 1))
+    assert hours.hours == (utc(2026, 11, 20, 22), utc(2026, 11, 20, 23), utc(2026, 11, 21, 0))
+    assert hours.silver_predicate() == (
+        "(event_date = DATE'2026-11-20' AND event_hour IN (22, 23)) OR "
+        "(event_date = DATE'2026-11-21' AND event_hour IN (0))"
+    )
+    assert hours.gold_predicate() == (
+        "event_date IN (DATE'2026-11-20', DATE'2026-11-21') AND hour_start IN "
+        "(TIMESTAMP'2026-11-20 22:00:00', TIMESTAMP'2026-11-20 23:00:00', TIMESTAMP'2026-11-21 00:00:00')"
+    )
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "message"),
+    [
+        ("2026-11-20T10:30Z", "2026-11-20T12:00Z", "not on a whole hour"),
+        ("2026-11-20T12:00Z", "2026-11-20T12:00Z", "Empty interval"),
+        ("yesterday", "2026-11-20T12:00Z", "Not an ISO-8601 time"),
+    ],
+)
+def test_bad_intervals_fail_with_a_message(start, end, message):
+    with pytest.raises(ConfigError, match=message):
+        HourRange.between(parse_instant(start), parse_instant(end))
+
+
+def test_a_run_owns_the_hour_that_ended_at_its_logical_date():
+    assert owned_hour(utc(2026, 11, 20, 3)).hours == (utc(2026, 11, 20, 2),)
+
+
+class _Run:
+    def __init__(self, run_type):
+        self.run_type = run_type
+
+
+def test_backfill_runs_are_batch_over_their_own_hour_and_others_incremental():
+    at = utc(2026, 11, 20, 3)
+    backfill, scheduled = _Run("backfill"), _Run("scheduled")
+    assert (mode_arg(backfill, {}, at), start_arg(backfill, {}, at), end_arg(backfill, {}, at)) == (
+        "batch",
+        "2026-11-20T02:00Z",
+        "2026-11-20T03:00Z",
+    )
+    assert (mode_arg(scheduled, {"mode": "incremental"}, at), start_arg(scheduled, {}, at)) == ("incremental", "")
+
+
+def test_manual_batch_run_takes_its_range_from_params():
+    params = {"mode": "batch", "start": "2026-11-20T00:00Z", "end": "2026-11-20T05:00Z"}
+    assert len(run_interval("manual", params, utc(2026, 11, 22)).hours) == 5
+    with pytest.raises(ConfigError, match="needs the start and end params"):
+        run_interval("manual", {"mode": "batch"}, utc(2026, 11, 22))
