@@ -19,11 +19,18 @@ Spark master: the `spark_lakehouse` connection (`AIRFLOW_CONN_SPARK_LAKEHOUSE`, 
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param, task
 
-from lakehouse.orchestration import MACROS, SPARK_CONN_ID, job_path
+# The project's package sits in include/ beside dags/ (here, in the compose image, on a cluster's
+# Airflow); making it importable here spares every deployment a PYTHONPATH setting.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "include"))
+
+from lakehouse.orchestration import MACROS, SPARK_CONN_ID, job_path  # noqa: E402
 
 RUN_ARGS = [
     "--lakehouse-root", "{{ lakehouse_root() }}",

@@ -37,3 +37,13 @@ def spark():
 @pytest.fixture
 def lakehouse(tmp_path: Path) -> Lakehouse:
     return Lakehouse(root=str(tmp_path / "lakehouse"))
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory) -> Path:
+    """A migrated SQLite Airflow metadata DB, shared by the tests that run Airflow commands."""
+    from airflow_env import migrate
+
+    home = tmp_path_factory.mktemp("airflow_home")
+    migrate(home)
+    return home

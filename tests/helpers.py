@@ -77,3 +77,16 @@ def _diff(actual: dict, expected: dict) -> str:
     missing = {k: v for k, v in expected.items() if actual.get(k) != v}
     extra = {k: v for k, v in actual.items() if k not in expected}
     return f"{len(missing)} row(s) differ or missing, e.g. {list(missing.items())[:3]}; {len(extra)} extra, e.g. {list(extra.items())[:3]}"
+
+
+def assert_tables_match_oracle(spark: SparkSession, lakehouse: Lakehouse) -> Expected:
+    """Bronze, silver, quarantine and gold all agree with the oracle over the landing zone."""
+    expected = oracle(lakehouse)
+    assert table(spark, lakehouse, "bronze.ad_events").count() == expected.lines
+    silver_ids = [row.event_id for row in table(spark, lakehouse, "silver.ad_events").select("event_id").collect()]
+    assert len(silver_ids) == len(set(silver_ids)), "silver holds an event twice"
+    assert set(silver_ids) == set(expected.events)
+    quarantine = table(spark, lakehouse, "silver.quarantine_ad_events").groupBy("reason").count().collect()
+    assert {row.reason: row["count"] for row in quarantine} == dict(expected.quarantined)
+    assert_gold_matches_oracle(spark, lakehouse)
+    return expected

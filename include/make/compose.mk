@@ -51,7 +51,7 @@ compose-loader: $(COMPOSE_LOADER)  ## compose-go's loader as a command (.local/b
 $(COMPOSE_LOADER): $(COMPOSE_LOADER_SRC)/main.go $(COMPOSE_LOADER_SRC)/go.mod $(COMPOSE_LOADER_SRC)/go.sum
 	@command -v go >/dev/null || { echo "compose-loader: needs Go (the go command) on PATH" >&2; exit 1; }
 	mkdir -p $(@D)
-	cd $(COMPOSE_LOADER_SRC) && $(COMPOSE_GO_ENV) go build -trimpath -o $@ .
+	cd $(COMPOSE_LOADER_SRC) && $(COMPOSE_GO_ENV) GOCACHE=$(COMPOSE_GOPATH)/cache go build -mod=readonly -trimpath -o $@ .
 
 compose-config: $(COMPOSE_LOADER) .env  ## print docker-compose.yaml resolved with .env, as `docker compose config` would
 	$(COMPOSE_LOADER) docker-compose.yaml .env $(ROOT) tools

@@ -3,6 +3,8 @@
 The compose file is validated against the Compose specification's JSON schema as shipped in
 compose-go (the library `docker compose` loads files with); `make compose-schema` fetches it into
 .local/compose-spec.json with Go's module tooling, so this module never touches the network.
+`make compose-loader` also builds compose-go's loader into .local/bin/compose-config: the file is
+loaded as `docker compose config` would (interpolation, merge keys, validation, normalization).
 The other tests pin down what the project needs from the stack: where the code and the lakehouse
 are mounted, loopback-only ports, healthchecks and start order, the Spark connection, the
 Airflow metadata DB and executor, UI auth, and an .env template without secrets.
@@ -30,6 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yaml"
 ENV_EXAMPLE = REPO / ".env.example"
 SCHEMA_FILE = REPO / ".local" / "compose-spec.json"
+LOADER = REPO / ".local" / "bin" / "compose-config"
 DOCKER_DIR = REPO / "include" / "docker"
 
 AIRFLOW_SERVICES = {
@@ -134,6 +137,19 @@ def load_schema() -> dict:
             "(it fetches the Compose spec JSON schema from compose-go with `go mod download`)."
         )
     return json.loads(SCHEMA_FILE.read_text())
+
+
+def load_with_compose_go(env_file: Path, *profiles: str) -> subprocess.CompletedProcess:
+    """compose-go's loader on docker-compose.yaml with ``env_file`` as .env; fails without it."""
+    if not os.access(LOADER, os.X_OK):
+        pytest.fail(
+            f"{LOADER.relative_to(REPO)} is missing: run `make compose-loader` "
+            "(it builds include/docker/compose-config, compose-go's loader, with Go)."
+        )
+    return subprocess.run(
+        [str(LOADER), str(COMPOSE_FILE), str(env_file), str(REPO), *profiles],
+        capture_output=True, text=True, timeout=60, env={"PATH": os.environ.get("PATH", "")},
+    )  # fmt: skip
 
 
 def schema_errors(document: dict) -> list[str]:
@@ -259,6 +275,40 @@ def test_validator_rejects_a_broken_copy(breakage):
     broken = copy.deepcopy(raw_compose())
     breakage(broken)
     assert schema_errors(broken), "the schema accepted a broken compose file: the validator is not validating"
+
+
+def test_compose_go_loads_the_stack():
+    profiles = {profile for service in services().values() for profile in service.get("profiles", [])}
+    result = load_with_compose_go(ENV_EXAMPLE, *sorted(profiles))
+    assert result.returncode == 0, result.stderr
+    project = yaml.safe_load(result.stdout)
+    assert set(project["services"]) == set(raw_compose()["services"])
+    # Normalized by compose itself: every published port is on the loopback interface.
+    for name, service in project["services"].items():
+        for port in service.get("ports") or []:
+            assert port.get("host_ip") == "127.0.0.1", (name, port)
+        for mount in service.get("volumes") or []:
+            if mount["type"] == "bind":
+                source = Path(mount["source"])
+                assert source.is_relative_to(REPO) and source.exists(), (name, mount)
+    # This module's own reading of the file agrees with compose's.
+    for name in LAKEHOUSE_SERVICES:
+        assert environment(project["services"][name]) == environment(services()[name]), name
+
+
+def test_compose_go_requires_the_secrets(tmp_path):
+    empty = tmp_path / "empty.env"
+    empty.write_text("")
+    result = load_with_compose_go(empty)
+    assert result.returncode != 0
+    for variable in ("POSTGRES_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY"):
+        assert f"required variable {variable} is missing" in result.stderr, result.stderr
+
+
+def test_compose_loader_uses_the_schemas_compose_go_version():
+    pinned = re.search(r"^COMPOSE_GO_VERSION\s*:=\s*(\S+)", (REPO / "include/make/compose.mk").read_text(), re.M)
+    required = re.search(r"compose-spec/compose-go/v2 (v\S+)", (DOCKER_DIR / "compose-config/go.mod").read_text())
+    assert pinned and required and pinned[1] == required[1], "one compose-go version for the schema and the loader"
 
 
 def test_interpolation_helper_follows_compose_rules():
@@ -586,6 +636,8 @@ def test_make_env_fills_every_placeholder(tmp_path):
     first = target.read_text()
     make_env.main(["make_env.py", str(ENV_EXAMPLE), str(target)])
     assert target.read_text() == first, "an existing .env was overwritten"
+    loaded = load_with_compose_go(target)
+    assert loaded.returncode == 0, loaded.stderr
     rendered = make_env.render(ENV_EXAMPLE.read_text())
     assert rendered != make_env.render(ENV_EXAMPLE.read_text()), "secrets are not random"
     assert not re.search(rf"^\w+={PLACEHOLDER}$", rendered, re.M)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from helpers import START, assert_gold_matches_oracle, oracle, run_pipeline, table, table_version
+from helpers import START, assert_tables_match_oracle, run_pipeline, table, table_version
 from lakehouse.generator import write_campaigns, write_hours
 
 STREAMED_TABLES = (
@@ -18,18 +18,6 @@ STREAMED_TABLES = (
     "gold.campaign_windows",
     "gold.campaign_hourly",
 )
-
-
-def assert_tables_match_oracle(spark, lakehouse):
-    expected = oracle(lakehouse)
-    assert table(spark, lakehouse, "bronze.ad_events").count() == expected.lines
-    silver_ids = [row.event_id for row in table(spark, lakehouse, "silver.ad_events").select("event_id").collect()]
-    assert len(silver_ids) == len(set(silver_ids)), "silver holds an event twice"
-    assert set(silver_ids) == set(expected.events)
-    quarantine = table(spark, lakehouse, "silver.quarantine_ad_events").groupBy("reason").count().collect()
-    assert {row.reason: row["count"] for row in quarantine} == dict(expected.quarantined)
-    assert_gold_matches_oracle(spark, lakehouse)
-    return expected
 
 
 def test_jobs_process_everything_once_then_nothing_then_only_new_files(spark, lakehouse):
