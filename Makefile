@@ -60,7 +60,7 @@ demo: setup  ## generate sample data, run the hourly DAG through Airflow, print 
 	python -m lakehouse.demo
 
 test: setup $(TEST_PREREQS)  ## the test suite (what CI runs)
-	python -m pytest $(PYTEST_ARGS)
+	python -m pytest $(or $(PYTEST_ARGS),tests -ra --durations=15)
 
 env:  ## print the environment, e.g. eval "$$(make -s env)"
 	@for v in AIRFLOW_HOME LAKEHOUSE_ROOT LAKEHOUSE_JARS_DIR PYTHONPATH PATH SPARK_LOCAL_IP PYSPARK_PYTHON \
