@@ -11,8 +11,15 @@ what arrived since its checkpoint and stops. The same jobs also run in **batch m
 event-time interval, replacing exactly those hours:
 
 * a run created by `airflow backfill create` recomputes the event hour it owns,
-  **[logical date − 1h, logical date)**;
+  **[logical date − 1h, logical date)**, e.g.
+  `airflow backfill create --dag-id ysb_hourly --from-date 2026-11-20T01:00:00+00:00 --to-date 2026-11-20T03:00:00+00:00`
+  recomputes event hours 00:00, 01:00 and 02:00;
 * a manual run with `mode=batch` recomputes `[start, end)`.
+
+Batch runs start at silver (bronze is the raw, replayable log: there is nothing to recompute in
+it). A manual run with `full_refresh` = `bronze`, `silver` or `gold` first empties that layer and
+the layers computed from it and moves their streaming queries to a new checkpoint generation
+(the old checkpoint is kept), so the run rebuilds them from upstream.
 
 Spark master: the `spark_lakehouse` connection (`AIRFLOW_CONN_SPARK_LAKEHOUSE`, JSON form).
 """
@@ -24,7 +31,8 @@ from pathlib import Path
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Param, task
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG, Param, TriggerRule, task
 
 # The project's package sits in include/ beside dags/ (here, in the compose image, on a cluster's
 # Airflow); making it importable here spares every deployment a PYTHONPATH setting.
@@ -73,6 +81,11 @@ with DAG(
         ),
         "start": Param(None, type=["null", "string"], description="batch mode: first event hour, e.g. 2026-11-20T13:00Z"),
         "end": Param(None, type=["null", "string"], description="batch mode: end of the interval (exclusive)"),
+        "full_refresh": Param(
+            "none",
+            enum=["none", "bronze", "silver", "gold"],
+            description="Rebuild this layer and the ones computed from it from upstream (new checkpoints).",
+        ),
     },
 ) as dag:
 
@@ -91,9 +104,25 @@ with DAG(
         if problems:
             raise ValueError("Preflight failed:\n- " + "\n- ".join(problems))
 
-    dim_campaigns = spark_job("dim_campaigns", INCREMENTAL_ARGS)
+    @task.branch
+    def choose_path(params=None, dag_run=None, logical_date=None) -> str:
+        """Batch runs go straight to silver; incremental runs start at the dimension (or a refresh)."""
+        from lakehouse.orchestration import mode_arg
+
+        if mode_arg(dag_run, params, logical_date) == "batch":
+            return "batch_recompute"
+        return "full_refresh" if params["full_refresh"] != "none" else "incremental"
+
+    full_refresh = spark_job("full_refresh", ["--lakehouse-root", "{{ lakehouse_root() }}", "--layer", "{{ params.full_refresh }}"])
+    dim_campaigns = spark_job("dim_campaigns", INCREMENTAL_ARGS, trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
     bronze = spark_job("bronze_ad_events", INCREMENTAL_ARGS)
-    silver = spark_job("silver_ad_events", RUN_ARGS)
+    silver = spark_job("silver_ad_events", RUN_ARGS, trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
     gold = [spark_job(name, RUN_ARGS) for name in ("gold_campaign_windows", "gold_campaign_hourly")]
 
-    preflight() >> dim_campaigns >> bronze >> silver >> gold
+    # The branch's direct children are the three entry points; the tasks after them join with
+    # NONE_FAILED_MIN_ONE_SUCCESS, so a skipped path does not skip the shared tail.
+    path = preflight() >> choose_path()
+    incremental, batch_recompute = EmptyOperator(task_id="incremental"), EmptyOperator(task_id="batch_recompute")
+    path >> [full_refresh, incremental, batch_recompute]
+    [full_refresh, incremental] >> dim_campaigns >> bronze >> silver >> gold
+    batch_recompute >> silver

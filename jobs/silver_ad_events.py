@@ -21,8 +21,15 @@ from pyspark.sql import functions as F
 from lakehouse.hours import HourRange
 from lakehouse.runtime import log, parse_job_args, run_available_now, run_job
 from lakehouse.schemas import QUARANTINE_AD_EVENTS_SCHEMA, SILVER_AD_EVENTS_SCHEMA, SILVER_PARTITION_COLUMNS
-from lakehouse.sinks import append, ensure_table, merge_new_rows, replace_silver_hours, txn_app_id
-from lakehouse.sources import delta_stream, require_table
+from lakehouse.sinks import (
+    append,
+    ensure_table,
+    merge_new_rows,
+    replace_silver_hours,
+    txn_app_id,
+    with_conflict_retries,
+)
+from lakehouse.sources import bronze_lines_for, delta_stream, require_table
 from lakehouse.spark import build_spark_session
 from lakehouse.tables.silver_ad_events import (
     classify_ad_events,
@@ -46,15 +53,18 @@ def main(argv: list[str] | None = None) -> None:
         return spark.read.format("delta").load(dim.path)
 
     if args.mode == "batch":
-        require_table(spark, bronze)
-        classified = classify_ad_events(spark.read.format("delta").load(bronze.path), campaigns())
+        classified = classify_ad_events(bronze_lines_for(spark, bronze, args.hours), campaigns())
         in_hours = valid_ad_events(classified).filter(args.hours.silver_predicate())
-        replace_silver_hours(deduplicate_ad_events(in_hours), silver, args.hours)
+        with_conflict_retries(
+            lambda: replace_silver_hours(deduplicate_ad_events(in_hours), silver, args.hours),
+            f"silver.ad_events {args.hours}",
+        )
         log.info("silver.ad_events: recomputed %s from bronze", args.hours)
         return
 
-    silver_app_id = txn_app_id(silver, args.generation, "stream")
-    quarantine_app_id = txn_app_id(quarantine, args.generation, "stream")
+    generation = args.generation_of(silver)
+    silver_app_id = txn_app_id(silver, generation, "stream")
+    quarantine_app_id = txn_app_id(quarantine, generation, "stream")
 
     def on_batch(lines: DataFrame, batch_id: int) -> None:
         classified = classify_ad_events(lines, campaigns()).persist()
@@ -65,7 +75,10 @@ def main(argv: list[str] | None = None) -> None:
                 row.hour for row in valid.select(F.date_trunc("hour", "event_time").alias("hour")).distinct().collect()
             )
             if hours:
-                merge_new_rows(spark, valid, silver, "event_id", hours, silver_app_id, batch_id)
+                with_conflict_retries(
+                    lambda: merge_new_rows(spark, valid, silver, "event_id", hours, silver_app_id, batch_id),
+                    f"silver.ad_events batch {batch_id}",
+                )
             append(quarantined_ad_events(classified), quarantine, quarantine_app_id, batch_id, ("ingest_date",))
             unique = valid.count()
             valid.unpersist()
@@ -85,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
 
     run_available_now(
         delta_stream(spark, bronze).writeStream.foreachBatch(on_batch),
-        silver.checkpoint(args.generation),
+        silver.checkpoint(generation),
         name="silver.ad_events",
     )
 

@@ -47,3 +47,87 @@ def migrate(airflow_home: Path) -> None:
     env = airflow_environment(airflow_home, Lakehouse(str(airflow_home / "unused")))
     result = airflow(env, "db", "migrate", timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class AirflowServices:
+    """A real api-server (with the execution API), scheduler and dag-processor on 127.0.0.1.
+
+    Each runs in its own process group; ``stop`` sends SIGTERM, waits a bounded time, then
+    SIGKILLs the group (a LocalExecutor scheduler has been seen to hang on SIGTERM alone).
+    """
+
+    def __init__(self, env: dict[str, str], log_dir: Path):
+        port = free_port()
+        self.base_url = f"http://127.0.0.1:{port}"
+        self.env = {
+            **env,
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": self.base_url,
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        }
+        self.log_dir = log_dir
+        self.processes: list[subprocess.Popen] = []
+        self.port = port
+
+    def start(self) -> "AirflowServices":
+        import time
+        import urllib.request
+
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        commands = {
+            "api-server": ["api-server", "--host", "127.0.0.1", "--port", str(self.port)],
+            "scheduler": ["scheduler"],
+            "dag-processor": ["dag-processor"],
+        }
+        for name, args in commands.items():
+            log = open(self.log_dir / f"{name}.log", "w")
+            self.processes.append(
+                subprocess.Popen(
+                    [str(VENV_BIN / "airflow"), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )  # fmt: skip
+            )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{self.base_url}/api/v2/monitor/health", timeout=2)
+                return self
+            except OSError:
+                if any(p.poll() is not None for p in self.processes):
+                    break
+                time.sleep(1)
+        self.stop()
+        raise RuntimeError(f"Airflow services did not come up; see the logs in {self.log_dir}")
+
+    def stop(self, timeout: float = 20) -> None:
+        import os
+        import signal
+        import time
+
+        for process in self.processes:
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(process.pid, signal.SIGKILL)  # the group: task runners and spark-submits too
+            except ProcessLookupError:
+                pass
+            process.wait(timeout=10)

@@ -40,4 +40,4 @@ def build_zip(output: Path = DEFAULT_OUTPUT, package_dir: Path = PACKAGE_DIR) ->
 
 if __name__ == "__main__":
     target = build_zip(Path(sys.argv[1]).absolute() if len(sys.argv) > 1 else DEFAULT_OUTPUT)
-    print(f"pyfiles: {target}")
+    print(f"pyfiles: {target}", file=sys.stderr)

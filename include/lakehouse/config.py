@@ -7,6 +7,7 @@ deployment differ only in that variable (or the ``--lakehouse-root`` argument of
 from __future__ import annotations
 
 import glob
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +25,30 @@ class TablePaths:
     path: str
     checkpoint_root: str
 
-    def checkpoint(self, generation: int = 0) -> str:
-        """Checkpoint folder of one generation (a full refresh starts a new generation)."""
+    def checkpoint(self, generation: int | None = None) -> str:
+        """Checkpoint folder of a generation (default: the current one; a full refresh starts a new one)."""
+        if generation is None:
+            generation = self.current_generation()
         return f"{self.checkpoint_root}/gen={generation}"
+
+    @property
+    def _generation_file(self) -> Path:
+        return Path(self.checkpoint_root) / "CURRENT"
+
+    def current_generation(self) -> int:
+        """The checkpoint generation the table's streaming writer uses now (0 until a full refresh)."""
+        if not self._generation_file.exists():
+            return 0
+        return int(json.loads(self._generation_file.read_text())["generation"])
+
+    def start_new_generation(self) -> int:
+        """Move to the next checkpoint generation; the old checkpoint folder is kept as it is."""
+        generation = self.current_generation() + 1
+        self._generation_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._generation_file.with_name(".CURRENT.tmp")
+        tmp.write_text(json.dumps({"generation": generation}))
+        os.replace(tmp, self._generation_file)
+        return generation
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 Usage:
     python -m lakehouse.generator --start 2026-11-20T00:00Z --hours 3 --events-per-second 2 --seed 7
+    python -m lakehouse.generator --start 2026-11-20T00:00Z --hours 3 \
+        --kafka-bootstrap-servers 127.0.0.1:9092 --topic ysb-ad-events [--topic-partitions 3]
 
 Every hour is generated from (seed, hour) alone, so generating hours 0-2 today and hour 3
 tomorrow gives the same files as generating hours 0-3 at once (an hourly drip). Files appear
@@ -12,6 +14,10 @@ Layout: ``<root>/landing/events/YYYY-MM-DD/HH/part-NNNN.jsonl`` (the hour the pr
 it, not the event hour: late events sit in a later folder), ``<root>/landing/campaigns/
 campaigns.csv`` (ad -> campaign), and ``<root>/landing/manifests/YYYY-MM-DDTHH.json`` (what
 the generator put into each hour: its own record of the truth).
+
+With ``--kafka-bootstrap-servers`` the events go to a Kafka topic instead, one record per line,
+the same lines as the files (see :mod:`lakehouse.kafka_producer`); the campaign file is still
+written to the landing zone (dims.campaigns reads it), manifests are only printed.
 """
 
 from __future__ import annotations
@@ -223,25 +229,54 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--late-by-minutes", type=float, default=Disorder.late_by_minutes)
     parser.add_argument("--duplicate-fraction", type=float, default=Disorder.duplicate_fraction)
     parser.add_argument("--malformed-fraction", type=float, default=Disorder.malformed_fraction)
+    parser.add_argument("--kafka-bootstrap-servers", help="produce to Kafka instead of writing files")
+    parser.add_argument("--topic", help="Kafka topic (default: ysb-ad-events)")
+    parser.add_argument("--topic-partitions", type=int, help="partitions of the topic if it must be created (default: 3)")
     args = parser.parse_args(argv)
     if args.hours < 1 or args.events_per_second <= 0:
         parser.error("--hours must be >= 1 and --events-per-second > 0")
+
+    if (args.topic or args.topic_partitions) and not args.kafka_bootstrap_servers:
+        parser.error("--topic and --topic-partitions need --kafka-bootstrap-servers")
 
     lakehouse = Lakehouse.from_env(args.lakehouse_root)
     disorder = Disorder(
         args.jitter_seconds, args.late_fraction, args.late_by_minutes, args.duplicate_fraction, args.malformed_fraction
     )
     write_campaigns(lakehouse, args.seed)
+    if args.kafka_bootstrap_servers:
+        # Imported here: writing files needs no Kafka client (and kafka_producer imports this module).
+        from lakehouse import kafka_producer, kafka_settings
+
+        topic = args.topic or kafka_settings.DEFAULT_TOPIC
+        try:
+            partitions = kafka_producer.ensure_topic(
+                args.kafka_bootstrap_servers, topic, args.topic_partitions or kafka_settings.DEFAULT_TOPIC_PARTITIONS
+            )
+            manifests = kafka_producer.produce_hours(
+                args.kafka_bootstrap_servers, topic, args.start, args.hours, args.events_per_second, args.seed,
+                disorder, args.files_per_hour,
+            )  # fmt: skip
+        except kafka_producer.KafkaDeliveryError as error:
+            raise SystemExit(f"generator: {error}") from error
+        _print_manifests(manifests, "records")
+        print(f"topic: {topic} ({partitions} partitions) on {args.kafka_bootstrap_servers}")
+        return
     manifests = write_hours(
         lakehouse, args.start, args.hours, args.events_per_second, args.seed, disorder, args.files_per_hour
     )
+    _print_manifests(manifests, "files")
+    print(f"landing zone: {lakehouse.landing_events}")
+
+
+def _print_manifests(manifests: list[HourManifest], unit: str) -> None:
     for manifest in manifests:
+        where = f"lines in {manifest.files} files" if unit == "files" else "records"
         print(
-            f"{manifest.hour}: {manifest.lines} lines in {manifest.files} files "
+            f"{manifest.hour}: {manifest.lines} {where} "
             f"({manifest.unique_events} events, {manifest.duplicates} duplicates, "
             f"{manifest.malformed} malformed, {manifest.late} late)"
         )
-    print(f"landing zone: {lakehouse.landing_events}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The independent oracle: expected silver and gold computed in plain Python from raw landing files.
+"""The independent oracle: expected silver and gold computed in plain Python from raw event lines.
 
 It shares no code with the Spark transformations (only the published field names and codes of the
 event contract), so a bug there cannot hide here: tests and the demo compare the Delta tables
@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterable
 
 REQUIRED = ("event_id", "user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time", "ip_address")
 EVENT_TYPES = {"view", "click", "purchase"}
@@ -87,25 +88,30 @@ def _reason(line: str, ads: dict[str, str]) -> str | None:
 
 def expected_from_landing(landing_root: str | Path, campaigns_csv: str | Path) -> Expected:
     """Expected tables from every ``*.jsonl`` file under ``landing_root`` (hidden files excluded)."""
+    files = sorted(p for p in Path(landing_root).rglob("*.jsonl") if not p.name.startswith("."))
+    lines = (line for path in files for line in path.read_bytes().decode("utf-8", errors="replace").splitlines())
+    return expected_from_lines(lines, campaigns_csv)
+
+
+def expected_from_lines(lines: Iterable[str], campaigns_csv: str | Path) -> Expected:
+    """Expected tables from raw event lines, e.g. the records a producer sent to Kafka."""
     with open(campaigns_csv, newline="", encoding="utf-8") as handle:
         ads = {row["ad_id"]: row["campaign_id"] for row in csv.DictReader(handle)}
     expected = Expected()
-    files = sorted(p for p in Path(landing_root).rglob("*.jsonl") if not p.name.startswith("."))
-    for path in files:
-        for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
-            expected.lines += 1
-            reason = _reason(line, ads)
-            if reason:
-                expected.quarantined[reason] += 1
-                continue
-            event = json.loads(line)
-            if event["event_id"] in expected.events:
-                expected.duplicates += 1
-                continue
-            expected.events[event["event_id"]] = {
-                "campaign_id": ads[event["ad_id"]],
-                "millis": int(event["event_time"]),
-                "event_type": event["event_type"],
-                "user_id": event["user_id"],
-            }
+    for line in lines:
+        expected.lines += 1
+        reason = _reason(line, ads)
+        if reason:
+            expected.quarantined[reason] += 1
+            continue
+        event = json.loads(line)
+        if event["event_id"] in expected.events:
+            expected.duplicates += 1
+            continue
+        expected.events[event["event_id"]] = {
+            "campaign_id": ads[event["ad_id"]],
+            "millis": int(event["event_time"]),
+            "event_type": event["event_type"],
+            "user_id": event["user_id"],
+        }
     return expected

@@ -11,9 +11,9 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
-from lakehouse.config import ConfigError, Lakehouse
+from lakehouse.config import ConfigError, Lakehouse, TablePaths
 from lakehouse.hours import HourRange, parse_instant
-from lakehouse.sinks import ensure_table, replace_hours, txn_app_id
+from lakehouse.sinks import ensure_table, replace_hours, txn_app_id, with_conflict_retries
 from lakehouse.sources import delta_hours, delta_stream
 
 log = logging.getLogger("lakehouse")
@@ -26,8 +26,11 @@ class JobArgs:
     lakehouse: Lakehouse
     mode: str  # "incremental" (a streaming availableNow run) or "batch" (recompute an interval)
     hours: HourRange | None  # the interval of a batch run
-    generation: int  # checkpoint generation; a full refresh moves to the next one
+    generation: int | None  # checkpoint generation; None: the target table's current one
     max_files_per_trigger: int
+
+    def generation_of(self, table: TablePaths) -> int:
+        return self.generation if self.generation is not None else table.current_generation()
 
 
 def parse_job_args(description: str, argv: list[str] | None = None, batch: bool = True) -> JobArgs:
@@ -37,7 +40,9 @@ def parse_job_args(description: str, argv: list[str] | None = None, batch: bool 
     parser.add_argument("--mode", choices=("incremental", "batch") if batch else ("incremental",), default="incremental")
     parser.add_argument("--start", help="batch mode: first event hour, ISO-8601 (e.g. 2026-11-20T13:00Z)")
     parser.add_argument("--end", help="batch mode: end of the interval, exclusive")
-    parser.add_argument("--generation", type=int, default=0, help="checkpoint generation (full refresh: +1)")
+    parser.add_argument(
+        "--generation", type=int, help="checkpoint generation (default: the table's current one; a full refresh moves it)"
+    )
     parser.add_argument("--max-files-per-trigger", type=int, default=1000)
     args = parser.parse_args(argv)
 
@@ -106,14 +111,18 @@ def run_gold_job(
     def recompute(hours: HourRange, app_id: str, batch_id: int | None) -> None:
         if not hours:
             return
-        replace_hours(transform(delta_hours(spark, silver, hours)), target, hours, app_id, batch_id)
+        with_conflict_retries(
+            lambda: replace_hours(transform(delta_hours(spark, silver, hours)), target, hours, app_id, batch_id),
+            f"{table_name} {hours}",
+        )
         log.info("%s: recomputed %s", table_name, hours)
 
     if args.mode == "batch":
         recompute(args.hours, "", None)
         return
 
-    app_id = txn_app_id(target, args.generation, "stream")
+    generation = args.generation_of(target)
+    app_id = txn_app_id(target, generation, "stream")
 
     def on_batch(new_rows: DataFrame, batch_id: int) -> None:
         touched = new_rows.select("event_date", "event_hour").distinct().collect()
@@ -122,7 +131,7 @@ def run_gold_job(
 
     run_available_now(
         delta_stream(spark, silver).writeStream.foreachBatch(on_batch),
-        target.checkpoint(args.generation),
+        target.checkpoint(generation),
         name=table_name,
     )
 

@@ -42,14 +42,23 @@ CAMPAIGNS_SCHEMA = StructType(
     ]
 )
 
+# One bronze table whichever source fed a row. ``source_file`` is where the line came from: a
+# file URI, or ``kafka://topic/partition/offset`` for a Kafka record (silver and the quarantine
+# keep only that column). The Kafka lineage columns are null for file rows; they come last so a
+# table created before them gains them by a plain schema merge.
 BRONZE_AD_EVENTS_SCHEMA = StructType(
     [
         StructField("raw_line", StringType()),
         StructField("source_file", StringType()),
         StructField("ingested_at", TimestampType()),
         StructField("ingest_date", DateType()),
+        StructField("kafka_topic", StringType()),
+        StructField("kafka_partition", IntegerType()),
+        StructField("kafka_offset", LongType()),
+        StructField("kafka_timestamp", TimestampType()),
     ]
 )
+KAFKA_LINEAGE_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp")
 
 SILVER_AD_EVENTS_SCHEMA = StructType(
     [

@@ -10,8 +10,10 @@ as already done (batch ids restart at 0).
 from __future__ import annotations
 
 import logging
+import random
+import time
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -20,6 +22,7 @@ from lakehouse.config import TablePaths
 from lakehouse.hours import HourRange
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -115,3 +118,26 @@ def replace_silver_hours(df: DataFrame, table: TablePaths, hours: HourRange) -> 
 def _qualify(predicate: str, alias: str) -> str:
     """Prefix the partition columns of a predicate with a table alias (for MERGE conditions)."""
     return predicate.replace("event_date", f"{alias}.event_date").replace("event_hour", f"{alias}.event_hour")
+
+
+def with_conflict_retries(write: Callable[[], T], what: str, attempts: int = 6) -> T:
+    """Run a Delta write, retrying when a concurrent writer (a backfill beside the hourly run) won.
+
+    Delta's optimistic concurrency rejects a commit that read data another commit has since
+    changed; every write here is idempotent, so trying again after a short random pause is safe.
+    """
+    from delta.exceptions import DeltaConcurrentModificationException
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return write()
+        except DeltaConcurrentModificationException as error:
+            if attempt == attempts:
+                raise
+            pause = random.uniform(0.5, 2.0) * attempt
+            log.warning(
+                "Delta write conflict on %s (attempt %d/%d, %s); retrying in %.1f s",
+                what, attempt, attempts, type(error).__name__, pause,
+            )  # fmt: skip
+            time.sleep(pause)
+    raise AssertionError("unreachable")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -9,6 +10,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.config import ConfigError, TablePaths
 from lakehouse.hours import HourRange
+from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S
 
 
 def landing_lines_stream(spark: SparkSession, landing_dir: str, max_files_per_trigger: int) -> DataFrame:
@@ -33,6 +35,118 @@ def landing_lines_stream(spark: SparkSession, landing_dir: str, max_files_per_tr
         F.current_timestamp().alias("ingested_at"),
     )
 
+
+
+class KafkaUnavailableError(RuntimeError):
+    """The Kafka brokers did not answer: transient, the task fails fast and is retried."""
+
+
+def require_kafka_topic(bootstrap_servers: str, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
+    """The partition count of ``topic``; fails within ``timeout_s`` when the brokers do not answer.
+
+    Checked before a query starts: Spark's own Kafka client would retry for minutes against a down
+    broker, and would read nothing from a mistyped topic without a word.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    # Metadata of all topics: asking for one topic could auto-create it on the broker.
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    try:
+        topics = admin.list_topics(timeout=timeout_s).topics
+    except KafkaException as error:
+        raise KafkaUnavailableError(
+            f"Kafka brokers {bootstrap_servers} did not answer within {timeout_s:.0f} s ({error}). Nothing was "
+            "read; the task fails now and will retry. If it keeps failing: is the broker up (make kafka-start), "
+            "and are the bootstrap servers right (--kafka-bootstrap-servers, Airflow connection kafka_lakehouse, "
+            "$KAFKA_BOOTSTRAP_SERVERS)?"
+        ) from error
+    if topic not in topics or not topics[topic].partitions:
+        raise ConfigError(
+            f"Kafka topic {topic!r} does not exist on {bootstrap_servers}: produce to it first "
+            f"(python -m lakehouse.generator --kafka-bootstrap-servers {bootstrap_servers} --topic {topic} ...) "
+            "or fix --kafka-topic. If it was deleted, recreate it and start a new checkpoint generation "
+            "(--generation N+1): the old checkpoint's offsets mean nothing in a new topic."
+        )
+    return len(topics[topic].partitions)
+
+
+def kafka_lines_stream(
+    spark: SparkSession,
+    bootstrap_servers: str,
+    topic: str,
+    max_offsets_per_trigger: int,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> DataFrame:
+    """New records of a Kafka topic as lines (``value``, ``kafka_topic``, ``kafka_partition``,
+    ``kafka_offset``, ``kafka_timestamp``, ``ingested_at``).
+
+    The checkpoint holds the next offset of every partition, so a rerun reads only records that
+    arrived since; a new checkpoint starts at the earliest offset still retained. A record that is
+    gone before it was read (deleted, aged out, topic recreated) fails the query
+    (``failOnDataLoss``): skipping it or not is an operator's decision, not the job's.
+    """
+    timeout_ms = str(int(timeout_s * 1000))
+    records = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", max_offsets_per_trigger)
+        .option("failOnDataLoss", "true")
+        # Offset lookups and fetches give up after seconds, not the clients' minutes of defaults.
+        .option("kafka.default.api.timeout.ms", timeout_ms)
+        .option("kafka.request.timeout.ms", timeout_ms)
+        .option("kafkaConsumer.pollTimeoutMs", str(int(timeout_s * 3000)))
+        .load()
+    )
+    return records.select(
+        F.col("value").cast("string").alias("value"),
+        F.col("topic").alias("kafka_topic"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("kafka_timestamp"),
+        F.current_timestamp().alias("ingested_at"),
+    )
+
+
+# How Spark's Kafka source reports a topic that no longer matches the offsets in a checkpoint
+# (KAFKA_DATA_LOSS and its reasons, the partition-set checks, a deleted topic); the reasons are
+# often only in the causes of a task failure, hence the search of the whole JVM stack trace.
+_KAFKA_SOURCE_CHANGED = (
+    "KafkaIllegalStateException",
+    "KAFKA_DATA_LOSS",
+    "Some data may have been lost because they are not available in Kafka",
+    "UnknownTopicOrPartitionException",
+    "MISMATCHED_TOPIC_PARTITIONS",
+    "LOST_TOPIC_PARTITIONS",
+    "START_OFFSET_GREATER_THAN_END_OFFSET",
+    "KAFKA_START_OFFSET_DOES_NOT_MATCH_ASSIGNED",
+)
+_KAFKA_UNAVAILABLE = ("org.apache.kafka.common.errors.TimeoutException",)
+
+
+def _error_text(error: BaseException) -> str:
+    # A captured JVM error keeps the full trace, causes included, in _stackTrace; str() omits it.
+    return f"{error}\n{getattr(error, '_stackTrace', '') or ''}"
+
+
+def kafka_source_changed(error: BaseException) -> str | None:
+    """Spark's reason when a Kafka query failed because its topic no longer matches the checkpoint
+    (records gone, partitions deleted, topic deleted or recreated); None for any other failure."""
+    text = _error_text(error)
+    if not any(marker in text for marker in _KAFKA_SOURCE_CHANGED):
+        return None
+    reason = re.search(r"Reason: ([^\n]*)", text)
+    if reason:
+        return reason.group(1).split(" SQLSTATE")[0].strip()
+    first = next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
+    return first.strip()[:300]
+
+
+def kafka_unavailable(error: BaseException) -> bool:
+    """True when a Kafka query failed because the brokers stopped answering (a timeout)."""
+    return any(marker in _error_text(error) for marker in _KAFKA_UNAVAILABLE)
 
 def require_table(spark: SparkSession, table: TablePaths) -> None:
     """Fail fast, naming the job to run, when an upstream Delta table does not exist yet."""
@@ -59,3 +173,15 @@ def delta_hours(spark: SparkSession, table: TablePaths, hours: HourRange) -> Dat
     """A partitioned table's rows for ``hours``, read in batch and pruned to those partitions."""
     require_table(spark, table)
     return spark.read.format("delta").load(table.path).filter(hours.silver_predicate())
+
+
+def bronze_lines_for(spark: SparkSession, bronze: TablePaths, hours: HourRange) -> DataFrame:
+    """The bronze lines that can hold events of ``hours``, read in batch.
+
+    Bronze is partitioned by ingestion date, and an event is never ingested before its event time
+    minus the largest accepted clock skew (one day, see silver's future check); late events can
+    arrive any time after. So every partition from the day before the first hour on is read.
+    """
+    require_table(spark, bronze)
+    first_day = hours.hours[0].date() - timedelta(days=1)
+    return spark.read.format("delta").load(bronze.path).filter(F.col("ingest_date") >= F.lit(first_day))

@@ -47,7 +47,11 @@ def test_hourly_dag_shape():
     assert (dag.catchup, dag.max_active_runs) == (False, 1)
     assert dag.doc_md and "backfill" in dag.doc_md
     assert {name: sorted(dag.get_task(name).downstream_task_ids) for name in dag.task_ids} == {
-        "preflight": ["dim_campaigns"],
+        "preflight": ["choose_path"],
+        "choose_path": ["batch_recompute", "full_refresh", "incremental"],
+        "full_refresh": ["dim_campaigns"],
+        "incremental": ["dim_campaigns"],
+        "batch_recompute": ["silver_ad_events"],
         "dim_campaigns": ["bronze_ad_events"],
         "bronze_ad_events": ["silver_ad_events"],
         "silver_ad_events": ["gold_campaign_hourly", "gold_campaign_windows"],
@@ -55,4 +59,4 @@ def test_hourly_dag_shape():
         "gold_campaign_hourly": [],
     }
     assert all(dag.get_task(name).retries == 2 for name in dag.task_ids)
-    assert set(dag.params.keys()) == {"mode", "start", "end"}
+    assert set(dag.params.keys()) == {"mode", "start", "end", "full_refresh"}

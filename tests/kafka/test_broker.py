@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
-# tests/ holds kafka_broker.py; until tests/conftest.py imports the fixture, put it on sys.path.
-_TESTS = str(Path(__file__).resolve().parents[1])
-if _TESTS not in sys.path:
-    sys.path.insert(0, _TESTS)
+if TYPE_CHECKING:  # the fixture itself comes from tests/kafka/conftest.py
+    from kafka_broker import KafkaBroker
 
-from confluent_kafka import Consumer, KafkaException, Producer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from kafka_broker import KafkaBroker, kafka_broker  # noqa: E402,F401
-
-ROOT = Path(__file__).resolve().parents[2]
-JARS_DIR = Path(os.environ.get("LAKEHOUSE_JARS_DIR", ROOT / ".jars"))
 TOPIC = "smoke-events"
 PARTITIONS = 2
 N = 100
@@ -91,38 +84,6 @@ def test_consume_back_all_messages(kafka_broker: KafkaBroker, produced) -> None:
         consumer.close()
     assert set(got) == {f"value-{i:03d}" for i in range(N)}
     assert got == produced
-
-
-@pytest.fixture(scope="module")
-def spark():
-    # A module-level session for now; to be replaced by the project-wide session fixture.
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
-    jars = sorted(JARS_DIR.glob("*.jar"))
-    if not any(j.name.startswith("spark-sql-kafka-0-10_") for j in jars):
-        pytest.fail(f"no Spark Kafka source jar in {JARS_DIR}: run `make kafka-source-jars`")
-    if SparkContext._active_spark_context is not None:
-        # Another fixture's session is running (its jars come from the same folder): use it,
-        # and leave stopping it to its owner.
-        yield SparkSession.builder.getOrCreate()
-        return
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafka-broker-smoke")
-        .config("spark.jars", ",".join(str(j) for j in jars))
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("WARN")
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 def _kafka_options(broker: KafkaBroker) -> dict[str, str]:

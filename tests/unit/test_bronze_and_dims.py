@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from pyspark.testing import assertDataFrameEqual
+from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
 from lakehouse.schemas import BRONZE_AD_EVENTS_SCHEMA, CAMPAIGNS_SCHEMA
 from lakehouse.tables.bronze_ad_events import bronze_ad_events
@@ -17,15 +17,35 @@ def test_bronze_keeps_every_line_unparsed(spark):
         [('{"event_id": "e-1"}', "file:/a.jsonl", at), ("not json", "file:/a.jsonl", at), ("", "file:/b.jsonl", at)],
         "value string, source_file string, ingested_at timestamp",
     )
+    no_kafka = (None, None, None, None)
     expected = spark.createDataFrame(
         [
-            ('{"event_id": "e-1"}', "file:/a.jsonl", at, date(2026, 11, 20)),
-            ("not json", "file:/a.jsonl", at, date(2026, 11, 20)),
-            ("", "file:/b.jsonl", at, date(2026, 11, 20)),
+            ('{"event_id": "e-1"}', "file:/a.jsonl", at, date(2026, 11, 20), *no_kafka),
+            ("not json", "file:/a.jsonl", at, date(2026, 11, 20), *no_kafka),
+            ("", "file:/b.jsonl", at, date(2026, 11, 20), *no_kafka),
         ],
         BRONZE_AD_EVENTS_SCHEMA,
     )
     assertDataFrameEqual(bronze_ad_events(lines), expected)
+    assertSchemaEqual(bronze_ad_events(lines).schema, BRONZE_AD_EVENTS_SCHEMA)
+
+
+def test_bronze_keeps_kafka_records_with_their_address(spark):
+    at, sent = datetime(2026, 11, 21, 0, 0, 1), datetime(2026, 11, 20, 23, 59, 58)
+    records = spark.createDataFrame(
+        [('{"event_id": "e-1"}', "ysb", 0, 41, sent, at), ("not json", "ysb", 2, 7, sent, at)],
+        "value string, kafka_topic string, kafka_partition int, kafka_offset long, kafka_timestamp timestamp, "
+        "ingested_at timestamp",
+    )
+    expected = spark.createDataFrame(
+        [
+            ('{"event_id": "e-1"}', "kafka://ysb/0/41", at, date(2026, 11, 21), "ysb", 0, 41, sent),
+            ("not json", "kafka://ysb/2/7", at, date(2026, 11, 21), "ysb", 2, 7, sent),
+        ],
+        BRONZE_AD_EVENTS_SCHEMA,
+    )
+    assertDataFrameEqual(bronze_ad_events(records), expected)
+    assertSchemaEqual(bronze_ad_events(records).schema, BRONZE_AD_EVENTS_SCHEMA)
 
 
 def test_campaigns_are_trimmed_and_ambiguous_rows_found(spark):

@@ -1,0 +1,128 @@
+"""Kafka settings of the lakehouse: defaults, the environment, and the Airflow wiring of bronze's source.
+
+Pure helpers (no pyspark, no Kafka client): the generator and the bronze job use the defaults and
+validators, the DAG uses the macros at task-render time. Where the broker is, in order: the job's
+``--kafka-bootstrap-servers``, the Airflow connection ``kafka_lakehouse`` (which the DAG renders
+into that argument), then ``$KAFKA_BOOTSTRAP_SERVERS`` (exported by include/make/kafka.mk).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Mapping
+
+from lakehouse.config import ConfigError, TablePaths
+
+SOURCES = ("files", "kafka")
+DEFAULT_TOPIC = "ysb-ad-events"
+DEFAULT_TOPIC_PARTITIONS = 3
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = 100_000
+# How long a Kafka call may take before the job (or the generator) gives up: short, because a
+# down broker should fail the task quickly and let Airflow retry it, not hang for minutes.
+DEFAULT_TIMEOUT_S = 10.0
+KAFKA_CONN_ID = "kafka_lakehouse"
+BOOTSTRAP_SERVERS_ENV = "KAFKA_BOOTSTRAP_SERVERS"
+
+# Kafka's own rule for topic names; it also keeps a topic safe to use in a checkpoint path.
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def validate_topic(topic: str) -> str:
+    """``topic`` if it is a legal Kafka topic name, else a ConfigError saying what is legal."""
+    if not topic or not _TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
+        raise ConfigError(
+            f"Invalid Kafka topic {topic!r}: use 1-249 characters among letters, digits, '.', '_' and '-'."
+        )
+    return topic
+
+
+def resolve_bootstrap_servers(given: str | None, env: Mapping[str, str] = os.environ) -> str:
+    """The bootstrap servers to use: ``given`` (an argument), else ``$KAFKA_BOOTSTRAP_SERVERS``."""
+    servers = (given or "").strip() or env.get(BOOTSTRAP_SERVERS_ENV, "").strip()
+    if not servers:
+        raise ConfigError(
+            "No Kafka bootstrap servers: pass --kafka-bootstrap-servers HOST:PORT[,HOST:PORT...], set "
+            f"{BOOTSTRAP_SERVERS_ENV}, or (in Airflow) define the connection {KAFKA_CONN_ID!r}."
+        )
+    return servers
+
+
+def bootstrap_servers_from_connection(host: str | None, port: int | None, extra: Mapping[str, Any] | None) -> str:
+    """Bootstrap servers from an Airflow connection's fields.
+
+    ``extra["bootstrap.servers"]`` (the Kafka provider's convention, for several brokers) wins;
+    otherwise ``host:port``, or ``host`` alone when it already lists ``host:port`` pairs.
+    """
+    listed = str((extra or {}).get("bootstrap.servers") or "").strip()
+    if listed:
+        return listed
+    host = (host or "").strip()
+    if not host:
+        raise ConfigError(
+            f"Airflow connection {KAFKA_CONN_ID!r} has no host: set host and port (or extra "
+            '{"bootstrap.servers": "HOST:PORT,..."}).'
+        )
+    return host if ":" in host or not port else f"{host}:{port}"
+
+
+def kafka_checkpoint_root(table: TablePaths, topic: str) -> str:
+    """Where the Kafka query writing ``table`` from ``topic`` keeps its checkpoint generations.
+
+    Beside the file source's (``<root>/gen=N``), never inside it, and one per topic: a checkpoint
+    holds per-partition offsets of one topic, so switching source or topic must never reuse one.
+    """
+    return f"{table.checkpoint_root}/kafka/{validate_topic(topic)}"
+
+
+def kafka_checkpoint(table: TablePaths, topic: str, generation: int) -> str:
+    """The Kafka query's checkpoint folder of one generation (a full refresh starts a new one)."""
+    return f"{kafka_checkpoint_root(table, topic)}/gen={generation}"
+
+
+# --- Airflow wiring (macros, evaluated only when a task instance renders its arguments) ---
+
+
+def bootstrap_servers_arg(params: Mapping[str, Any] | None, conn: Any) -> str:
+    """The ``--kafka-bootstrap-servers`` argument of the bronze task.
+
+    Empty for the files source (the connection is then never looked up, so a deployment without
+    Kafka needs none) and when the connection does not exist (the job then falls back to
+    ``$KAFKA_BOOTSTRAP_SERVERS`` or fails naming all three places). ``conn`` is Airflow's template
+    variable of that name.
+    """
+    if (params or {}).get("source") != "kafka":
+        return ""
+    connection = conn.get(KAFKA_CONN_ID)
+    if connection is None:
+        return ""
+    return bootstrap_servers_from_connection(connection.host, connection.port, connection.extra_dejson)
+
+
+def source_problems(
+    params: Mapping[str, Any] | None, bootstrap_servers: str = "", env: Mapping[str, str] = os.environ
+) -> list[str]:
+    """What is wrong with the bronze source params (for the DAG's preflight); empty when fine.
+
+    ``bootstrap_servers`` is what :func:`bootstrap_servers_arg` renders. Only configuration is
+    checked; whether the broker answers is checked by the bronze job itself, just before it reads.
+    """
+    params = params or {}
+    source = params.get("source") or "files"
+    if source not in SOURCES:
+        return [f"Unknown source {source!r}: use one of {', '.join(SOURCES)}."]
+    if source != "kafka":
+        return []
+    problems = []
+    for check in (
+        lambda: validate_topic(params.get("kafka_topic") or DEFAULT_TOPIC),
+        lambda: resolve_bootstrap_servers(bootstrap_servers, env),
+    ):
+        try:
+            check()
+        except ConfigError as error:
+            problems.append(str(error))
+    return problems
+
+
+KAFKA_MACROS = {"lakehouse_kafka_bootstrap_servers": bootstrap_servers_arg}

@@ -1,0 +1,196 @@
+"""bronze.ad_events from a real Kafka topic: every record once, nothing twice, only what is new;
+a killed driver loses and repeats nothing; a broken source fails with an error that says what to do."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+from pyspark.sql import functions as F
+
+from helpers import START, run_job, table, table_version
+from kafka_helpers import (
+    assert_tables_match,
+    bronze_positions,
+    delete_topic,
+    kafka_args,
+    produce_generated_hours,
+)
+from lakehouse.config import ConfigError, jar_paths
+from lakehouse.generator import write_campaigns, write_hours
+from lakehouse.kafka_producer import ensure_topic, produce_lines
+from lakehouse.kafka_settings import kafka_checkpoint
+from lakehouse.oracle import expected_from_lines
+from lakehouse.sources import KafkaUnavailableError
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+EVENTS_PER_SECOND = 0.1  # 360 lines an hour
+DOWNSTREAM = ("silver_ad_events", "gold_campaign_windows", "gold_campaign_hourly")
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_bronze_reads_every_record_once_then_nothing_then_only_new_ones(spark, lakehouse, kafka_broker, new_topic):
+    servers, topic = kafka_broker.bootstrap_servers, new_topic(2)
+    write_campaigns(lakehouse, seed=21)
+    # The first producer hour arrives as files, the next ones through Kafka: one bronze table for both.
+    write_hours(lakehouse, START, 1, EVENTS_PER_SECOND, seed=21)
+    file_lines = [line for path in sorted(Path(lakehouse.landing_events).rglob("*.jsonl")) for line in path.read_text().splitlines()]
+    run_job("dim_campaigns", lakehouse)
+    run_job("bronze_ad_events", lakehouse)
+    lines, positions = produce_generated_hours(servers, topic, START + timedelta(hours=1), 2, EVENTS_PER_SECOND, seed=21)
+    assert {partition for partition, _ in positions} == {0, 1}
+
+    run_job("bronze_ad_events", lakehouse, *kafka_args(servers, topic, "--max-offsets-per-trigger", "300"))
+    assert Counter(bronze_positions(spark, lakehouse, topic)) == Counter(positions)  # each once, no gap
+    bronze = table(spark, lakehouse, "bronze.ad_events")
+    from_kafka = bronze.filter(F.col("kafka_topic") == topic).collect()
+    assert Counter(row.raw_line for row in from_kafka) == Counter(lines)
+    assert all(row.source_file == f"kafka://{topic}/{row.kafka_partition}/{row.kafka_offset}" for row in from_kafka)
+    assert all(row.kafka_timestamp is not None for row in from_kafka)
+    from_files = bronze.filter(F.col("kafka_topic").isNull()).collect()
+    assert Counter(row.raw_line for row in from_files) == Counter(file_lines)
+    assert all(row.source_file.startswith("file:") and row.kafka_offset is None for row in from_files)
+
+    version = table_version(spark, lakehouse, "bronze.ad_events")
+    run_job("bronze_ad_events", lakehouse, *kafka_args(servers, topic))
+    assert table_version(spark, lakehouse, "bronze.ad_events") == version, "a rerun with nothing new wrote a commit"
+
+    new_lines, new_positions = produce_generated_hours(servers, topic, START + timedelta(hours=3), 1, EVENTS_PER_SECOND, seed=21)
+    run_job("bronze_ad_events", lakehouse, *kafka_args(servers, topic))
+    added = Counter(bronze_positions(spark, lakehouse, topic)) - Counter(bronze_positions(spark, lakehouse, topic, version))
+    assert added == Counter(new_positions)
+
+    for job in DOWNSTREAM:
+        run_job(job, lakehouse)
+    expected = expected_from_lines(file_lines + lines + new_lines, lakehouse.landing_campaigns)
+    assert expected.duplicates > 0 and expected.quarantined, "the sample must exercise duplicates and bad lines"
+    assert_tables_match(spark, lakehouse, expected)
+
+
+def test_driver_killed_mid_run_then_rerun_loses_and_repeats_nothing(spark, lakehouse, kafka_broker, new_topic, tmp_path):
+    servers, topic = kafka_broker.bootstrap_servers, new_topic(2)
+    write_campaigns(lakehouse, seed=22)
+    lines, positions = produce_generated_hours(servers, topic, START, 2, EVENTS_PER_SECOND, seed=22)
+    run_job("dim_campaigns", lakehouse)
+
+    # Small micro-batches, so the query is still running when its first commit lands.
+    log = tmp_path / "spark-submit.log"
+    driver = _spark_submit_bronze(lakehouse.root, kafka_args(servers, topic, "--max-offsets-per-trigger", "25"), log)
+    delta_log = Path(lakehouse.table("bronze.ad_events").path) / "_delta_log"
+    try:
+        deadline = time.monotonic() + 180
+        while not list(delta_log.glob("*.json")) and driver.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver leads its own process group (JVM + Python)
+        driver.wait(30)
+    assert driver.returncode == -signal.SIGKILL, f"the driver ended on its own before the kill:\n{_tail(log)}"
+    killed_at = len(bronze_positions(spark, lakehouse, topic))
+    assert 0 < killed_at < len(lines), f"killed after {killed_at} of {len(lines)} records: not mid-run"
+
+    run_job("bronze_ad_events", lakehouse, *kafka_args(servers, topic))
+    assert Counter(bronze_positions(spark, lakehouse, topic)) == Counter(positions)  # no duplicate, no gap
+
+    for job in DOWNSTREAM:
+        run_job(job, lakehouse)
+    assert_tables_match(spark, lakehouse, expected_from_lines(lines, lakehouse.landing_campaigns))
+
+
+def test_broker_down_fails_fast_naming_the_servers(lakehouse):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        servers = f"127.0.0.1:{s.getsockname()[1]}"
+    started = time.monotonic()
+    with pytest.raises(KafkaUnavailableError, match=rf"{servers} did not answer.*will retry"):
+        run_job("bronze_ad_events", lakehouse, *kafka_args(servers, "ysb-ad-events"))
+    assert time.monotonic() - started < 30
+
+
+def test_missing_topic_is_named(lakehouse, kafka_broker):
+    with pytest.raises(ConfigError, match="topic 'no-such-topic' does not exist"):
+        run_job("bronze_ad_events", lakehouse, *kafka_args(kafka_broker.bootstrap_servers, "no-such-topic"))
+
+
+def test_topic_recreated_under_a_checkpoint_fails_with_the_full_refresh_remedy(spark, lakehouse, kafka_broker, new_topic):
+    servers, topic = kafka_broker.bootstrap_servers, new_topic(2)
+    produce_lines(servers, topic, [f'{{"n": {i}}}' for i in range(20)])
+    run_job("bronze_ad_events", lakehouse, *kafka_args(servers, topic))
+
+    delete_topic(servers, topic)
+    ensure_topic(servers, topic, partitions=1)
+    recreated = produce_lines(servers, topic, [f'{{"m": {i}}}' for i in range(5)])
+    version = table_version(spark, lakehouse, "bronze.ad_events")
+    checkpoint = kafka_checkpoint(lakehouse.table("bronze.ad_events"), topic, 0)
+    with pytest.raises(ConfigError) as failure:
+        run_job("bronze_ad_events", lakehouse, *kafka_args(servers, topic))
+    message = str(failure.value)
+    for needed in ("bronze.ad_events", checkpoint, "have been deleted", "--generation 1"):
+        assert needed in message, message
+    assert table_version(spark, lakehouse, "bronze.ad_events") == version
+
+    # The remedy works: a new generation reads the recreated topic from its start.
+    run_job("bronze_ad_events", lakehouse, *kafka_args(servers, topic), "--generation", "1")
+    assert Counter(bronze_positions(spark, lakehouse, topic)) - Counter(bronze_positions(spark, lakehouse, topic, version)) == Counter(recreated)
+
+
+def test_records_gone_before_bronze_read_them_fail_the_run(spark, lakehouse, kafka_broker, new_topic):
+    """failOnDataLoss=true: records deleted (as retention would) under a checkpoint stop the job."""
+    servers, topic = kafka_broker.bootstrap_servers, new_topic(1)
+    produce_lines(servers, topic, [f'{{"n": {i}}}' for i in range(20)])
+    run_job("bronze_ad_events", lakehouse, *kafka_args(servers, topic))
+    produce_lines(servers, topic, [f'{{"n": {i}}}' for i in range(20, 40)])
+    deleted = AdminClient({"bootstrap.servers": servers}).delete_records([TopicPartition(topic, 0, 30)])
+    for future in deleted.values():
+        future.result(30)
+
+    version = table_version(spark, lakehouse, "bronze.ad_events")
+    with pytest.raises(ConfigError) as failure:
+        run_job("bronze_ad_events", lakehouse, *kafka_args(servers, topic))
+    message = str(failure.value)
+    for needed in ("Could not read records in offset [20, 40)", "failOnDataLoss=true", "--generation 1"):
+        assert needed in message, message
+    assert table_version(spark, lakehouse, "bronze.ad_events") == version, "a partial batch was written"
+
+    run_job("bronze_ad_events", lakehouse, *kafka_args(servers, topic), "--generation", "1")
+    added = Counter(bronze_positions(spark, lakehouse, topic)) - Counter(bronze_positions(spark, lakehouse, topic, version))
+    assert added == Counter((0, offset) for offset in range(30, 40))  # from the earliest offset retained
+
+
+def _spark_submit_bronze(lakehouse_root: str, args: tuple[str, ...], log: Path) -> subprocess.Popen:
+    """``spark-submit jobs/bronze_ad_events.py`` in its own process group, output to ``log``."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(PROJECT_DIR / "include"),
+        "LAKEHOUSE_ROOT": lakehouse_root,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    command = [
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master", "local[2]",
+        "--jars", ",".join(jar_paths()),
+        "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.sql.shuffle.partitions=2",
+        str(PROJECT_DIR / "jobs" / "bronze_ad_events.py"),
+        *args,
+    ]  # fmt: skip
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            command, env=env, cwd=PROJECT_DIR, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
