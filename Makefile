@@ -22,6 +22,8 @@ export AIRFLOW__CORE__DAGS_FOLDER      := $(ROOT)/dags
 export AIRFLOW__CORE__LOAD_EXAMPLES    := False
 export AIRFLOW__CORE__EXECUTOR         ?= LocalExecutor
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
+# SQLite (the embedded default) fails writers after 5 s of lock wait; see include/lakehouse/airflow_sqlite.py.
+export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS ?= lakehouse.airflow_sqlite.CONNECT_ARGS
 # The JSON form: a URI such as spark://local[2] makes the Spark provider fall back to yarn.
 export AIRFLOW_CONN_SPARK_LAKEHOUSE    ?= {"conn_type": "spark", "host": "local[2]"}
 
@@ -65,7 +67,8 @@ test: setup $(TEST_PREREQS)  ## the test suite (what CI runs)
 env:  ## print the environment, e.g. eval "$$(make -s env)"
 	@for v in AIRFLOW_HOME LAKEHOUSE_ROOT LAKEHOUSE_JARS_DIR PYTHONPATH PATH SPARK_LOCAL_IP PYSPARK_PYTHON \
 	    AIRFLOW__CORE__DAGS_FOLDER AIRFLOW__CORE__LOAD_EXAMPLES AIRFLOW__CORE__EXECUTOR \
-	    AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION AIRFLOW_CONN_SPARK_LAKEHOUSE; do \
+	    AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS \
+	    AIRFLOW_CONN_SPARK_LAKEHOUSE; do \
 	    printf "export %s='%s'\n" "$$v" "$${!v}"; done
 
 airflow-ui: setup  ## the Airflow UI on http://127.0.0.1:8080 (Ctrl-C stops every component)

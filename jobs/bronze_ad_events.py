@@ -10,22 +10,24 @@ Usage:
 A streaming query with trigger(availableNow=True): it reads what arrived since its checkpoint (new
 files, or new records of every partition of the topic), appends it, and stops. The Delta sink
 records each micro-batch id in the table's log, so a batch replayed after a crash is not
-appended twice. Both sources append to the one bronze table; each has its own checkpoint
-(``checkpoints/bronze/ad_events/gen=N`` for files, ``.../ad_events/kafka/<topic>/gen=N`` for
-Kafka), so switching source or topic never reuses the other's offsets.
+appended twice. Both sources append to the one bronze table; each has its own checkpoint in
+bronze's current generation N (``checkpoints/bronze/ad_events/gen=N`` for files,
+``.../ad_events/kafka/<topic>/gen=N`` for Kafka), so switching source or topic never reuses
+another's offsets, and a full refresh of bronze moves both to N+1.
 
 Kafka: the bootstrap servers come from --kafka-bootstrap-servers, else $KAFKA_BOOTSTRAP_SERVERS.
 A new checkpoint starts at the earliest retained offset; each micro-batch reads at most
---max-offsets-per-trigger records. The job fails fast, before reading anything:
-  * brokers down: after ~10 s, saying so; the Airflow task retries;
-  * topic missing: naming it.
+--max-offsets-per-trigger records. Before reading anything the job fails fast when the brokers
+do not answer (after ~10 s, saying the task will retry) or the topic does not exist.
+
 failOnDataLoss is true, deliberately: when records the checkpoint has not read yet are gone
 (aged out of retention, deleted, the topic deleted or recreated, partitions removed), the job
-stops with an error naming the table, the checkpoint and the remedy, instead of silently
-skipping them. An operator decides: after restoring the data or accepting the loss, a full
-refresh is a new checkpoint generation (--generation N+1), which reads the topic from its
-earliest retained offset (records bronze already holds are appended again; silver keeps one
-row per event_id).
+stops with an error naming the table, the checkpoint and the remedy instead of silently skipping
+them. An operator decides: restore the data, or accept the loss and do a full refresh of bronze
+(jobs/full_refresh.py --layer bronze, or the DAG's full_refresh=bronze), which empties bronze
+and the layers after it and moves to checkpoint generation N+1: the next run re-reads the
+landing files and the topic from its earliest retained offset. Records the topic no longer
+holds are then gone from bronze too: with Kafka, bronze is the only full copy of old data.
 """
 
 import argparse
@@ -68,16 +70,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_job_args(__doc__.splitlines()[0], rest, batch=False)
     table = args.lakehouse.table("bronze.ad_events")
 
+    generation = args.generation_of(table)
     if source.source == "kafka":
         servers, topic = resolve_bootstrap_servers(source.kafka_bootstrap_servers), validate_topic(source.kafka_topic)
         if source.max_offsets_per_trigger < 1:
             raise ConfigError("--max-offsets-per-trigger must be >= 1")
         require_kafka_topic(servers, topic)  # before any JVM starts: a down broker fails in seconds
-        checkpoint = kafka_checkpoint(table, topic, args.generation)
+        checkpoint = kafka_checkpoint(table, topic, generation)
         spark = build_spark_session("bronze_ad_events")
         lines = kafka_lines_stream(spark, servers, topic, source.max_offsets_per_trigger)
     else:
-        checkpoint = table.checkpoint(args.generation)
+        checkpoint = table.checkpoint(generation)
         spark = build_spark_session("bronze_ad_events")
         lines = landing_lines_stream(spark, args.lakehouse.landing_events, args.max_files_per_trigger)
 
@@ -101,8 +104,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"bronze.ad_events: topic {topic!r} on {servers} no longer matches checkpoint {checkpoint} "
                 f"({reason}). Records it had not read yet are gone: aged out of retention or deleted, or the "
                 "topic was deleted, recreated or lost partitions. Nothing was skipped (failOnDataLoss=true): "
-                "decide whether the loss is acceptable, then do a full refresh from the earliest retained "
-                f"offset with a new checkpoint generation: --generation {args.generation + 1}."
+                "restore the data, or accept the loss and do a full refresh of bronze (spark-submit "
+                "jobs/full_refresh.py --layer bronze, or the DAG's full_refresh=bronze): it empties bronze and "
+                f"the layers after it and moves to checkpoint generation {table.current_generation() + 1}, whose first run re-reads "
+                "the landing files and the topic from its earliest retained offset."
             ) from error
         if kafka_unavailable(error):
             raise KafkaUnavailableError(

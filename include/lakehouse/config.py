@@ -96,6 +96,7 @@ TABLE_NAMES = (
     "silver.quarantine_ad_events",
     "gold.campaign_windows",
     "gold.campaign_hourly",
+    "ops.silver_batch_metrics",
 )
 
 

@@ -10,6 +10,12 @@ from lakehouse.config import ConfigError
 HOUR = timedelta(hours=1)
 
 
+def as_utc(value: datetime) -> datetime:
+    """A plain ``datetime`` in UTC (Airflow passes pendulum datetimes, whose arithmetic differs)."""
+    value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return datetime.fromtimestamp(value.timestamp(), tz=timezone.utc)
+
+
 def parse_instant(value: str) -> datetime:
     """An ISO-8601 instant (``2026-11-20T13:00Z``; UTC when no offset is given)."""
     try:
@@ -30,21 +36,19 @@ class HourRange:
     @classmethod
     def between(cls, start: datetime, end: datetime) -> "HourRange":
         """The hours of [start, end); both ends must fall on whole hours."""
+        start, end = as_utc(start), as_utc(end)
         for name, value in (("start", start), ("end", end)):
             if value.minute or value.second or value.microsecond:
                 raise ConfigError(f"Interval {name} {value.isoformat()} is not on a whole hour")
         if end <= start:
             raise ConfigError(f"Empty interval: end {end.isoformat()} is not after start {start.isoformat()}")
-        count = int((end - start) / HOUR)
+        count = int((end - start).total_seconds() // 3600)
         return cls(tuple(start + i * HOUR for i in range(count)))
 
     @classmethod
     def of(cls, hours) -> "HourRange":
         """The distinct hours among ``hours`` (timezone-naive values are UTC), sorted."""
-        normalised = {
-            (h if h.tzinfo else h.replace(tzinfo=timezone.utc)).astimezone(timezone.utc) for h in hours
-        }
-        return cls(tuple(sorted(normalised)))
+        return cls(tuple(sorted({as_utc(h) for h in hours})))
 
     def __bool__(self) -> bool:
         return bool(self.hours)

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from lakehouse.config import ConfigError, Lakehouse, jar_paths
-from lakehouse.hours import HourRange, parse_instant
+from lakehouse.hours import HourRange, as_utc, parse_instant
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT_DIR / "jobs"
@@ -31,7 +31,7 @@ def job_path(name: str) -> str:
 
 def owned_hour(logical_date: datetime) -> HourRange:
     """The event hour a run with this logical date owns: [H - 1h, H), H the logical hour."""
-    end = logical_date.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    end = as_utc(logical_date).replace(minute=0, second=0, microsecond=0)
     return HourRange.between(end - timedelta(hours=1), end)
 
 

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import logging
+import os
+import socket
 import sys
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Iterator
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import DataStreamWriter
 
 from lakehouse.config import ConfigError, Lakehouse, TablePaths
+from lakehouse.faults import fault_point
 from lakehouse.hours import HourRange, parse_instant
 from lakehouse.sinks import ensure_table, replace_hours, txn_app_id, with_conflict_retries
 from lakehouse.sources import delta_hours, delta_stream
@@ -70,13 +78,78 @@ def configure_logging() -> None:
     )
 
 
+class CheckpointBusy(ConfigError):
+    """Another driver is running the same streaming query (e.g. an Airflow retry beside the first try)."""
+
+
+@contextmanager
+def checkpoint_lock(checkpoint: str, name: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``checkpoint`` for this driver's lifetime, or fail fast.
+
+    Spark does not stop two drivers from running one checkpoint at the same time. The sinks'
+    transaction ids already keep a second writer from committing a batch twice, but two drivers
+    racing on the offset log fail late and confusingly; this lock makes the second one fail at
+    once with a clear message. The kernel drops the lock when the holder dies, even by SIGKILL.
+    (A POSIX lock: it covers drivers on one machine or a shared POSIX file system.)
+    """
+    Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    lock_path = Path(checkpoint) / ".driver.lock"
+    handle = open(lock_path, "a+")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise CheckpointBusy(
+                f"{name}: another driver is already running on checkpoint {checkpoint} ({holder}). "
+                "Not starting a second writer; let it finish (an Airflow retry will run after it)."
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
 def run_available_now(writer: DataStreamWriter, checkpoint: str, name: str) -> None:
     """Process everything new since the checkpoint, then stop (``trigger(availableNow=True)``)."""
-    query = writer.queryName(name).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
-    query.awaitTermination()
+    with checkpoint_lock(checkpoint, name):
+        query = writer.queryName(name).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+        try:
+            query.awaitTermination()
+        except StreamingQueryException as error:
+            raise explain_query_failure(error, name, checkpoint) from error
     batches = [p for p in query.recentProgress if p.get("batchId") is not None]
     rows = sum(p.get("numInputRows", 0) for p in batches)
     log.info("%s: %d micro-batch(es), %d input row(s), checkpoint %s", name, len(batches), rows, checkpoint)
+
+
+def explain_query_failure(error: Exception, name: str, checkpoint: str) -> Exception:
+    """Turn a streaming failure caused by the checkpoint into an error that says how to recover."""
+    message = str(error)
+    table = name
+    refresh = (
+        f"rebuild {table} from upstream with a new checkpoint generation: trigger ysb_hourly with "
+        f"full_refresh={table.split('.')[0]} (or run jobs/full_refresh.py --layer {table.split('.')[0]})"
+    )
+    if "Log file was malformed" in message or "Incomplete log file" in message or "unexpected end" in message.lower():
+        return ConfigError(
+            f"{table}: the checkpoint {checkpoint} has a corrupted log file ({message.splitlines()[0][:200]}). "
+            "To recover, delete the newest file in its offsets/ folder (and the same number in commits/ "
+            "if present): that batch is then planned and written again, which the idempotent sinks make safe. "
+            f"Or {refresh}."
+        )
+    incompatible = ("not compatible", "StateSchemaNotCompatible", "schema is not compatible",
+                    "STATE_STORE_", "STREAMING_STATEFUL_OPERATOR", "mismatch")  # fmt: skip
+    if any(marker in message for marker in incompatible):
+        return ConfigError(
+            f"{table}: the query no longer matches its checkpoint {checkpoint} "
+            f"({message.splitlines()[0][:200]}). To start over, {refresh}."
+        )
+    return error
 
 
 def run_job(main: Callable[[], None]) -> None:
@@ -127,7 +200,9 @@ def run_gold_job(
     def on_batch(new_rows: DataFrame, batch_id: int) -> None:
         touched = new_rows.select("event_date", "event_hour").distinct().collect()
         hours = HourRange.of(_hour_start(row.event_date, row.event_hour) for row in touched)
+        fault_point("gold.before_replace", batch_id)
         recompute(hours, app_id, batch_id)
+        fault_point("gold.after_replace", batch_id)
 
     run_available_now(
         delta_stream(spark, silver).writeStream.foreachBatch(on_batch),

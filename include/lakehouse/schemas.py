@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql.types import (
     DateType,
+    MapType,
     DoubleType,
     IntegerType,
     LongType,
@@ -27,13 +28,6 @@ RAW_EVENT_FIELDS = (
 AD_TYPES = ("banner", "modal", "sponsored-search", "mail", "mobile")
 EVENT_TYPES = ("view", "click", "purchase")
 
-# Parsing target: strings, so a wrong type is a validation reason and not a silent null; the
-# corrupt-record column catches lines that are not JSON objects at all.
-CORRUPT_RECORD_COLUMN = "_corrupt_record"
-RAW_EVENT_SCHEMA = StructType(
-    [StructField(name, StringType()) for name in RAW_EVENT_FIELDS]
-    + [StructField(CORRUPT_RECORD_COLUMN, StringType())]
-)
 
 CAMPAIGNS_SCHEMA = StructType(
     [
@@ -71,6 +65,8 @@ SILVER_AD_EVENTS_SCHEMA = StructType(
         StructField("event_time", TimestampType()),
         StructField("ip_address", StringType()),
         StructField("campaign_id", StringType()),
+        # Fields beyond the event contract (schema drift), as a JSON object; null when none.
+        StructField("rescued_data", StringType()),
         StructField("source_file", StringType()),
         StructField("ingested_at", TimestampType()),
         StructField("event_date", DateType()),
@@ -114,3 +110,19 @@ GOLD_CAMPAIGN_HOURLY_SCHEMA = StructType(
     ]
 )
 GOLD_PARTITION_COLUMNS = ("event_date",)
+
+# One row per silver micro-batch: what happened to its lines, for operators and alerts.
+SILVER_BATCH_METRICS_SCHEMA = StructType(
+    [
+        StructField("generation", IntegerType()),
+        StructField("batch_id", LongType()),
+        StructField("recorded_at", TimestampType()),
+        StructField("lines", LongType()),
+        StructField("valid_lines", LongType()),
+        StructField("duplicates_in_batch", LongType()),
+        StructField("duplicates_of_earlier_batches", LongType()),
+        StructField("inserted", LongType()),
+        StructField("quarantined", LongType()),
+        StructField("quarantined_by_reason", MapType(StringType(), LongType())),
+    ]
+)

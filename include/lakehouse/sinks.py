@@ -72,19 +72,23 @@ def _dml_transaction(spark: SparkSession, app_id: str, batch_id: int) -> Iterato
 
 def merge_new_rows(
     spark: SparkSession, rows: DataFrame, table: TablePaths, key: str, hours: HourRange, app_id: str, batch_id: int
-) -> None:
+) -> int | None:
     """Insert the rows whose ``key`` the table does not hold yet (an insert-only MERGE).
 
     The match is restricted to ``hours`` so Delta reads only the partitions the batch touches:
     the cost follows the new data, not the size of the table. Insert-only MERGE only adds files,
-    so downstream streams read the new rows as plain appends.
+    so downstream streams read the new rows as plain appends. New columns in ``rows`` are added
+    to the table (schema evolution). Returns the number of rows inserted (None when Delta skipped
+    the batch as already committed).
     """
     from delta.tables import DeltaTable
 
     target = DeltaTable.forPath(spark, table.path).alias("t")
     condition = f"t.{key} = s.{key} AND ({_qualify(hours.silver_predicate(), 't')})"
     with _dml_transaction(spark, app_id, batch_id):
-        target.merge(rows.alias("s"), condition).whenNotMatchedInsertAll().execute()
+        metrics = target.merge(rows.alias("s"), condition).whenNotMatchedInsertAll().withSchemaEvolution().execute()
+    first = metrics.first() if metrics is not None else None
+    return first["num_inserted_rows"] if first is not None and "num_inserted_rows" in first else None
 
 
 def replace_hours(df: DataFrame, table: TablePaths, hours: HourRange, app_id: str, batch_id: int | None) -> None:

@@ -1,7 +1,8 @@
-"""Sources: the landing zone (files) and upstream Delta tables, as streams or as batches."""
+"""Sources: the landing zone (files), a Kafka topic and upstream Delta tables, as streams or batches."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -36,7 +37,6 @@ def landing_lines_stream(spark: SparkSession, landing_dir: str, max_files_per_tr
     )
 
 
-
 class KafkaUnavailableError(RuntimeError):
     """The Kafka brokers did not answer: transient, the task fails fast and is retried."""
 
@@ -65,8 +65,8 @@ def require_kafka_topic(bootstrap_servers: str, topic: str, timeout_s: float = D
         raise ConfigError(
             f"Kafka topic {topic!r} does not exist on {bootstrap_servers}: produce to it first "
             f"(python -m lakehouse.generator --kafka-bootstrap-servers {bootstrap_servers} --topic {topic} ...) "
-            "or fix --kafka-topic. If it was deleted, recreate it and start a new checkpoint generation "
-            "(--generation N+1): the old checkpoint's offsets mean nothing in a new topic."
+            "or fix --kafka-topic. If it was deleted, recreate it and do a full refresh of bronze "
+            "(jobs/full_refresh.py --layer bronze): the old checkpoint's offsets mean nothing in a new topic."
         )
     return len(topics[topic].partitions)
 

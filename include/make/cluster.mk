@@ -75,13 +75,18 @@ postgres-status:  ## is PostgreSQL running?
 
 postgres-env:  ## print AIRFLOW__DATABASE__SQL_ALCHEMY_CONN for it: eval "$(make -s postgres-env)"
 	@url=$$($(POSTGRES_SCRIPT) url) && printf "export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN='%s'\n" "$$url"
+	@echo "unset AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS  # SQLite's lock timeout: psycopg2 rejects it"
 
 # The demo with its own Airflow home and lakehouse, so that it neither reuses nor disturbs those of
-# `make demo`. The database may be new (POSTGRES_DIR deleted): the stamp goes, `airflow db migrate`
-# runs again (a no-op on a migrated one). Both servers are left running: make cluster-stop postgres-stop.
+# `make demo`. `airflow db migrate` runs every time: a no-op on a migrated database, and the
+# database is new whenever .local/postgres was deleted. Both servers are left running.
 demo-cluster: setup pyfiles postgres-driver cluster-start postgres-start  ## the demo on the Spark cluster, Airflow on PostgreSQL
-	rm -f '$(ROOT)/.local/airflow-postgres/.migrated'
-	url=$$($(POSTGRES_SCRIPT) url) && \
-	$(MAKE) --no-print-directory demo AIRFLOW_HOME='$(ROOT)/.local/airflow-postgres' \
-	    LAKEHOUSE_ROOT='$(ROOT)/.local/lakehouse-cluster' AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$$url" \
-	    AIRFLOW_CONN_SPARK_LAKEHOUSE='$(CLUSTER_CONN)' LAKEHOUSE_PY_FILES='$(PYFILES_ZIP)'
+	@url=$$($(POSTGRES_SCRIPT) url) && \
+	export AIRFLOW_HOME='$(ROOT)/.local/airflow-postgres' LAKEHOUSE_ROOT='$(ROOT)/.local/lakehouse-cluster' \
+	    AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$$url" AIRFLOW_CONN_SPARK_LAKEHOUSE='$(CLUSTER_CONN)' \
+	    LAKEHOUSE_PY_FILES='$(PYFILES_ZIP)' && \
+	unset AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS && \
+	mkdir -p "$$AIRFLOW_HOME" && \
+	{ airflow db migrate > "$$AIRFLOW_HOME/db-migrate.log" 2>&1 || { tail -30 "$$AIRFLOW_HOME/db-migrate.log"; exit 1; }; } && \
+	python -m lakehouse.demo
+	@echo "Spark master UI: http://127.0.0.1:$(SPARK_MASTER_WEBUI_PORT)  (stop both: make cluster-stop postgres-stop)"

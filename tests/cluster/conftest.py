@@ -13,6 +13,7 @@ import shutil
 import socket
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -102,16 +103,29 @@ def postgres() -> LocalPostgres:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class AirflowOnPostgres:
+    """A private AIRFLOW_HOME whose metadata DB is a migrated PostgreSQL database."""
+
+    home: Path
+    db_url: str
+
+    def environment(self, lakehouse: Lakehouse, **extra: str) -> dict[str, str]:
+        """tests/airflow_env.py's environment, with the metadata DB in PostgreSQL."""
+        env = airflow_environment(self.home, lakehouse, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=self.db_url, **extra)
+        # SQLite's connect args (a lock timeout), should the environment set them: psycopg2 rejects them.
+        env.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS", None)
+        return env
+
+
 @pytest.fixture(scope="session")
-def airflow_on_postgres(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """An AIRFLOW_HOME and the SQLAlchemy URL of a fresh database that ``airflow db migrate`` set up."""
+def airflow_on_postgres(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> AirflowOnPostgres:
+    """Airflow on a fresh database of the session's server, set up by ``airflow db migrate``."""
     postgres.ensure_database(AIRFLOW_DB)
-    url = postgres.url(AIRFLOW_DB)
-    home = tmp_path_factory.mktemp("airflow_home_postgres")
-    env = airflow_environment(home, Lakehouse(str(home / "unused")), AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=url)
-    result = airflow(env, "db", "migrate", timeout=600)
+    airflow_pg = AirflowOnPostgres(tmp_path_factory.mktemp("airflow_home_postgres"), postgres.url(AIRFLOW_DB))
+    result = airflow(airflow_pg.environment(Lakehouse(str(airflow_pg.home / "unused"))), "db", "migrate", timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return home, url
+    return airflow_pg
 
 
 @pytest.fixture(scope="session")

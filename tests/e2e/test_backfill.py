@@ -33,7 +33,9 @@ def services(airflow_home, lakehouse, tmp_path):
 def dag_runs(env) -> list[dict]:
     result = airflow(env, "dags", "list-runs", "ysb_hourly", "-o", "json")
     assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout or "[]")
+    # Warnings may precede the JSON document on stdout; it is the last line.
+    lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    return json.loads(lines[-1]) if lines else []
 
 
 def wait_for_runs(env, count: int, log_dir, timeout: float = 1200) -> list[dict]:
@@ -45,6 +47,23 @@ def wait_for_runs(env, count: int, log_dir, timeout: float = 1200) -> list[dict]
             return runs
         time.sleep(5)
     raise AssertionError(f"DAG runs did not finish in {timeout} s: {dag_runs(env)}; logs in {log_dir}")
+
+
+def describe_failures(env, runs: list[dict]) -> str:
+    """Task states of every run that did not succeed, and the tail of their failed tasks' logs."""
+    from pathlib import Path
+
+    report = []
+    for run in runs:
+        if run["state"] == "success":
+            continue
+        states = airflow(env, "tasks", "states-for-dag-run", "ysb_hourly", run["run_id"])
+        report.append(f"{run['run_id']}: {run['state']}\n{states.stdout[-2000:]}")
+    logs = sorted(Path(env["AIRFLOW_HOME"], "logs").rglob("*.log"), key=lambda p: p.stat().st_mtime)
+    failed = [p for p in logs if "Task failed" in p.read_text(errors="replace")]
+    for path in failed[-2:]:
+        report.append(f"--- {path}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-40:]))
+    return "\n".join(report)
 
 
 def gold_snapshot(spark, lakehouse):
@@ -75,7 +94,7 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
 
     runs = wait_for_runs(env, count=4, log_dir=services.log_dir)
     elapsed = time.monotonic() - started
-    assert {run["state"] for run in runs} == {"success"}, runs
+    assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
     assert sum(run["run_type"] == "backfill" for run in runs) == 3
     print(f"3-hour backfill beside an incremental run: {elapsed:.0f} s")
     assert_tables_match_oracle(spark, lakehouse)
@@ -88,7 +107,7 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     runs = wait_for_runs(env, count=len(runs) + 3, log_dir=services.log_dir)
-    assert {run["state"] for run in runs} == {"success"}, runs
+    assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
     for name, rows in before.items():
         assertDataFrameEqual(table(spark, lakehouse, name), rows)
     versions = spark.sql(f"DESCRIBE HISTORY delta.`{hourly}`").filter(F.col("operation") == "WRITE")

@@ -42,7 +42,11 @@ def test_bad_intervals_fail_with_a_message(start, end, message):
 
 
 def test_a_run_owns_the_hour_that_ended_at_its_logical_date():
+    import pendulum
+
     assert owned_hour(utc(2026, 11, 20, 3)).hours == (utc(2026, 11, 20, 2),)
+    # Airflow hands tasks pendulum datetimes.
+    assert owned_hour(pendulum.datetime(2026, 11, 20, 3, tz="UTC")).hours == (utc(2026, 11, 20, 2),)
 
 
 class _Run:

@@ -1,0 +1,1 @@
+"""Benchmarks of the YSB lakehouse (``make bench``); see :mod:`bench.ysb_bench`."""
