@@ -40,6 +40,7 @@ from lakehouse.sinks import (
 from lakehouse.sources import bronze_lines_for, delta_stream, require_table
 from lakehouse.spark import build_spark_session
 from lakehouse.tables.silver_ad_events import (
+    ad_events_in_hours,
     classify_ad_events,
     deduplicate_ad_events,
     quarantined_ad_events,
@@ -79,10 +80,11 @@ def main(argv: list[str] | None = None) -> None:
         return spark.read.format("delta").load(dim.path)
 
     if args.mode == "batch":
-        classified = classify_ad_events(bronze_lines_for(spark, bronze, args.hours), campaigns())
-        in_hours = valid_ad_events(classified).filter(args.hours.silver_predicate())
+        recomputed = ad_events_in_hours(
+            bronze_lines_for(spark, bronze, args.hours), campaigns(), args.hours.silver_predicate()
+        )
         with_conflict_retries(
-            lambda: replace_silver_hours(deduplicate_ad_events(in_hours), silver, args.hours),
+            lambda: replace_silver_hours(recomputed, silver, args.hours),
             f"silver.ad_events {args.hours}",
         )
         log.info("silver.ad_events: recomputed %s from bronze", args.hours)

@@ -99,13 +99,12 @@ def bootstrap_servers_arg(params: Mapping[str, Any] | None, conn: Any) -> str:
     return bootstrap_servers_from_connection(connection.host, connection.port, connection.extra_dejson)
 
 
-def source_problems(
-    params: Mapping[str, Any] | None, bootstrap_servers: str = "", env: Mapping[str, str] = os.environ
-) -> list[str]:
+def source_problems(params: Mapping[str, Any] | None, conn: Any, env: Mapping[str, str] = os.environ) -> list[str]:
     """What is wrong with the bronze source params (for the DAG's preflight); empty when fine.
 
-    ``bootstrap_servers`` is what :func:`bootstrap_servers_arg` renders. Only configuration is
-    checked; whether the broker answers is checked by the bronze job itself, just before it reads.
+    ``conn`` is Airflow's template variable of that name. Only configuration is checked (a valid
+    topic, bootstrap servers from the connection or the environment); whether the brokers answer
+    is checked by the bronze job itself, just before it reads.
     """
     params = params or {}
     source = params.get("source") or "files"
@@ -116,7 +115,7 @@ def source_problems(
     problems = []
     for check in (
         lambda: validate_topic(params.get("kafka_topic") or DEFAULT_TOPIC),
-        lambda: resolve_bootstrap_servers(bootstrap_servers, env),
+        lambda: resolve_bootstrap_servers(bootstrap_servers_arg(params, conn), env),
     ):
         try:
             check()

@@ -77,3 +77,24 @@ def test_full_refresh_rebuilds_from_upstream_with_a_new_checkpoint_generation(sp
 
     run_pipeline(lakehouse)
     assert_tables_match_oracle(spark, lakehouse)
+
+
+def test_consistency_check_finds_exactly_the_damaged_hours(spark, lakehouse, capsys):
+    import pytest
+
+    write_campaigns(lakehouse, seed=44)
+    write_hours(lakehouse, START, 2, events_per_second=0.05, seed=44)
+    run_pipeline(lakehouse)
+    interval = ("--start", "2026-11-20T00:00Z", "--end", "2026-11-20T02:00Z")
+
+    run_job("consistency_check", lakehouse, *interval)
+    assert "no differences" in capsys.readouterr().out
+
+    windows = lakehouse.table("gold.campaign_windows").path
+    spark.sql(f"DELETE FROM delta.`{windows}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00' AND views = 1")
+    with pytest.raises(SystemExit) as exit_info:
+        run_job("consistency_check", lakehouse, *interval)
+    assert exit_info.value.code == 1
+    report = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip().startswith(("silver", "gold"))]
+    assert [(row[0], row[1], row[2]) for row in report] == [("gold.campaign_windows", "2026-11-20", "01:00")]
+    assert report[0][3] == "0" and int(report[0][4]) > 0  # rows missing from live, present in the recomputation

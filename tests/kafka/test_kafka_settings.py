@@ -62,11 +62,14 @@ def test_the_bronze_task_looks_up_the_connection_only_for_the_kafka_source():
 
 
 def test_source_problems_for_the_preflight():
-    assert source_problems({"source": "files"}, "", {}) == []
-    assert source_problems({"source": "kafka", "kafka_topic": "ysb"}, "k:9092", {}) == []
-    assert "Unknown source" in source_problems({"source": "s3"})[0]
-    problems = source_problems({"source": "kafka", "kafka_topic": "a/b"}, "", {})
+    with_connection = Connections(kafka_connection("k", 9092))
+    assert source_problems({"source": "files"}, Connections(), {}) == []
+    assert source_problems({"source": "kafka", "kafka_topic": "ysb"}, with_connection, {}) == []
+    assert source_problems({"source": "kafka"}, Connections(), {"KAFKA_BOOTSTRAP_SERVERS": "e:9092"}) == []
+    assert "Unknown source" in source_problems({"source": "s3"}, Connections())[0]
+    problems = source_problems({"source": "kafka", "kafka_topic": "a/b"}, Connections(), {})
     assert [p.split(":")[0] for p in problems] == ["Invalid Kafka topic 'a/b'", "No Kafka bootstrap servers"]
+    assert "no host" in source_problems({"source": "kafka"}, Connections(kafka_connection("")), {})[0]
 
 
 def test_topics_are_checked_and_each_has_its_own_checkpoint(tmp_path):

@@ -145,3 +145,13 @@ def quarantined_ad_events(classified: DataFrame) -> DataFrame:
 def deduplicate_ad_events(events: DataFrame) -> DataFrame:
     """One row per ``event_id`` (an at-least-once producer re-sends identical events)."""
     return events.dropDuplicates(["event_id"])
+
+
+def ad_events_in_hours(bronze: DataFrame, campaigns: DataFrame, hours_predicate: str) -> DataFrame:
+    """Silver's rows for the event hours selected by ``hours_predicate``, recomputed from bronze.
+
+    The batch form of the stream (a backfill, the consistency check): the same classification
+    and deduplication, restricted to whole event hours.
+    """
+    valid = valid_ad_events(classify_ad_events(bronze, campaigns))
+    return deduplicate_ad_events(valid.filter(hours_predicate))

@@ -1,0 +1,45 @@
+"""
+### YSB consistency check
+
+Recomputes the event hours `[start, end)` in batch mode into a scratch location (the live tables
+are only read) and diffs silver and gold against them, printing per table and hour the rows that
+differ. The task fails when anything differs; repair with a backfill of those hours.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pendulum
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Param
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "include"))  # see ysb_hourly.py
+
+from lakehouse.orchestration import MACROS, SPARK_CONN_ID, job_path  # noqa: E402
+
+with DAG(
+    dag_id="ysb_consistency_check",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
+    catchup=False,
+    user_defined_macros=MACROS,
+    doc_md=__doc__,
+    tags=["ysb", "lakehouse", "checks"],
+    params={
+        "start": Param(type="string", description="first event hour, e.g. 2026-11-20T00:00Z"),
+        "end": Param(type="string", description="end of the interval (exclusive), e.g. 2026-11-20T03:00Z"),
+    },
+):
+    SparkSubmitOperator(
+        task_id="consistency_check",
+        application=job_path("consistency_check"),
+        name="consistency_check",
+        conn_id=SPARK_CONN_ID,
+        jars="{{ lakehouse_jars() }}",
+        py_files="{{ lakehouse_py_files() }}",
+        application_args=[
+            "--lakehouse-root", "{{ lakehouse_root() }}", "--start", "{{ params.start }}", "--end", "{{ params.end }}",
+        ],  # fmt: skip
+    )
