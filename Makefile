@@ -68,7 +68,7 @@ env:  ## print the environment, e.g. eval "$$(make -s env)"
 	@for v in AIRFLOW_HOME LAKEHOUSE_ROOT LAKEHOUSE_JARS_DIR PYTHONPATH PATH SPARK_LOCAL_IP PYSPARK_PYTHON \
 	    AIRFLOW__CORE__DAGS_FOLDER AIRFLOW__CORE__LOAD_EXAMPLES AIRFLOW__CORE__EXECUTOR \
 	    AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS \
-	    AIRFLOW_CONN_SPARK_LAKEHOUSE; do \
+	    AIRFLOW_CONN_SPARK_LAKEHOUSE KAFKA_BOOTSTRAP_SERVERS; do \
 	    printf "export %s='%s'\n" "$$v" "$${!v}"; done
 
 airflow-ui: setup  ## the Airflow UI on http://127.0.0.1:8080 (Ctrl-C stops every component)

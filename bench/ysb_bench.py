@@ -171,7 +171,7 @@ def ensure_dataset(
     data_dir: Path, hours: int, eps: float, files_per_hour: int, start: datetime = DATA_START, workers: int = 2
 ) -> Dataset:
     """Generate (or reuse) ``hours`` hours at ``eps`` under ``data_dir``; hours run in parallel processes."""
-    root = data_dir / f"h{hours}-eps{eps:g}-f{files_per_hour}-{start:%Y%m%dT%H}"
+    root = data_dir.absolute() / f"h{hours}-eps{eps:g}-f{files_per_hour}-{start:%Y%m%dT%H}"
     root.mkdir(parents=True, exist_ok=True)
     write_campaigns(Lakehouse(str(root)), SEED)
     starts = [start + timedelta(hours=i) for i in range(hours)]
@@ -239,7 +239,11 @@ class ProgressRecorder:
         self.events: list[dict] = []
         self.terminated: set[str] = set()
         self.listener = Listener()
+        self.spark = spark
         spark.streams.addListener(self.listener)
+
+    def close(self) -> None:
+        self.spark.streams.removeListener(self.listener)
 
     def take(self, timeout: float = 5.0) -> list[dict]:
         """The progress events since the last call, once every started query has reported its end."""
@@ -363,6 +367,7 @@ def measure_pipeline(spark, dataset: Dataset, work: Path, reps: int, master: str
                 run = plain_batch(spark, Lakehouse(dataset.root), lakehouse)
             run["peak_rss_mb"] = peak_rss_mb(pid)
             runs[kind].append(run)
+    recorder.close()
     result = {"master": master, "cores": cores_of(master), "dataset": asdict(dataset), "runs": runs}
     if profile:
         result["silver_profile"] = profile_silver(spark, Lakehouse(str(work / "incremental")), work / "profile")
@@ -372,18 +377,26 @@ def measure_pipeline(spark, dataset: Dataset, work: Path, reps: int, master: str
 
 
 def profile_silver(spark, lakehouse: Lakehouse, scratch: Path) -> dict:
-    """Where silver's time goes: scan, JSON parse, classify, dedup, a Delta append (each to a noop sink)."""
+    """Where silver's time goes: scan, JSON parsing, classify, dedup, a Delta write (each step to a noop sink).
+
+    Each step re-runs the ones before it, so the difference between two rows is one step's cost.
+    The parsing steps mirror classify_ad_events: a Variant parse of the line, and the second parse
+    of the same line as a map (for ``rescued_data``).
+    """
     from pyspark.sql import functions as F
 
-    from lakehouse.schemas import RAW_EVENT_SCHEMA
     from lakehouse.tables.silver_ad_events import classify_ad_events, deduplicate_ad_events, valid_ad_events
 
     bronze = spark.read.format("delta").load(lakehouse.table("bronze.ad_events").path)
     campaigns = spark.read.format("delta").load(lakehouse.table("dims.campaigns").path)
+    variant = F.try_parse_json("raw_line")
     steps: dict[str, Callable] = {
         "scan bronze": lambda: bronze,
-        "+ from_json": lambda: bronze.select(F.from_json("raw_line", RAW_EVENT_SCHEMA).alias("e")),
-        "+ classify (checks, campaign join)": lambda: classify_ad_events(bronze, campaigns),
+        "+ parse the line to a Variant (try_parse_json)": lambda: bronze.select(F.schema_of_variant(variant)),
+        "+ parse it again as a map (from_json, for rescued_data)": lambda: bronze.select(
+            F.schema_of_variant(variant), F.size(F.from_json("raw_line", "map<string,string>"))
+        ),
+        "classify_ad_events (all checks, campaign join)": lambda: classify_ad_events(bronze, campaigns),
         "+ valid + dedup (shuffle)": lambda: deduplicate_ad_events(valid_ad_events(classify_ad_events(bronze, campaigns))),
     }
     seconds = {}
@@ -395,7 +408,7 @@ def profile_silver(spark, lakehouse: Lakehouse, scratch: Path) -> dict:
     deduplicate_ad_events(valid_ad_events(classify_ad_events(bronze, campaigns))).write.format("delta").mode(
         "overwrite"
     ).partitionBy("event_date", "event_hour").save(str(scratch / "silver_append"))
-    seconds["+ Delta write (plain append)"] = time.perf_counter() - started
+    seconds["+ Delta write (plain overwrite, no MERGE)"] = time.perf_counter() - started
     shutil.rmtree(scratch, ignore_errors=True)
     return seconds
 
@@ -450,6 +463,7 @@ def measure_growth(
     peak = peak_rss_mb(pid)
     idle = [measure_idle(spark, lakehouse, recorder) for _ in range(idle_reps)]
     tables = table_sizes(spark, lakehouse)
+    recorder.close()
     shutil.rmtree(work, ignore_errors=True)
     return {"master": master, "cores": cores_of(master), "eps": eps, "runs": hourly, "idle": idle,
             "tables": tables, "peak_rss_mb": peak}  # fmt: skip
@@ -584,6 +598,8 @@ def _utc(value: str) -> datetime:
 
 
 WORKERS = {"pipeline", "backfill", "growth", "tune"}
+STAGES = ("pipeline", "backfill", "growth", "overhead", "tuning")
+MEASUREMENTS = ("pipeline", "backfill", "growth", "spark_submit", "dag_idle", "tuning")
 
 
 def worker_main(kind: str, spec_path: str) -> None:
@@ -680,47 +696,57 @@ def run_benchmark(args: argparse.Namespace, log: Callable[[str], None] = print) 
     data_dir = work / "data"
     results: dict = {"command": args.command, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                      "machine": machine_info(), "params": {k: v for k, v in vars(args).items() if k != "command"}}  # fmt: skip
-    started = time.perf_counter()
+    if args.resume and (work / "results.json").exists():
+        # Keep what an earlier (interrupted) run measured; run only the stages asked for.
+        earlier = json.loads((work / "results.json").read_text())
+        results = {**earlier, "resumed": results["started"], "command": f"{earlier['command']}; {args.command}"}
+    stages = set(args.stages.split(","))
+    started = time.perf_counter() - results.get("elapsed_s", 0.0)
 
     log("Generating data (lakehouse.generator.write_hours) ...")
-    sizes = [dataset_for(data_dir, parse_size(s)) for s in args.sizes.split(",")]
-    warmup = ensure_dataset(data_dir, 1, 0.5, 4)
-    backfill = ensure_dataset(data_dir, 24, args.backfill_eps, 4)
-    idle_data = ensure_dataset(data_dir, 2, 0.1, 4)
-    log(f"  datasets: {', '.join(d.label for d in sizes)}; backfill {backfill.label}; {time.perf_counter() - started:.0f} s")
+    # Only the data the chosen stages read.
+    sizes = [dataset_for(data_dir, parse_size(s)) for s in args.sizes.split(",")] if stages & {"pipeline", "tuning"} else []
+    warmup = asdict(ensure_dataset(data_dir, 1, 0.5, 4)) if args.warmup else None
+    backfill = ensure_dataset(data_dir, 24, args.backfill_eps, 4) if "backfill" in stages else None
+    idle_data = ensure_dataset(data_dir, 2, 0.1, 4) if "overhead" in stages else None
+    log(f"  datasets: {', '.join(d.label for d in sizes)}; backfill {backfill.label if backfill else '-'}; "
+        f"{time.perf_counter() - started:.0f} s")
     masters = args.masters.split(",")
 
-    results["pipeline"] = []
-    for dataset in sizes:
+    if "pipeline" in stages:
+        results["pipeline"] = []
+    for dataset in sizes if "pipeline" in stages else ():
         for master in masters:
             log(f"Pipeline {dataset.label} events, {master}, {args.reps} rep(s) ...")
-            spec = {"master": master, "dataset": asdict(dataset), "reps": args.reps, "warmup": asdict(warmup),
+            spec = {"master": master, "dataset": asdict(dataset), "reps": args.reps, "warmup": warmup,
                     "profile": master == masters[-1] and dataset == sizes[0]}  # fmt: skip
             results["pipeline"].append(run_worker("pipeline", spec, work / f"pipeline-{dataset.label}-{cores_of(master)}", log))
             save(results, work)
 
-    log(f"Backfill of 24 hours ({backfill.label} events), {masters[-1]} ...")
-    spec = {"master": masters[-1], "dataset": asdict(backfill), "reps": args.reps, "warmup": asdict(warmup)}
-    results["backfill"] = run_worker("backfill", spec, work / "backfill", log)
-    save(results, work)
+    if "backfill" in stages:
+        log(f"Backfill of 24 hours ({backfill.label} events), {masters[-1]} ...")
+        spec = {"master": masters[-1], "dataset": asdict(backfill), "reps": args.reps, "warmup": warmup}
+        results["backfill"] = run_worker("backfill", spec, work / "backfill", log)
+        save(results, work)
 
-    log(f"Cost growth: {args.growth_runs} hourly runs at {args.growth_eps} events/s ...")
-    spec = {"master": masters[-1], "runs": args.growth_runs, "eps": args.growth_eps, "idle_reps": args.reps,
-            "warmup": asdict(warmup)}  # fmt: skip
-    results["growth"] = run_worker("growth", spec, work / "growth", log)
-    save(results, work)
+    if "growth" in stages:
+        log(f"Cost growth: {args.growth_runs} hourly runs at {args.growth_eps} events/s ...")
+        spec = {"master": masters[-1], "runs": args.growth_runs, "eps": args.growth_eps, "idle_reps": args.reps,
+                "warmup": warmup}  # fmt: skip
+        results["growth"] = run_worker("growth", spec, work / "growth", log)
+        save(results, work)
 
-    log("Fixed overhead: spark-submit of a trivial script ...")
-    results["spark_submit"] = measure_spark_submit(args.reps)
-    if args.skip_airflow:
-        results["dag_idle"] = None
-    else:
-        log("Fixed overhead: airflow dags test ysb_hourly with nothing new ...")
-        results["dag_idle"] = measure_dag_idle(work / "dag", idle_data, args.reps)
-    save(results, work)
+    if "overhead" in stages:
+        log("Fixed overhead: spark-submit of a trivial script ...")
+        results["spark_submit"] = measure_spark_submit(args.reps)
+        save(results, work)
+        if not args.skip_airflow:
+            log("Fixed overhead: airflow dags test ysb_hourly with nothing new ...")
+            results["dag_idle"] = measure_dag_idle(work / "dag", idle_data, args.reps)
+        save(results, work)
 
     variants = parse_variants(args.variants)
-    if len(variants) > 1:
+    if len(variants) > 1 and "tuning" in stages:
         log(f"Tuning: {', '.join(variants)} ({args.reps} alternating round(s)) ...")
         results["tuning"] = {"size": sizes[0].label, "master": masters[-1], "runs": args.tune_growth_runs,
                              "variants": {name: {"conf": conf, "rounds": []} for name, conf in variants.items()}}  # fmt: skip
@@ -728,7 +754,7 @@ def run_benchmark(args: argparse.Namespace, log: Callable[[str], None] = print) 
             names = list(variants) if rnd % 2 == 0 else list(reversed(variants))
             for name in names:
                 spec = {"master": masters[-1], "dataset": asdict(sizes[0]), "conf": variants[name],
-                        "runs": args.tune_growth_runs, "eps": args.growth_eps, "warmup": asdict(warmup)}  # fmt: skip
+                        "runs": args.tune_growth_runs, "eps": args.growth_eps, "warmup": warmup}  # fmt: skip
                 out = run_worker("tune", spec, work / f"tune-{name}", log)
                 results["tuning"]["variants"][name]["rounds"].append(out)
             save(results, work)
@@ -822,21 +848,29 @@ def render_report(results: dict) -> str:
         f"* **Versions:** PySpark {m['pyspark']}, Delta Lake {m['delta_spark']}, Airflow {m['airflow']}, "
         f"Python {m['python']}, {m['java']}",
         f"* **Driver:** in-process jobs in one JVM per configuration (`spark.driver.memory` "
-        f"{BENCH_SPARK_CONF['spark.driver.memory']}, the project's `DEFAULT_CONF`); a warm-up run on "
-        "a tiny dataset precedes the timed runs, so JVM start-up and class loading are not in any throughput.",
+        f"{BENCH_SPARK_CONF['spark.driver.memory']}, the project's `DEFAULT_CONF`), started before the timer, "
+        "so JVM start-up is in no throughput figure; "
+        + ("an untimed warm-up run on tiny data precedes the timed runs." if p.get("warmup") else
+           "no warm-up run: the first repetition of each configuration also loads and JIT-compiles classes "
+           "(it is usually the max; the median of 3 leaves it out).")
+        ,
+        *([f"* **Note:** {results['note']}"] if results.get("note") else []),
         f"* **Repetitions:** {p['reps']}. **Events** = landing lines the generator wrote (≈1% duplicates, "
         "0.5% malformed, 1% late); events/s/core = events ÷ wall seconds ÷ cores of the `local[N]` master.",
         "",
     ]
-    out += _section_throughput(results)
-    out += _section_batch(results)
-    out += _section_growth(results)
-    out += _section_overhead(results)
-    out += _section_backfill(results)
-    out += _section_memory(results)
-    out += _section_profile(results)
-    out += _section_tuning(results)
-    out += _section_paper(results)
+    sections = (
+        (_section_throughput, ("pipeline",)), (_section_batch, ("pipeline",)), (_section_growth, ("growth",)),
+        (_section_overhead, ("growth", "spark_submit")), (_section_backfill, ("backfill",)),
+        (_section_memory, ("pipeline", "growth")), (_section_profile, ("pipeline",)),
+        (_section_tuning, ()), (_section_paper, ("pipeline",)),
+    )  # fmt: skip
+    for number, (section, needs) in enumerate(sections, 1):
+        if all(results.get(key) for key in needs):
+            out += section(results)
+        else:
+            title = section.__name__.removeprefix("_section_")
+            out += [f"## {number}. {title}", "", "Not measured in this run (the run stopped before it).", ""]
     return "\n".join(out) + "\n"
 
 
@@ -1097,7 +1131,7 @@ def _section_memory(results: dict) -> list[str]:
 
 
 def _section_profile(results: dict) -> list[str]:
-    pipeline = next((p for p in results["pipeline"] if p.get("silver_profile")), None)
+    pipeline = next((p for p in reversed(results["pipeline"]) if p.get("silver_profile")), None)
     out = ["## 7. Profile: where the time goes", ""]
     biggest = results["pipeline"][-1]
     rows = throughput_rows(biggest)
@@ -1226,14 +1260,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="baseline;shuffle2:spark.sql.shuffle.partitions=2",
         help="tuning variants 'name:key=value,...;name2:...'; the first is the baseline (none: skip tuning)",
     )
-    parser.add_argument("--tune-growth-runs", type=int, default=8)
+    parser.add_argument("--tune-growth-runs", type=int, default=4)
     parser.add_argument("--skip-airflow", action="store_true", help="leave out the DAG run of §4")
+    parser.add_argument(
+        "--warmup", action="store_true", help="one untimed pipeline run on tiny data per worker JVM before the timed ones"
+    )
+    parser.add_argument("--stages", default=",".join(STAGES), help=f"a subset of {','.join(STAGES)}")
+    parser.add_argument("--resume", action="store_true", help="keep the work dir's earlier results; run --stages")
+    parser.add_argument("--merge", default="", help="with --report-only: other work dirs whose stages to add")
+    parser.add_argument("--note", default="", help="with --report-only: a note for the report's header")
+    parser.add_argument("--report-only", action="store_true", help="render --out from the work dir's results.json")
     parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR))
     parser.add_argument("--out", default=str(PROJECT_DIR / "BENCHMARKS.md"))
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.reps, args.growth_runs, args.backfill_eps = "5k,10k", 1, 4, 0.05
-        args.tune_growth_runs = 2
+        args.tune_growth_runs, args.variants = 2, "baseline;shuffle2:spark.sql.shuffle.partitions=2"
         args.work_dir = str(PROJECT_DIR / ".local" / "bench-smoke")
         args.out = str(Path(args.work_dir) / "BENCHMARKS.md")
     args.command = "python -m bench.ysb_bench " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -1246,7 +1288,24 @@ def main(argv: list[str] | None = None) -> None:
         worker_main(args.worker, args.spec)
         return
     Path(args.work_dir).mkdir(parents=True, exist_ok=True)
-    results = run_benchmark(args, log=lambda message: print(message, flush=True))
+    if args.report_only:
+        results = json.loads((Path(args.work_dir) / "results.json").read_text())
+        for other in filter(None, args.merge.split(",")):
+            # Stages measured by another run (e.g. one started at the same time with --stages).
+            extra = json.loads((Path(other) / "results.json").read_text())
+            for key in MEASUREMENTS:
+                if key == "pipeline" and extra.get(key):
+                    results[key] = sorted([*results.get(key, []), *extra[key]],
+                                          key=lambda p: (p["dataset"]["lines"], p["cores"]))  # fmt: skip
+                elif extra.get(key) and not results.get(key):
+                    results[key] = extra[key]
+            results["command"] += f"; {extra['command']}"
+            results["finished"] = max(results.get("finished", ""), extra.get("finished", ""))
+            results["started"] = min(results["started"], extra["started"])
+        if args.note:
+            results["note"] = args.note
+    else:
+        results = run_benchmark(args, log=lambda message: print(message, flush=True))
     Path(args.out).write_text(render_report(results))
     print(f"Report: {args.out}")
 

@@ -38,6 +38,7 @@ from airflow.sdk import DAG, Param, TriggerRule, task
 # Airflow); making it importable here spares every deployment a PYTHONPATH setting.
 sys.path.append(str(Path(__file__).resolve().parents[1] / "include"))
 
+from lakehouse.kafka_settings import DEFAULT_TOPIC, KAFKA_MACROS, SOURCES  # noqa: E402
 from lakehouse.orchestration import MACROS, SPARK_CONN_ID, job_path  # noqa: E402
 
 RUN_ARGS = [
@@ -47,6 +48,14 @@ RUN_ARGS = [
     "--end", "{{ lakehouse_end(dag_run, params, logical_date) }}",
 ]  # fmt: skip
 INCREMENTAL_ARGS = ["--lakehouse-root", "{{ lakehouse_root() }}"]
+# The brokers come from the kafka_lakehouse connection, looked up only when source=kafka
+# (else the job falls back to $KAFKA_BOOTSTRAP_SERVERS).
+BRONZE_ARGS = [
+    *INCREMENTAL_ARGS,
+    "--source", "{{ params.source }}",
+    "--kafka-bootstrap-servers", "{{ lakehouse_kafka_bootstrap_servers(params, conn) }}",
+    "--kafka-topic", "{{ params.kafka_topic }}",
+]  # fmt: skip
 
 
 def spark_job(name: str, args: list[str], **kwargs) -> SparkSubmitOperator:
@@ -70,7 +79,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     default_args={"retries": 2, "retry_delay": pendulum.duration(minutes=1)},
-    user_defined_macros=MACROS,
+    user_defined_macros={**MACROS, **KAFKA_MACROS},
     doc_md=__doc__,
     tags=["ysb", "lakehouse"],
     params={
@@ -81,6 +90,12 @@ with DAG(
         ),
         "start": Param(None, type=["null", "string"], description="batch mode: first event hour, e.g. 2026-11-20T13:00Z"),
         "end": Param(None, type=["null", "string"], description="batch mode: end of the interval (exclusive)"),
+        "source": Param(
+            "files",
+            enum=list(SOURCES),
+            description="bronze's source: the landing files, or the Kafka topic kafka_topic (brokers: connection kafka_lakehouse).",
+        ),
+        "kafka_topic": Param(DEFAULT_TOPIC, type="string", description="source=kafka: the topic bronze reads."),
         "full_refresh": Param(
             "none",
             enum=["none", "bronze", "silver", "gold"],
@@ -90,17 +105,18 @@ with DAG(
 ) as dag:
 
     @task
-    def preflight(params=None, dag_run=None, logical_date=None) -> None:
+    def preflight(params=None, dag_run=None, logical_date=None, conn=None) -> None:
         """Fail before any JVM starts if the connection, landing zone, jars or params are wrong."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
+        from lakehouse.kafka_settings import source_problems
         from lakehouse.orchestration import preflight as check
 
         try:
             master = SparkSubmitHook(conn_id=SPARK_CONN_ID)._connection["master"]
         except Exception:  # the hook cannot resolve the connection: report it below
             master = None
-        problems = check(master, dict(params), dag_run.run_type, logical_date)
+        problems = check(master, dict(params), dag_run.run_type, logical_date) + source_problems(params, conn)
         if problems:
             raise ValueError("Preflight failed:\n- " + "\n- ".join(problems))
 
@@ -115,7 +131,7 @@ with DAG(
 
     full_refresh = spark_job("full_refresh", ["--lakehouse-root", "{{ lakehouse_root() }}", "--layer", "{{ params.full_refresh }}"])
     dim_campaigns = spark_job("dim_campaigns", INCREMENTAL_ARGS, trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
-    bronze = spark_job("bronze_ad_events", INCREMENTAL_ARGS)
+    bronze = spark_job("bronze_ad_events", BRONZE_ARGS)
     silver = spark_job("silver_ad_events", RUN_ARGS, trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
     gold = [spark_job(name, RUN_ARGS) for name in ("gold_campaign_windows", "gold_campaign_hourly")]
 

@@ -106,14 +106,14 @@ def main(argv: list[str] | None = None) -> None:
                 "topic was deleted, recreated or lost partitions. Nothing was skipped (failOnDataLoss=true): "
                 "restore the data, or accept the loss and do a full refresh of bronze (spark-submit "
                 "jobs/full_refresh.py --layer bronze, or the DAG's full_refresh=bronze): it empties bronze and "
-                f"the layers after it and moves to checkpoint generation {table.current_generation() + 1}, whose first run re-reads "
-                "the landing files and the topic from its earliest retained offset."
+                f"the layers after it and moves to checkpoint generation {table.current_generation() + 1}, whose "
+                "first run re-reads the landing files and the topic from its earliest retained offset."
             ) from error
         if kafka_unavailable(error):
             raise KafkaUnavailableError(
-                f"bronze.ad_events: Kafka brokers {servers} stopped answering during the run ({error.getMessage()[:300]}). "
-                "What was committed stays committed; the task fails now and will retry from checkpoint "
-                f"{checkpoint}."
+                f"bronze.ad_events: Kafka brokers {servers} stopped answering during the run "
+                f"({error.getMessage()[:300]}). What was committed stays committed; the task fails now and will "
+                f"retry from checkpoint {checkpoint}."
             ) from error
         raise
 

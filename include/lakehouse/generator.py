@@ -231,13 +231,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--malformed-fraction", type=float, default=Disorder.malformed_fraction)
     parser.add_argument("--kafka-bootstrap-servers", help="produce to Kafka instead of writing files")
     parser.add_argument("--topic", help="Kafka topic (default: ysb-ad-events)")
-    parser.add_argument("--topic-partitions", type=int, help="partitions of the topic if it must be created (default: 3)")
+    parser.add_argument("--topic-partitions", type=int, help="partitions of a topic it creates (default: 3)")
     args = parser.parse_args(argv)
     if args.hours < 1 or args.events_per_second <= 0:
         parser.error("--hours must be >= 1 and --events-per-second > 0")
 
     if (args.topic or args.topic_partitions) and not args.kafka_bootstrap_servers:
         parser.error("--topic and --topic-partitions need --kafka-bootstrap-servers")
+    if args.topic_partitions is not None and args.topic_partitions < 1:
+        parser.error("--topic-partitions must be >= 1")
 
     lakehouse = Lakehouse.from_env(args.lakehouse_root)
     disorder = Disorder(
@@ -257,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.kafka_bootstrap_servers, topic, args.start, args.hours, args.events_per_second, args.seed,
                 disorder, args.files_per_hour,
             )  # fmt: skip
-        except kafka_producer.KafkaDeliveryError as error:
+        except kafka_producer.KafkaProduceError as error:
             raise SystemExit(f"generator: {error}") from error
         _print_manifests(manifests, "records")
         print(f"topic: {topic} ({partitions} partitions) on {args.kafka_bootstrap_servers}")

@@ -7,7 +7,7 @@ none) and hashed like Java clients do (murmur2), so a line always lands in the s
 a topic with a given partition count, and a re-sent duplicate lands beside its original.
 
 Delivery is checked: every record must be acknowledged by the broker (idempotent producer,
-``acks=all``) within a timeout, or the call raises :class:`KafkaDeliveryError`. Producing an hour
+``acks=all``) within a timeout, or the call raises :class:`KafkaProduceError`. Producing an hour
 again sends it again (as an at-least-once producer would): silver keeps one row per event_id.
 """
 
@@ -26,8 +26,12 @@ from lakehouse.generator import Disorder, HourManifest, generate_hour
 from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S, validate_topic
 
 
-class KafkaDeliveryError(RuntimeError):
-    """Records were not acknowledged by the broker: they may be missing from the topic."""
+class KafkaProduceError(RuntimeError):
+    """Producing failed (no broker, records not acknowledged): records may be missing from the topic."""
+
+
+# How long a record may wait for the broker's acknowledgement before it counts as failed.
+DELIVERY_TIMEOUT_S = 30.0
 
 
 def message_key(line: str) -> bytes:
@@ -63,7 +67,9 @@ def _producer(bootstrap_servers: str, timeout_s: float) -> Producer:
     )
 
 
-def _send(producer: Producer, bootstrap_servers: str, topic: str, lines: Sequence[str], timeout_s: float) -> list[tuple[int, int]]:
+def _send(
+    producer: Producer, bootstrap_servers: str, topic: str, lines: Sequence[str], timeout_s: float
+) -> list[tuple[int, int]]:
     """Produce ``lines`` and wait for every delivery report; (partition, offset) of each line."""
     positions: list[tuple[int, int] | None] = [None] * len(lines)
     errors: list[str] = []
@@ -90,7 +96,7 @@ def _send(producer: Producer, bootstrap_servers: str, topic: str, lines: Sequenc
     undelivered = producer.flush(timeout_s + 5)
     missing = sum(position is None for position in positions)
     if errors or undelivered or missing:
-        raise KafkaDeliveryError(
+        raise KafkaProduceError(
             f"{missing} of {len(lines)} record(s) to topic {topic!r} on {bootstrap_servers} were not "
             f"acknowledged within {timeout_s:.0f} s ({len(errors)} delivery error(s), e.g. "
             f"{errors[0] if errors else 'none reported'}; {undelivered} still queued). Check the broker "
@@ -100,11 +106,11 @@ def _send(producer: Producer, bootstrap_servers: str, topic: str, lines: Sequenc
 
 
 def produce_lines(
-    bootstrap_servers: str, topic: str, lines: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S
+    bootstrap_servers: str, topic: str, lines: Sequence[str], timeout_s: float = DELIVERY_TIMEOUT_S
 ) -> list[tuple[int, int]]:
     """Produce one record per line to ``topic``; the (partition, offset) of each line, in order.
 
-    Raises :class:`KafkaDeliveryError` when a record is not acknowledged within ``timeout_s``.
+    Raises :class:`KafkaProduceError` when a record is not acknowledged within ``timeout_s``.
     """
     producer = _producer(bootstrap_servers, timeout_s)
     return _send(producer, bootstrap_servers, validate_topic(topic), lines, timeout_s)
@@ -135,10 +141,10 @@ def ensure_topic(bootstrap_servers: str, topic: str, partitions: int, timeout_s:
             ):
                 return len(metadata.partitions)
             if time.monotonic() > deadline:
-                raise KafkaDeliveryError(f"Topic {topic!r} on {bootstrap_servers} has no partition leaders: {metadata}")
+                raise KafkaProduceError(f"Topic {topic!r} on {bootstrap_servers} has no partition leaders: {metadata}")
             time.sleep(0.2)
     except KafkaException as error:
-        raise KafkaDeliveryError(
+        raise KafkaProduceError(
             f"Kafka at {bootstrap_servers} did not answer within {timeout_s:.0f} s ({error}): "
             "is the broker up (make kafka-start) and the address right?"
         ) from error
@@ -153,7 +159,7 @@ def produce_hours(
     seed: int,
     disorder: Disorder = Disorder(),
     files_per_hour: int = 4,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
+    timeout_s: float = DELIVERY_TIMEOUT_S,
 ) -> list[HourManifest]:
     """Produce ``hours`` producer hours from ``start`` to ``topic``, hour by hour; their manifests.
 
@@ -168,8 +174,8 @@ def produce_hours(
         lines, manifest = hour_lines(hour_start, events_per_second, seed, disorder, files_per_hour)
         try:
             _send(producer, bootstrap_servers, topic, lines, timeout_s)
-        except KafkaDeliveryError as error:
-            raise KafkaDeliveryError(f"Hour {manifest.hour}: {error}") from error
+        except KafkaProduceError as error:
+            raise KafkaProduceError(f"Hour {manifest.hour}: {error}") from error
         manifests.append(manifest)
     return manifests
 

@@ -112,7 +112,7 @@ def preflight(conn_master: str | None, params: dict, run_type: str, logical_date
         )
     try:
         lakehouse = Lakehouse.from_env()
-        if not Path(lakehouse.landing_events).is_dir():
+        if (params or {}).get("source", "files") == "files" and not Path(lakehouse.landing_events).is_dir():
             problems.append(f"Landing directory {lakehouse.landing_events} does not exist (generate data first).")
     except ConfigError as error:
         problems.append(str(error))

@@ -121,7 +121,10 @@ def run_available_now(writer: DataStreamWriter, checkpoint: str, name: str) -> N
         try:
             query.awaitTermination()
         except StreamingQueryException as error:
-            raise explain_query_failure(error, name, checkpoint) from error
+            explained = explain_query_failure(error, name, checkpoint)
+            if explained is error:
+                raise
+            raise explained from error
     batches = [p for p in query.recentProgress if p.get("batchId") is not None]
     rows = sum(p.get("numInputRows", 0) for p in batches)
     log.info("%s: %d micro-batch(es), %d input row(s), checkpoint %s", name, len(batches), rows, checkpoint)
@@ -143,7 +146,7 @@ def explain_query_failure(error: Exception, name: str, checkpoint: str) -> Excep
             f"Or {refresh}."
         )
     incompatible = ("not compatible", "StateSchemaNotCompatible", "schema is not compatible",
-                    "STATE_STORE_", "STREAMING_STATEFUL_OPERATOR", "mismatch")  # fmt: skip
+                    "STATE_STORE_", "STREAMING_STATEFUL_OPERATOR")  # fmt: skip
     if any(marker in message for marker in incompatible):
         return ConfigError(
             f"{table}: the query no longer matches its checkpoint {checkpoint} "

@@ -59,4 +59,4 @@ def test_hourly_dag_shape():
         "gold_campaign_hourly": [],
     }
     assert all(dag.get_task(name).retries == 2 for name in dag.task_ids)
-    assert set(dag.params.keys()) == {"mode", "start", "end", "full_refresh"}
+    assert set(dag.params.keys()) == {"mode", "start", "end", "full_refresh", "source", "kafka_topic"}

@@ -6,7 +6,8 @@ import json
 import time
 from datetime import timedelta
 
-import pytest
+from contextlib import contextmanager
+
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -18,16 +19,27 @@ TERMINAL = {"success", "failed"}
 GOLD = ("gold.campaign_windows", "gold.campaign_hourly")
 
 
-@pytest.fixture
-def services(airflow_home, lakehouse, tmp_path):
-    env = airflow_environment(airflow_home, lakehouse)
-    result = airflow(env, "dags", "reserialize")
-    assert result.returncode == 0, result.stderr[-3000:]
-    running = AirflowServices(env, tmp_path / "airflow-logs").start()
+@contextmanager
+def airflow_services(env, log_dir):
+    """Scheduler, api-server and dag-processor; always stopped (their process groups killed)."""
+    running = AirflowServices(env, log_dir).start()
     try:
         yield running
     finally:
         running.stop()
+
+
+def create_backfill(env, *extra: str) -> None:
+    """Backfill the runs at logical dates 01:00, 02:00 and 03:00: event hours 00:00, 01:00 and 02:00.
+
+    Created while no scheduler runs: SQLite (the embedded default DB) answers concurrent writers
+    with "database is locked"; the scheduler then executes the runs beside everything else.
+    """
+    result = airflow(
+        env, "backfill", "create", "--dag-id", "ysb_hourly", *extra,
+        "--from-date", (START + timedelta(hours=1)).isoformat(), "--to-date", (START + timedelta(hours=3)).isoformat(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
 def dag_runs(env) -> list[dict]:
@@ -70,8 +82,8 @@ def gold_snapshot(spark, lakehouse):
     return {name: table(spark, lakehouse, name).cache() for name in GOLD}
 
 
-def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehouse, services):
-    env = services.env
+def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehouse, airflow_home, tmp_path):
+    env = airflow_environment(airflow_home, lakehouse)
     # History: two hours already streamed into every layer.
     write_campaigns(lakehouse, seed=31)
     write_hours(lakehouse, START, 2, events_per_second=0.05, seed=31)
@@ -82,17 +94,14 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
     spark.sql(f"DELETE FROM delta.`{hourly}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00'")
     write_hours(lakehouse, START + timedelta(hours=2), 1, events_per_second=0.05, seed=31)
 
-    # Runs at logical dates 01:00, 02:00 and 03:00 own event hours 00:00, 01:00 and 02:00.
-    started = time.monotonic()
-    backfill = airflow(
-        env, "backfill", "create", "--dag-id", "ysb_hourly",
-        "--from-date", (START + timedelta(hours=1)).isoformat(), "--to-date", (START + timedelta(hours=3)).isoformat(),
-    )  # fmt: skip
-    assert backfill.returncode == 0, backfill.stdout[-3000:] + backfill.stderr[-3000:]
-    trigger = airflow(env, "dags", "trigger", "ysb_hourly")
+    assert airflow(env, "dags", "reserialize").returncode == 0
+    create_backfill(env)
+    trigger = airflow(env, "dags", "trigger", "ysb_hourly")  # an incremental run beside the backfill
     assert trigger.returncode == 0, trigger.stderr[-3000:]
-
-    runs = wait_for_runs(env, count=4, log_dir=services.log_dir)
+    started = time.monotonic()
+    with airflow_services(env, tmp_path / "airflow-logs") as services:
+        # 3 backfill runs and the manual run (the scheduler may add the latest scheduled run).
+        runs = wait_for_runs(env, count=4, log_dir=services.log_dir)
     elapsed = time.monotonic() - started
     assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
     assert sum(run["run_type"] == "backfill" for run in runs) == 3
@@ -101,14 +110,11 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
 
     # Re-running the same backfill recomputes the same hours and changes no row.
     before = gold_snapshot(spark, lakehouse)
-    again = airflow(
-        env, "backfill", "create", "--dag-id", "ysb_hourly", "--reprocess-behavior", "completed",
-        "--from-date", (START + timedelta(hours=1)).isoformat(), "--to-date", (START + timedelta(hours=3)).isoformat(),
-    )  # fmt: skip
-    assert again.returncode == 0, again.stderr[-3000:]
-    runs = wait_for_runs(env, count=len(runs) + 3, log_dir=services.log_dir)
+    create_backfill(env, "--reprocess-behavior", "completed")
+    with airflow_services(env, tmp_path / "airflow-logs-again") as services:
+        runs = wait_for_runs(env, count=len(runs), log_dir=services.log_dir)  # the same runs, cleared
     assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
     for name, rows in before.items():
         assertDataFrameEqual(table(spark, lakehouse, name), rows)
-    versions = spark.sql(f"DESCRIBE HISTORY delta.`{hourly}`").filter(F.col("operation") == "WRITE")
-    assert versions.count() >= 6, "the re-run must have rewritten the hours (idempotently), not skipped them"
+    writes = spark.sql(f"DESCRIBE HISTORY delta.`{hourly}`").filter(F.col("operation") == "WRITE")
+    assert writes.count() >= 6, "the re-run must have rewritten the hours (idempotently), not skipped them"

@@ -34,7 +34,9 @@ def kafka_args(bootstrap_servers: str, topic: str, *extra: str) -> tuple[str, ..
     return ("--source", "kafka", "--kafka-bootstrap-servers", bootstrap_servers, "--kafka-topic", topic, *extra)
 
 
-def bronze_positions(spark: SparkSession, lakehouse: Lakehouse, topic: str, version: int | None = None) -> list[tuple[int, int]]:
+def bronze_positions(
+    spark: SparkSession, lakehouse: Lakehouse, topic: str, version: int | None = None
+) -> list[tuple[int, int]]:
     """(partition, offset) of every bronze row read from ``topic`` (at a table version, if given)."""
     reader = spark.read.format("delta")
     if version is not None:

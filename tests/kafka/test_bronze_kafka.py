@@ -36,7 +36,7 @@ from lakehouse.sources import KafkaUnavailableError
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 EVENTS_PER_SECOND = 0.1  # 360 lines an hour
 
-pytestmark = pytest.mark.timeout(420)  # a guard against hangs; a loaded 2-core machine is slow
+pytestmark = pytest.mark.timeout(900)  # only a guard against hangs: a shared 2-core machine can be slow
 
 
 def test_bronze_from_kafka_survives_a_killed_driver_then_reads_only_new_records(
@@ -46,7 +46,8 @@ def test_bronze_from_kafka_survives_a_killed_driver_then_reads_only_new_records(
     write_campaigns(lakehouse, seed=21)
     # The first producer hour arrives as files, the next ones through Kafka: one bronze table for both.
     write_hours(lakehouse, START, 1, EVENTS_PER_SECOND, seed=21)
-    file_lines = [line for path in sorted(Path(lakehouse.landing_events).rglob("*.jsonl")) for line in path.read_text().splitlines()]
+    files = sorted(Path(lakehouse.landing_events).rglob("*.jsonl"))
+    file_lines = [line for path in files for line in path.read_text().splitlines()]
     run_job("dim_campaigns", lakehouse)
     run_job("bronze_ad_events", lakehouse)
     lines, positions = produce_generated_hours(servers, topic, START + timedelta(hours=1), 2, EVENTS_PER_SECOND, seed=21)
@@ -73,7 +74,9 @@ def test_bronze_from_kafka_survives_a_killed_driver_then_reads_only_new_records(
     run_job("bronze_ad_events", lakehouse, *kafka_args(servers, topic))
     assert table_version(spark, lakehouse, "bronze.ad_events") == version, "a rerun with nothing new wrote a commit"
 
-    new_lines, new_positions = produce_generated_hours(servers, topic, START + timedelta(hours=3), 1, EVENTS_PER_SECOND, seed=21)
+    new_lines, new_positions = produce_generated_hours(
+        servers, topic, START + timedelta(hours=3), 1, EVENTS_PER_SECOND, seed=21
+    )
     run_job("bronze_ad_events", lakehouse, *kafka_args(servers, topic))
     added = Counter(bronze_positions(spark, lakehouse, topic)) - Counter(bronze_positions(spark, lakehouse, topic, version))
     assert added == Counter(new_positions)

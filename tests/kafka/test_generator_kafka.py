@@ -13,7 +13,7 @@ from helpers import START
 from kafka_helpers import consume_all
 from lakehouse import generator
 from lakehouse.config import Lakehouse
-from lakehouse.kafka_producer import KafkaDeliveryError, hour_lines, message_key, produce_lines
+from lakehouse.kafka_producer import KafkaProduceError, hour_lines, message_key, produce_lines
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -23,11 +23,11 @@ def test_generator_produces_the_lines_of_the_files(tmp_path, kafka_broker, new_t
     common = ["--start", "2026-11-20T00:00Z", "--hours", "2", "--events-per-second", "0.05", "--seed", "4"]
     as_files, to_kafka = Lakehouse(str(tmp_path / "files")), Lakehouse(str(tmp_path / "kafka"))
     generator.main(["--lakehouse-root", as_files.root, *common])
-    generator.main(
-        ["--lakehouse-root", to_kafka.root, *common, "--kafka-bootstrap-servers", servers, "--topic", topic, "--topic-partitions", "3"]
-    )
+    kafka_options = ["--kafka-bootstrap-servers", servers, "--topic", topic, "--topic-partitions", "3"]
+    generator.main(["--lakehouse-root", to_kafka.root, *common, *kafka_options])
 
-    file_lines = [line for p in sorted(Path(as_files.landing_events).rglob("*.jsonl")) for line in p.read_text().splitlines()]
+    files = sorted(Path(as_files.landing_events).rglob("*.jsonl"))
+    file_lines = [line for path in files for line in path.read_text().splitlines()]
     records = consume_all(servers, topic, len(file_lines))
     assert Counter(r.value().decode() for r in records) == Counter(file_lines)
     assert not Path(to_kafka.landing_events).exists(), "events went to Kafka, not to files"
@@ -56,7 +56,7 @@ def test_unacknowledged_records_are_an_error():
         s.bind(("127.0.0.1", 0))
         servers = f"127.0.0.1:{s.getsockname()[1]}"
     started = time.monotonic()
-    with pytest.raises(KafkaDeliveryError, match=rf"2 of 2 record\(s\) to topic 'events' on {servers} were not acknowledged"):
+    with pytest.raises(KafkaProduceError, match=rf"2 of 2 record\(s\) to topic 'events' on {servers} were not acknowledged"):
         produce_lines(servers, "events", ["a", "b"], timeout_s=2)
     assert time.monotonic() - started < 15
 

@@ -98,8 +98,8 @@ def test_kafka_query_failures_are_recognised():
         "partition t-0\nwith consumer group spark-kafka-source",
     )
     assert kafka_source_changed(lost) == "Could not read records in offset [20, 40) for topic partition t-0"
-    deleted = CapturedError("terminated with exception: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: gone")
-    assert kafka_source_changed(deleted).startswith("terminated with exception")
+    deleted = CapturedError("terminated: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: gone")
+    assert kafka_source_changed(deleted).startswith("terminated: ")
     timeout = CapturedError("x", "Caused by: org.apache.kafka.common.errors.TimeoutException: Timed out waiting")
     assert kafka_source_changed(timeout) is None and kafka_unavailable(timeout)
     assert kafka_source_changed(ValueError("boom")) is None and not kafka_unavailable(ValueError("boom"))

@@ -14,7 +14,7 @@ from lakehouse.tables.gold_campaign_windows import campaign_windows
 def silver(spark, *events):
     """Silver rows from (event_id, user_id, campaign_id, event_type, event_time)."""
     rows = [
-        (event_id, user, "p", "ad", "banner", kind, at, "10.0.0.1", campaign, "f", at, at.date(), at.hour)
+        (event_id, user, "p", "ad", "banner", kind, at, "10.0.0.1", campaign, None, "f", at, at.date(), at.hour)
         for event_id, user, campaign, kind, at in events
     ]
     return spark.createDataFrame(rows, SILVER_AD_EVENTS_SCHEMA)

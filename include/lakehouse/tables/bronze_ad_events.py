@@ -26,7 +26,9 @@ def bronze_ad_events(lines: DataFrame) -> DataFrame:
         lineage = [F.col(name) for name in KAFKA_LINEAGE_COLUMNS]
     else:
         source_file = F.col("source_file")
-        lineage = [F.lit(None).cast(BRONZE_AD_EVENTS_SCHEMA[name].dataType).alias(name) for name in KAFKA_LINEAGE_COLUMNS]
+        lineage = [
+            F.lit(None).cast(BRONZE_AD_EVENTS_SCHEMA[name].dataType).alias(name) for name in KAFKA_LINEAGE_COLUMNS
+        ]
     return lines.select(
         F.col("value").alias("raw_line"),
         source_file.alias("source_file"),

@@ -1,0 +1,642 @@
+"""Fault injection: SIGKILL the Spark driver of every layer, rerun it, and prove nothing was lost or doubled.
+
+Usage:
+    python -m lakehouse.fault_injection --trials 3 --seed 1 [--hours 2 --events-per-second 0.1] \
+        [--workdir DIR] [--report faults.json] [--keep]
+
+Each trial builds a fresh lakehouse under the work folder, generates landing data with the
+generator's default disorder (duplicates, malformed and late events) and loads dims.campaigns in
+this process (a batch overwrite, atomic by itself: not under test). Then, layer by layer in DAG
+order, every streaming job runs as a real ``spark-submit`` (local[2]) whose driver is killed with
+SIGKILL, and is then run again, without the fault, until it exits 0, as an Airflow task retry
+would. The two gold jobs run side by side, as in the DAG. How a job is killed:
+
+* at a random moment: a seeded micro-batch to aim at, then a seeded fraction of a micro-batch's
+  typical duration (learned from the runs so far) after the batch was planned; the kill goes to
+  the spark-submit process group (JVM and Python driver). Anchoring on the batch rather than on
+  the process start keeps kills out of the JVM start-up, which on a loaded machine varies by a
+  minute and tests nothing. Bronze (whose Delta sink commits by itself, without foreachBatch)
+  gets these only, reading one landing file per micro-batch so that kills land mid-stream.
+* at a named fault point of :mod:`lakehouse.faults` (``LAKEHOUSE_FAULT_POINT``), where the
+  driver kills itself, e.g. ``silver.after_merge``: after silver's Delta commit and before the
+  checkpoint's.
+
+Successive trials rotate through each job's kill modes (from a seeded start), so N trials cover
+every mode about N / modes times. After each kill the harness records what had been committed
+(the checkpoint's offset and commit logs, the Delta transaction ids of the job's tables and, for
+silver, whether MERGE had started), so the report shows where the kills landed.
+
+After the pipeline, the tables are read with one local Spark session and compared with the
+landing files and the plain-Python oracle (:mod:`lakehouse.oracle`): bronze must hold every
+landing line exactly once, silver every valid event exactly once, the quarantine the oracle's
+count per reason, and both gold tables the oracle's rows. Every trial and the totals are printed
+(kills per layer and per fault point, rows lost and duplicated per table); ``--report`` writes
+them as JSON. The exit status is 1 when any row was lost, duplicated or wrong, or a job could not
+be brought to success, else 0.
+
+The plan of a trial (its data seed, kill modes, target batches and delay fractions) depends on
+(seed, trial number) alone; where a random kill lands in wall-clock terms still depends on the
+machine's speed, which is the point of killing at random.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from lakehouse.config import Lakehouse, jar_paths
+from lakehouse.faults import ENV_BATCH, ENV_POINT
+from lakehouse.generator import parse_hour, write_campaigns, write_hours
+from lakehouse.oracle import Expected, expected_from_landing
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+JOBS_DIR = PROJECT_DIR / "jobs"
+RANDOM = "random"
+
+# The streaming jobs in DAG order, grouped as the DAG runs them (the gold jobs in parallel).
+STAGES = (("bronze_ad_events",), ("silver_ad_events",), ("gold_campaign_windows", "gold_campaign_hourly"))
+LAYER = {
+    "bronze_ad_events": "bronze",
+    "silver_ad_events": "silver",
+    "gold_campaign_windows": "gold",
+    "gold_campaign_hourly": "gold",
+}
+# The tables each job writes, the first one owning the checkpoint.
+TARGETS = {
+    "bronze_ad_events": ("bronze.ad_events",),
+    "silver_ad_events": ("silver.ad_events", "silver.quarantine_ad_events"),
+    "gold_campaign_windows": ("gold.campaign_windows",),
+    "gold_campaign_hourly": ("gold.campaign_hourly",),
+}
+KILL_MODES = {
+    "bronze_ad_events": (RANDOM,),
+    # random: mostly during the batch's Spark jobs, MERGE included.
+    "silver_ad_events": ("silver.before_merge", "silver.after_merge", "silver.after_quarantine", RANDOM),
+    "gold_campaign_windows": ("gold.before_replace", "gold.after_replace", RANDOM),
+    "gold_campaign_hourly": ("gold.before_replace", "gold.after_replace", RANDOM),
+}
+JOB_ARGS = {"bronze_ad_events": ("--max-files-per-trigger", "1")}
+# First guesses of a micro-batch's duration (s), on the short side so that the first random kills
+# land rather than come after the job has ended; replaced as runs are timed.
+DEFAULT_BATCH_SECONDS = {"bronze": 4.0, "silver": 15.0, "gold": 8.0}
+MERGE_STARTED = "MergeIntoCommand: DELTA: MERGE operation"
+PROBLEMS = ("lost", "duplicated", "unexpected", "mismatched")
+CHECKED_TABLES = (
+    "bronze.ad_events",
+    "silver.ad_events",
+    "silver.quarantine_ad_events",
+    "gold.campaign_windows",
+    "gold.campaign_hourly",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one job with spark-submit, and killing it
+
+
+@dataclass
+class Attempt:
+    """One spark-submit of a job: how it was to be killed, how it ended, where it stood."""
+
+    job: str
+    attempt: int
+    mode: str | None  # None: a rerun without faults; RANDOM; or a fault point
+    batch: int | None = None  # the micro-batch aimed at
+    delay_s: float | None = None  # random kills: seconds after that batch was planned
+    returncode: int | None = None
+    killed: bool = False
+    phase: str = ""  # what was committed when the driver died
+    seconds: float = 0.0
+    log: str = ""
+
+
+def _batch_ids(folder: Path) -> set[int]:
+    try:
+        return {int(p.name) for p in folder.iterdir() if p.name.isdigit()}
+    except FileNotFoundError:
+        return set()
+
+
+def _txn_version(table_path: str) -> int:
+    """The highest Delta transaction version (micro-batch id) committed to a table, -1 if none."""
+    best = -1
+    for commit in Path(table_path, "_delta_log").glob("*.json"):
+        for line in commit.read_text().splitlines():
+            if '"txn"' in line:
+                best = max(best, int(json.loads(line)["txn"]["version"]))
+    return best
+
+
+def describe_phase(lakehouse: Lakehouse, job: str, log: Path | None = None) -> str:
+    """Where a job's query stood: the newest batch, and which of its writes were committed."""
+    checkpoint = Path(lakehouse.table(TARGETS[job][0]).checkpoint())
+    planned, done = _batch_ids(checkpoint / "offsets"), _batch_ids(checkpoint / "commits")
+    if not planned:
+        return "before any batch was planned"
+    batch = max(planned)
+    if done and max(done) >= batch:
+        return f"batch {batch} checkpointed"
+    written = [name for name in TARGETS[job] if _txn_version(lakehouse.table(name).path) >= batch]
+    if written:
+        return f"batch {batch}: {' + '.join(written)} committed, checkpoint not"
+    if job == "silver_ad_events" and log is not None and log.exists():
+        text = log.read_text(errors="replace")
+        marker = text.rfind(f"Committed offsets for batch {batch}.")
+        if marker >= 0 and MERGE_STARTED in text[marker:]:
+            return f"batch {batch}: during MERGE, nothing committed"
+    return f"batch {batch}: planned, nothing committed"
+
+
+class BatchClock:
+    """Learned duration of one micro-batch per layer (planned -> checkpointed), for random kills."""
+
+    def __init__(self) -> None:
+        self.seconds = dict(DEFAULT_BATCH_SECONDS)
+        self._lock = threading.Lock()
+
+    def observe(self, layer: str, seconds: float) -> None:
+        with self._lock:
+            self.seconds[layer] = 0.6 * self.seconds[layer] + 0.4 * seconds
+
+    def of(self, layer: str) -> float:
+        with self._lock:
+            return self.seconds[layer]
+
+
+def spark_submit_command(job: str, lakehouse: Lakehouse) -> list[str]:
+    """The spark-submit line of a job, as the DAG's tasks run it (local[2])."""
+    local = Path(sys.executable).parent / "spark-submit"
+    return [
+        str(local) if local.exists() else (shutil.which("spark-submit") or "spark-submit"),
+        "--master", "local[2]",
+        "--jars", ",".join(jar_paths()),
+        "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.sql.shuffle.partitions=2",
+        str(JOBS_DIR / f"{job}.py"),
+        "--lakehouse-root", lakehouse.root,
+        *JOB_ARGS.get(job, ()),
+    ]  # fmt: skip
+
+
+def job_environment(lakehouse: Lakehouse, fault: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a job's spark-submit: never an inherited fault, only ``fault``."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LAKEHOUSE_FAULT_")}
+    env.update(
+        PYTHONPATH=str(PROJECT_DIR / "include"),
+        LAKEHOUSE_ROOT=lakehouse.root,
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+        **(fault or {}),
+    )
+    return env
+
+
+def start_job(job: str, lakehouse: Lakehouse, log: Path, fault: dict[str, str] | None = None) -> subprocess.Popen:
+    """spark-submit ``job`` in a process group of its own (JVM and Python driver), output to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            spark_submit_command(job, lakehouse), env=job_environment(lakehouse, fault), cwd=PROJECT_DIR,
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the job's process group (what is left of it); never anything else."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_attempt(
+    attempt: Attempt,
+    lakehouse: Lakehouse,
+    log: Path,
+    clock: BatchClock,
+    fraction: float = 0.0,
+    timeout_s: float = 1800.0,
+) -> Attempt:
+    """Run one spark-submit of ``attempt.job``; kill it as ``attempt.mode`` says; fill in how it ended."""
+    job, layer = attempt.job, LAYER[attempt.job]
+    checkpoint = Path(lakehouse.table(TARGETS[job][0]).checkpoint())
+    fault = None
+    if attempt.mode not in (None, RANDOM):
+        fault = {ENV_POINT: attempt.mode, ENV_BATCH: str(attempt.batch)}
+    attempt.log = str(log)
+    # Batches already in the checkpoint are neither timed nor aimed at.
+    known = _batch_ids(checkpoint / "offsets") | _batch_ids(checkpoint / "commits")
+    started = time.monotonic()
+    process = start_job(job, lakehouse, log, fault)
+    planned_at: dict[int, float] = {}
+    kill_at = None
+    try:
+        while process.poll() is None:
+            now = time.monotonic()
+            if now - started > timeout_s:
+                kill_group(process)
+                process.wait()
+                attempt.phase = f"timed out after {timeout_s:.0f} s"
+                break
+            for batch in _batch_ids(checkpoint / "offsets") - planned_at.keys() - known:
+                planned_at[batch] = now
+            if attempt.mode == RANDOM and kill_at is None and attempt.batch in planned_at:
+                attempt.delay_s = round(fraction * clock.of(layer), 2)
+                kill_at = planned_at[attempt.batch] + attempt.delay_s
+            if kill_at is not None and now >= kill_at:
+                kill_group(process)
+                process.wait()
+                break
+            for batch in _batch_ids(checkpoint / "commits") - known:
+                if batch in planned_at:
+                    clock.observe(layer, now - planned_at[batch])
+                    known.add(batch)
+            time.sleep(0.1)
+    finally:
+        if process.poll() is None:
+            kill_group(process)
+            process.wait()
+    attempt.returncode = process.returncode
+    attempt.killed = process.returncode == -signal.SIGKILL and not attempt.phase
+    if attempt.killed:
+        kill_group(process)  # a fault point kills the JVM and the driver; any Python worker left goes too
+        attempt.phase = describe_phase(lakehouse, job, log)
+    attempt.seconds = round(time.monotonic() - started, 1)
+    return attempt
+
+
+# ---------------------------------------------------------------------------------------------
+# A trial
+
+
+@dataclass
+class JobPlan:
+    job: str
+    mode: str
+    batch: int
+    fraction: float  # random kills: the fraction of a batch's duration to wait after it was planned
+
+
+@dataclass
+class TrialResult:
+    trial: int
+    data_seed: int
+    root: str
+    landing_files: int = 0
+    landing_lines: int = 0
+    attempts: list[Attempt] = field(default_factory=list)
+    tables: dict[str, dict[str, int]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def kills(self) -> list[Attempt]:
+        return [a for a in self.attempts if a.killed]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and all(figures.get(k, 0) == 0 for figures in self.tables.values() for k in PROBLEMS)
+
+
+def plan_trial(seed: int, trial: int, landing_files: int) -> tuple[int, list[JobPlan]]:
+    """The data seed and per-job kill plan of a trial: a function of (seed, trial) alone."""
+    rng = random.Random(f"fault-injection-{seed}-{trial}")
+    data_seed = rng.randrange(1_000_000)
+    plans = []
+    for job, modes in KILL_MODES.items():
+        # Rotate through the modes from a seeded start: every mode comes up once per len(modes) trials.
+        first = random.Random(f"fault-injection-{seed}-{job}").randrange(len(modes))
+        mode = modes[(first + trial) % len(modes)]
+        # Bronze reads one landing file per batch: aim at any of them. The others run one batch.
+        batch = rng.randrange(landing_files) if job == "bronze_ad_events" else 0
+        plans.append(JobPlan(job, mode, batch, rng.random()))
+    return data_seed, plans
+
+
+def run_trial(options: argparse.Namespace, trial: int, spark, clock: BatchClock, workdir: Path) -> TrialResult:
+    """Generate data, run the pipeline with one kill per streaming job and reruns, check the tables."""
+    files_per_hour = 4
+    data_seed, plans = plan_trial(options.seed, trial, options.hours * files_per_hour)
+    root = workdir / f"trial-{trial:03d}"
+    shutil.rmtree(root, ignore_errors=True)
+    lakehouse = Lakehouse(root=str(root))
+    result = TrialResult(trial=trial, data_seed=data_seed, root=str(root))
+    started = time.monotonic()
+
+    write_campaigns(lakehouse, data_seed)
+    write_hours(lakehouse, parse_hour(options.start), options.hours, options.events_per_second, data_seed)
+    landing = sorted(Path(lakehouse.landing_events).rglob("*.jsonl"))
+    result.landing_files = len(landing)
+    result.landing_lines = sum(len(_lines(p)) for p in landing)
+    _run_in_process("dim_campaigns", lakehouse)
+
+    by_job = {plan.job: plan for plan in plans}
+    for stage in STAGES:
+        threads = [
+            threading.Thread(target=_kill_then_retry, args=(by_job[job], lakehouse, clock, options, result))
+            for job in stage
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if result.errors:
+            break
+    if not result.errors:
+        result.tables = check_tables(spark, lakehouse)
+    result.seconds = round(time.monotonic() - started, 1)
+    return result
+
+
+def _kill_then_retry(plan: JobPlan, lakehouse: Lakehouse, clock: BatchClock, options, result: TrialResult) -> None:
+    """One run killed as planned, then reruns without faults until one exits 0 (bounded)."""
+    logs = Path(lakehouse.root) / "logs"
+    first = Attempt(plan.job, 1, plan.mode, batch=plan.batch)
+    run_attempt(first, lakehouse, logs / f"{plan.job}.1.log", clock, plan.fraction, options.timeout)
+    result.attempts.append(first)
+    if first.returncode == 0:
+        return  # the kill came too late (the job had finished): nothing to resume
+    if not first.killed:
+        result.errors.append(f"{plan.job} attempt 1 ended with {first.returncode} ({first.phase}): {_tail(first.log)}")
+        return
+    for number in range(2, options.max_attempts + 2):
+        rerun = run_attempt(Attempt(plan.job, number, None), lakehouse, logs / f"{plan.job}.{number}.log", clock,
+                            timeout_s=options.timeout)  # fmt: skip
+        result.attempts.append(rerun)
+        if rerun.returncode == 0:
+            return
+    result.errors.append(f"{plan.job}: no success in {options.max_attempts} rerun(s): {_tail(result.attempts[-1].log)}")
+
+
+def _run_in_process(job: str, lakehouse: Lakehouse) -> None:
+    spec = importlib.util.spec_from_file_location(f"jobs_{job}", JOBS_DIR / f"{job}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--lakehouse-root", lakehouse.root])
+
+
+def _lines(path: Path) -> list[str]:
+    # As the oracle reads them.
+    return path.read_bytes().decode("utf-8", errors="replace").splitlines()
+
+
+def _tail(log: str, lines: int = 25) -> str:
+    path = Path(log)
+    if not path.exists():
+        return "(no log)"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking the tables
+
+
+def _landing_key(source_file: str, landing_root: str) -> str:
+    """A bronze row's landing file relative to the landing folder (file names repeat across hours)."""
+    path = source_file.removeprefix("file:")
+    marker = landing_root.rstrip("/") + "/"
+    return path.split(marker, 1)[1] if marker in path else path
+
+
+def check_tables(spark, lakehouse: Lakehouse) -> dict[str, dict[str, int]]:
+    """Rows lost, duplicated, unexpected or wrong per table, against the landing files and the oracle."""
+    read = lambda name: spark.read.format("delta").load(lakehouse.table(name).path)  # noqa: E731
+    landing = Path(lakehouse.landing_events)
+    expected: Expected = expected_from_landing(lakehouse.landing_events, lakehouse.landing_campaigns)
+    figures: dict[str, dict[str, int]] = {}
+
+    want = Counter(
+        (str(path.relative_to(landing)), line) for path in sorted(landing.rglob("*.jsonl")) for line in _lines(path)
+    )
+    got = Counter(
+        (_landing_key(row.source_file, lakehouse.landing_events), row.raw_line)
+        for row in read("bronze.ad_events").select("source_file", "raw_line").collect()
+    )
+    surplus = got - want
+    figures["bronze.ad_events"] = {
+        "expected": sum(want.values()),
+        "rows": sum(got.values()),
+        "lost": sum((want - got).values()),
+        "duplicated": sum(n for key, n in surplus.items() if key in want),
+        "unexpected": sum(n for key, n in surplus.items() if key not in want),
+    }
+
+    ids = [row.event_id for row in read("silver.ad_events").select("event_id").collect()]
+    unique = set(ids)
+    figures["silver.ad_events"] = {
+        "expected": len(expected.events),
+        "rows": len(ids),
+        "lost": len(set(expected.events) - unique),
+        "duplicated": len(ids) - len(unique),
+        "unexpected": len(unique - set(expected.events)),
+    }
+
+    reasons = {row.reason: row["count"] for row in read("silver.quarantine_ad_events").groupBy("reason").count().collect()}
+    wanted = Counter(expected.quarantined)
+    figures["silver.quarantine_ad_events"] = {
+        "expected": sum(wanted.values()),
+        "rows": sum(reasons.values()),
+        "lost": sum((wanted - Counter(reasons)).values()),
+        # More rows of a reason than the oracle has: counted as duplicates (a misclassified line
+        # would also show as one lost under its right reason).
+        "duplicated": sum((Counter(reasons) - wanted).values()),
+    }
+
+    gold = {
+        "gold.campaign_windows": (
+            lambda row: ((row.campaign_id, row.window_start), row.views),
+            expected.campaign_windows(),
+        ),
+        "gold.campaign_hourly": (
+            lambda row: (
+                (row.campaign_id, row.hour_start),
+                (row.views, row.clicks, row.purchases, row.distinct_users, row.ctr),
+            ),
+            expected.campaign_hourly(),
+        ),
+    }
+    for name, (key_value, oracle_rows) in gold.items():
+        pairs = [key_value(row) for row in read(name).collect()]
+        actual = dict(pairs)
+        figures[name] = {
+            "expected": len(oracle_rows),
+            "rows": len(pairs),
+            "lost": sum(1 for key in oracle_rows if key not in actual),
+            "duplicated": len(pairs) - len(actual),
+            "unexpected": sum(1 for key in actual if key not in oracle_rows),
+            "mismatched": sum(1 for key, value in oracle_rows.items() if key in actual and actual[key] != value),
+        }
+    return figures
+
+
+# ---------------------------------------------------------------------------------------------
+# Summary and entry point
+
+
+def summarise(results: list[TrialResult], clock: BatchClock) -> dict:
+    """Totals over the trials: kills per layer and fault point, where kills landed, rows lost or doubled."""
+    kills_per_layer: Counter = Counter()
+    kills_per_mode: Counter = Counter()
+    phases: Counter = Counter()
+    missed: Counter = Counter()
+    reruns = 0
+    tables: dict[str, Counter] = {name: Counter() for name in CHECKED_TABLES}
+    for result in results:
+        for attempt in result.attempts:
+            if attempt.mode is None:
+                reruns += 1
+            elif attempt.killed:
+                kills_per_layer[LAYER[attempt.job]] += 1
+                mode = attempt.mode if attempt.mode != RANDOM else f"random ({LAYER[attempt.job]})"
+                kills_per_mode[mode] += 1
+                phases[f"{attempt.job}: {_phase_kind(attempt.phase)}"] += 1
+            elif attempt.returncode == 0:
+                missed[f"{attempt.job} {attempt.mode}"] += 1  # the job finished before the kill
+        for name, figures in result.tables.items():
+            tables[name].update({k: v for k, v in figures.items() if k != "expected" and k != "rows"})
+    failed = [r.trial for r in results if not r.ok]
+    return {
+        "trials_run": len(results),
+        "trials_failed": failed,
+        "kills_per_layer": {layer: kills_per_layer[layer] for layer in ("bronze", "silver", "gold")},
+        "kills_per_fault_point": dict(sorted(kills_per_mode.items())),
+        "kills_landed": dict(sorted(phases.items())),
+        "not_killed_job_finished_first": dict(sorted(missed.items())),
+        "reruns": reruns,
+        "rows": {name: {k: counts[k] for k in PROBLEMS} for name, counts in tables.items()},
+        "lost": sum(c["lost"] for c in tables.values()),
+        "duplicated": sum(c["duplicated"] for c in tables.values()),
+        "unexpected_or_mismatched": sum(c["unexpected"] + c["mismatched"] for c in tables.values()),
+        "learned_batch_seconds": {k: round(v, 1) for k, v in clock.seconds.items()},
+    }
+
+
+def _phase_kind(phase: str) -> str:
+    """A phase without its batch number, e.g. 'silver.ad_events committed, checkpoint not'."""
+    return phase.split(": ", 1)[1] if phase.startswith("batch ") and ": " in phase else (
+        "between batches (previous one checkpointed)" if phase.endswith("checkpointed") else phase
+    )
+
+
+def _print_trial(result: TrialResult, total: int) -> None:
+    kills = "; ".join(
+        f"{a.job} {a.mode}" + (f"@batch {a.batch}+{a.delay_s}s" if a.mode == RANDOM else "") + f" -> {a.phase}"
+        for a in result.kills
+    )
+    reruns = sum(1 for a in result.attempts if a.mode is None)
+    verdict = "OK" if result.ok else "FAILED"
+    print(f"trial {result.trial + 1}/{total} (data seed {result.data_seed}): {verdict} in {result.seconds:.0f} s; "
+          f"{result.landing_files} files, {result.landing_lines} lines; {len(result.kills)} kill(s), {reruns} rerun(s)")  # fmt: skip
+    print(f"  kills: {kills or 'none'}")
+    missed = [a for a in result.attempts if a.mode is not None and a.returncode == 0]
+    for attempt in missed:
+        print(f"  not killed, the job finished first: {attempt.job} {attempt.mode}")
+    for name, figures in result.tables.items():
+        print("  " + f"{name}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+    for error in result.errors:
+        print(f"  ERROR: {error}")
+    sys.stdout.flush()
+
+
+def _print_summary(summary: dict) -> None:
+    print(f"trials run: {summary['trials_run']}, failed: {len(summary['trials_failed'])} {summary['trials_failed'] or ''}")
+    print(f"kills per layer: {summary['kills_per_layer']}")
+    print(f"kills per fault point: {summary['kills_per_fault_point']}")
+    print("where the kills landed:")
+    for phase, count in summary["kills_landed"].items():
+        print(f"  {count:4d}  {phase}")
+    if summary["not_killed_job_finished_first"]:
+        print(f"planned kills that did not happen (the job finished first): {summary['not_killed_job_finished_first']}")
+    print(f"reruns: {summary['reruns']}")
+    for name, figures in summary["rows"].items():
+        print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+    print(f"rows lost: {summary['lost']}, rows duplicated: {summary['duplicated']}, "
+          f"unexpected or mismatched: {summary['unexpected_or_mismatched']}")  # fmt: skip
+    sys.stdout.flush()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--hours", type=int, default=2, help="producer hours per trial (4 landing files each)")
+    parser.add_argument("--events-per-second", type=float, default=0.1)
+    parser.add_argument("--start", default="2026-11-20T00:00Z", help="first producer hour")
+    parser.add_argument("--workdir", help="where the trials' lakehouses go (default: a new temporary folder)")
+    parser.add_argument("--report", help="write the per-trial results and the totals here as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep every trial's lakehouse (failed ones are always kept)")
+    parser.add_argument("--max-attempts", type=int, default=3, help="reruns allowed after a kill")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds one spark-submit may take")
+    options = parser.parse_args(argv)
+    if options.trials < 1 or options.hours < 1 or options.events_per_second <= 0:
+        parser.error("--trials and --hours must be >= 1, --events-per-second > 0")
+    return options
+
+
+def run(options: argparse.Namespace, spark=None) -> dict:
+    """Run the trials; returns the summary (with every trial's details under ``trials``)."""
+    workdir = Path(options.workdir or tempfile.mkdtemp(prefix="fault-injection-")).absolute()
+    workdir.mkdir(parents=True, exist_ok=True)
+    if spark is None:
+        from lakehouse.spark import build_spark_session
+
+        spark = build_spark_session(
+            "fault-injection",
+            {"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+    clock = BatchClock()
+    results: list[TrialResult] = []
+    print(f"fault injection: {options.trials} trial(s), seed {options.seed}, work folder {workdir}")
+    for trial in range(options.trials):
+        result = run_trial(options, trial, spark, clock, workdir)
+        results.append(result)
+        _print_trial(result, options.trials)
+        if result.ok and not options.keep:
+            shutil.rmtree(result.root, ignore_errors=True)
+        if options.report:
+            _write_report(options, results, clock)
+    summary = summarise(results, clock)
+    _print_summary(summary)
+    if options.report:
+        _write_report(options, results, clock)
+    summary["trials"] = [asdict(r) | {"ok": r.ok} for r in results]
+    return summary
+
+
+def _write_report(options: argparse.Namespace, results: list[TrialResult], clock: BatchClock) -> None:
+    report = {
+        "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "options": vars(options),
+        "summary": summarise(results, clock),
+        "trials": [asdict(r) | {"ok": r.ok} for r in results],
+    }
+    path = Path(options.report)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(report, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    summary = run(parse_args(argv))
+    failed = summary["trials_failed"] or summary["lost"] or summary["duplicated"] or summary["unexpected_or_mismatched"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

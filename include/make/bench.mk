@@ -1,0 +1,17 @@
+# Benchmarks (issue 6): YSB throughput per layer and end to end, incremental vs batch, cost growth,
+# fixed overhead, backfill, driver memory, tuning. bench/ysb_bench.py does the work (its docstring
+# has the options); data is generated once into .local/bench/data and reused.
+#
+#   make bench                                   # the full run, writes BENCHMARKS.md (an hour or more)
+#   make bench BENCH_ARGS='--sizes 2M,10M'       # other sizes / repetitions / stages
+#   make bench-smoke                             # the benchmark code on tiny data (also in `make test`)
+
+BENCH_ARGS ?= --sizes 100k,300k --reps 3 --growth-runs 20 --backfill-eps 2 --tune-growth-runs 3
+
+.PHONY: bench bench-smoke
+
+bench: setup  ## the benchmarks: BENCHMARKS.md from a full run (BENCH_ARGS to change sizes, repetitions, stages)
+	python -m bench.ysb_bench $(BENCH_ARGS) --out $(ROOT)/BENCHMARKS.md
+
+bench-smoke: setup  ## the benchmark's smoke test on tiny data (tests/bench, about two minutes)
+	python -m pytest tests/bench -q -ra

@@ -1,0 +1,13 @@
+# Fault injection: SIGKILL the Spark driver of every streaming job (at random moments and at the
+# named fault points of include/lakehouse/faults.py), rerun it as an Airflow retry would, and check
+# that bronze, silver, the quarantine and gold hold every row exactly once (include/lakehouse/
+# fault_injection.py). One trial runs 8 spark-submits: minutes on a 2-core machine.
+#   make faults TRIALS=10 FAULTS_ARGS="--seed 7 --report faults.json"
+
+TRIALS      ?= 3
+FAULTS_ARGS ?=
+
+.PHONY: faults
+
+faults: setup  ## fault injection: kill every layer's driver, rerun, check exactly-once (TRIALS=3)
+	python -m lakehouse.fault_injection --trials $(TRIALS) $(FAULTS_ARGS)

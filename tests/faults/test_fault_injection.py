@@ -1,0 +1,91 @@
+"""Exactly-once under crashes: SIGKILLed drivers (real spark-submit) resume without loss or duplicates."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+from helpers import START, oracle, run_job, table, table_version
+from lakehouse import fault_injection
+from lakehouse.fault_injection import Attempt, BatchClock, job_environment, run_attempt, spark_submit_command
+from lakehouse.generator import write_campaigns, write_hours
+from lakehouse.runtime import checkpoint_lock
+
+# A seed whose two trials kill every job, bronze early in its stream (so the random kill cannot
+# come after the job has finished), and whose data holds duplicates and bad lines.
+HARNESS_ARGS = ("--trials", "2", "--seed", "116", "--hours", "1", "--events-per-second", "0.05")
+
+
+def test_harness_kills_every_layer_and_nothing_is_lost_or_doubled(spark, tmp_path):
+    options = fault_injection.parse_args([*HARNESS_ARGS, "--workdir", str(tmp_path), "--report", str(tmp_path / "r.json")])
+    summary = fault_injection.run(options, spark=spark)
+
+    details = "\n".join(str(trial) for trial in summary["trials"])
+    assert summary["trials_run"] == 2 and summary["trials_failed"] == [], details
+    assert summary["lost"] == summary["duplicated"] == summary["unexpected_or_mismatched"] == 0, summary["rows"]
+    # A harness that never kills would pass vacuously: every job of every trial was killed.
+    for trial in summary["trials"]:
+        killed = sorted(attempt["job"] for attempt in trial["attempts"] if attempt["killed"])
+        assert killed == sorted(fault_injection.KILL_MODES), trial
+    assert all(summary["kills_per_layer"][layer] >= 2 for layer in ("bronze", "silver", "gold")), summary
+    # The data exercised duplicates and quarantined lines, and every check compared real rows.
+    for trial in summary["trials"]:
+        tables = trial["tables"]
+        assert tables["silver.quarantine_ad_events"]["expected"] > 0, tables
+        assert tables["bronze.ad_events"]["expected"] > tables["silver.ad_events"]["expected"] > 0, tables
+        assert tables["gold.campaign_windows"]["expected"] > 0 and tables["gold.campaign_hourly"]["expected"] > 0
+    assert (tmp_path / "r.json").exists()
+
+
+def test_a_second_driver_on_a_locked_checkpoint_fails_fast_and_writes_nothing(spark, lakehouse, tmp_path):
+    write_campaigns(lakehouse, seed=21)
+    write_hours(lakehouse, START, 1, events_per_second=0.02, seed=21)
+    run_job("bronze_ad_events", lakehouse)
+    version = table_version(spark, lakehouse, "bronze.ad_events")
+    write_hours(lakehouse, START + timedelta(hours=1), 1, events_per_second=0.02, seed=21)  # new data waiting
+
+    bronze = lakehouse.table("bronze.ad_events")
+    with checkpoint_lock(bronze.checkpoint(), "the test, standing in for a first driver"):
+        second = subprocess.run(
+            spark_submit_command("bronze_ad_events", lakehouse), env=job_environment(lakehouse),
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+
+    assert second.returncode == 2, second.stderr[-3000:]
+    assert "bronze.ad_events: another driver is already running on checkpoint" in second.stderr, second.stderr[-3000:]
+    assert table_version(spark, lakehouse, "bronze.ad_events") == version
+
+
+def test_a_retry_after_a_kill_between_the_silver_commit_and_the_checkpoint_adds_no_duplicate(
+    spark, lakehouse, tmp_path
+):
+    write_campaigns(lakehouse, seed=22)
+    write_hours(lakehouse, START, 1, events_per_second=0.05, seed=22)
+    run_job("dim_campaigns", lakehouse)
+    run_job("bronze_ad_events", lakehouse)
+    expected = oracle(lakehouse)
+    assert expected.duplicates and expected.quarantined, "the sample must hold duplicates and bad lines"
+    checkpoint = Path(lakehouse.table("silver.ad_events").checkpoint())
+
+    killed = run_attempt(Attempt("silver_ad_events", 1, "silver.after_merge", batch=0), lakehouse,
+                         tmp_path / "killed.log", BatchClock())  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL and killed.killed, Path(killed.log).read_text()[-3000:]
+    assert killed.phase == "batch 0: silver.ad_events committed, checkpoint not"
+    assert (checkpoint / "offsets" / "0").exists() and not (checkpoint / "commits" / "0").exists()
+    ids = [row.event_id for row in table(spark, lakehouse, "silver.ad_events").select("event_id").collect()]
+    assert sorted(ids) == sorted(expected.events), "silver's commit is whole even though the driver died"
+    assert table(spark, lakehouse, "silver.quarantine_ad_events").count() == 0
+    silver_version = table_version(spark, lakehouse, "silver.ad_events")
+
+    retry = run_attempt(Attempt("silver_ad_events", 2, None), lakehouse, tmp_path / "retry.log", BatchClock())
+    assert retry.returncode == 0, Path(retry.log).read_text()[-3000:]
+
+    assert (checkpoint / "commits" / "0").exists() and not (checkpoint / "offsets" / "1").exists()
+    # The replayed batch's MERGE was recognised as done (its Delta transaction id): no new version.
+    assert table_version(spark, lakehouse, "silver.ad_events") == silver_version
+    ids = [row.event_id for row in table(spark, lakehouse, "silver.ad_events").select("event_id").collect()]
+    assert len(ids) == len(set(ids)) and set(ids) == set(expected.events)
+    reasons = table(spark, lakehouse, "silver.quarantine_ad_events").groupBy("reason").count().collect()
+    assert {row.reason: row["count"] for row in reasons} == dict(expected.quarantined)

@@ -1,0 +1,154 @@
+"""Operational faults (missing inputs, a damaged or foreign checkpoint) fail with a message that says what to do."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from helpers import START, oracle, run_job, table, table_version
+from lakehouse.config import ConfigError
+from lakehouse.generator import write_campaigns, write_hours
+from lakehouse.runtime import run_available_now
+from lakehouse.sources import delta_stream
+
+
+def test_bronze_without_a_landing_directory_says_to_generate_data(lakehouse):
+    with pytest.raises(ConfigError) as failure:
+        run_job("bronze_ad_events", lakehouse)
+    message = str(failure.value)
+    assert f"Landing directory {lakehouse.landing_events} does not exist" in message
+    assert "python -m lakehouse.generator" in message and "LAKEHOUSE_ROOT" in message
+
+
+def test_silver_before_the_dimension_was_loaded_names_the_missing_table(lakehouse):
+    write_campaigns(lakehouse, seed=31)
+    write_hours(lakehouse, START, 1, events_per_second=0.01, seed=31)
+    run_job("bronze_ad_events", lakehouse)
+    with pytest.raises(ConfigError) as failure:
+        run_job("silver_ad_events", lakehouse)
+    message = str(failure.value)
+    assert f"Table dims.campaigns does not exist at {lakehouse.table('dims.campaigns').path}" in message
+    assert "run its job first" in message
+
+
+@pytest.mark.xfail(strict=True, reason="require_table derives the job from the table name: jobs/dims_campaigns.py")
+def test_the_missing_dimension_message_names_the_job_that_loads_it(lakehouse):
+    write_campaigns(lakehouse, seed=31)
+    write_hours(lakehouse, START, 1, events_per_second=0.01, seed=31)
+    run_job("bronze_ad_events", lakehouse)
+    with pytest.raises(ConfigError) as failure:
+        run_job("silver_ad_events", lakehouse)
+    assert "jobs/dim_campaigns.py" in str(failure.value)
+
+
+def bronze_lines(spark, lakehouse) -> Counter:
+    rows = table(spark, lakehouse, "bronze.ad_events").select("source_file", "raw_line").collect()
+    return Counter((row.source_file.rsplit("landing/events/", 1)[1], row.raw_line) for row in rows)
+
+
+def landing_lines(lakehouse) -> Counter:
+    landing = Path(lakehouse.landing_events)
+    return Counter(
+        (str(path.relative_to(landing)), line)
+        for path in sorted(landing.rglob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    )
+
+
+def bronze_with_new_data_waiting(spark, lakehouse, seed: int) -> tuple[Path, int]:
+    """One bronze run over an hour of landing files, then a second hour lands; (checkpoint, version)."""
+    write_campaigns(lakehouse, seed=seed)
+    write_hours(lakehouse, START, 1, events_per_second=0.02, seed=seed)
+    run_job("bronze_ad_events", lakehouse)
+    write_hours(lakehouse, START + timedelta(hours=1), 1, events_per_second=0.02, seed=seed)
+    return Path(lakehouse.table("bronze.ad_events").checkpoint()), table_version(spark, lakehouse, "bronze.ad_events")
+
+
+def newest(folder: Path) -> Path:
+    return max((p for p in folder.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+
+
+def delete_log_file(path: Path) -> None:
+    """Delete a checkpoint log file with its hidden checksum file ``.N.crc``: one left behind makes
+    Spark's rename of the rewritten file fail ("Multiple streaming queries are concurrently using")."""
+    path.unlink()
+    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
+
+
+def fails_as_corrupted(spark, lakehouse, checkpoint: Path, version: int) -> str:
+    with pytest.raises(ConfigError) as failure:
+        run_job("bronze_ad_events", lakehouse)
+    message = str(failure.value)
+    assert f"bronze.ad_events: the checkpoint {checkpoint} has a corrupted log file" in message, message
+    assert "full_refresh.py --layer bronze" in message, message
+    assert table_version(spark, lakehouse, "bronze.ad_events") == version, "nothing may be written from a bad log"
+    return message
+
+
+def test_a_corrupted_offsets_file_says_how_to_recover_and_a_full_refresh_does(spark, lakehouse):
+    checkpoint, version = bronze_with_new_data_waiting(spark, lakehouse, seed=32)
+    offsets = newest(checkpoint / "offsets")
+    offsets.write_bytes(offsets.read_bytes()[:5])  # a torn write: "v1\n{" and a bit
+
+    fails_as_corrupted(spark, lakehouse, checkpoint, version)
+
+    run_job("full_refresh", lakehouse, "--layer", "bronze")
+    run_job("bronze_ad_events", lakehouse)
+    assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), "every landing line exactly once"
+
+
+def test_a_corrupted_commit_file_is_recovered_by_deleting_it_alone(spark, lakehouse):
+    """The batch's offsets are intact: Spark runs that very batch again and the sink skips it."""
+    checkpoint, version = bronze_with_new_data_waiting(spark, lakehouse, seed=34)
+    commit = newest(checkpoint / "commits")
+    commit.write_bytes(commit.read_bytes()[:5])
+
+    fails_as_corrupted(spark, lakehouse, checkpoint, version)
+
+    delete_log_file(commit)
+    run_job("bronze_ad_events", lakehouse)
+    assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), "every landing line exactly once"
+
+
+def test_deleting_the_newest_offsets_file_loses_the_input_that_arrived_since(spark, lakehouse):
+    """Why a damaged offsets file must not simply be deleted (as explain_query_failure advised).
+
+    Spark plans that batch id again with all input available now, new files included; the Delta
+    sink has already recorded the batch id, so it skips the whole batch: the new lines never reach
+    bronze. The same holds for the foreachBatch sinks of silver and gold (their transaction ids).
+    """
+    checkpoint, _ = bronze_with_new_data_waiting(spark, lakehouse, seed=35)
+    before = bronze_lines(spark, lakehouse)
+    offsets = newest(checkpoint / "offsets")
+    delete_log_file(offsets)
+    delete_log_file(checkpoint / "commits" / offsets.name)
+
+    run_job("bronze_ad_events", lakehouse)
+
+    landed = landing_lines(lakehouse)
+    assert bronze_lines(spark, lakehouse) == before != landed, "the second hour's lines were skipped"
+    assert sum((landed - before).values()) > 0
+
+
+def test_a_checkpoint_of_another_query_says_to_do_a_full_refresh(spark, lakehouse):
+    write_campaigns(lakehouse, seed=33)
+    write_hours(lakehouse, START, 1, events_per_second=0.02, seed=33)
+    for job in ("dim_campaigns", "bronze_ad_events", "silver_ad_events"):
+        run_job(job, lakehouse)
+    write_hours(lakehouse, START + timedelta(hours=1), 1, events_per_second=0.02, seed=33)
+    run_job("bronze_ad_events", lakehouse)  # new bronze rows, so the next silver run has a batch to plan
+
+    # A changed silver job: a stateful query (a streaming aggregation) on silver's stateless checkpoint.
+    bronze, silver = lakehouse.table("bronze.ad_events"), lakehouse.table("silver.ad_events")
+    counts = delta_stream(spark, bronze).groupBy("ingest_date").agg(F.count(F.lit(1)).alias("lines"))
+    writer = counts.writeStream.outputMode("update").foreachBatch(lambda batch, batch_id: None)
+    with pytest.raises(ConfigError) as failure:
+        run_available_now(writer, silver.checkpoint(), "silver.ad_events")
+    message = str(failure.value)
+    assert f"silver.ad_events: the query no longer matches its checkpoint {silver.checkpoint()}" in message, message
+    assert "full_refresh=silver" in message and "jobs/full_refresh.py --layer silver" in message
+    assert oracle(lakehouse).events  # the data was real
