@@ -62,16 +62,16 @@ $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
 demo: setup  ## generate sample data, run the hourly DAG through Airflow, print the gold tables
 	python -m lakehouse.demo
 
-# The suite CI runs. The cluster, fault-injection and benchmark-smoke suites were built in a session
-# whose machine was too loaded to see them pass; `make test-all` runs them too, until they are
-# verified and move here.
+# The suite CI runs. The real-scheduler backfill, cluster, fault-injection and benchmark-smoke
+# suites were built in a session whose machine was too loaded to see them pass; `make test-all`
+# runs them too, until they are verified and move here.
 TEST_PATHS ?= tests/unit tests/dags tests/deploy tests/integration tests/e2e tests/kafka
 TEST_ALL_PATHS := tests
 
 test: setup $(TEST_PREREQS)  ## the test suite (what CI runs)
 	python -m pytest $(or $(PYTEST_ARGS),$(TEST_PATHS) -ra --durations=15)
 
-test-all: setup $(TEST_PREREQS) $(TEST_ALL_PREREQS)  ## every suite, including the Spark-cluster, fault-injection and bench smoke tests
+test-all: setup $(TEST_PREREQS) $(TEST_ALL_PREREQS)  ## every suite: also the scheduler backfill, Spark-cluster, fault-injection and bench smoke tests
 	python -m pytest $(TEST_ALL_PATHS) -ra --durations=15
 
 env:  ## print the environment, e.g. eval "$$(make -s env)"

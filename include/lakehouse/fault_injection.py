@@ -53,6 +53,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -337,33 +338,43 @@ def run_trial(options: argparse.Namespace, trial: int, spark, clock: BatchClock,
     result = TrialResult(trial=trial, data_seed=data_seed, root=str(root))
     started = time.monotonic()
 
-    write_campaigns(lakehouse, data_seed)
-    write_hours(lakehouse, parse_hour(options.start), options.hours, options.events_per_second, data_seed)
-    landing = sorted(Path(lakehouse.landing_events).rglob("*.jsonl"))
-    result.landing_files = len(landing)
-    result.landing_lines = sum(len(_lines(p)) for p in landing)
-    _run_in_process("dim_campaigns", lakehouse)
+    try:
+        write_campaigns(lakehouse, data_seed)
+        write_hours(lakehouse, parse_hour(options.start), options.hours, options.events_per_second, data_seed)
+        landing = sorted(Path(lakehouse.landing_events).rglob("*.jsonl"))
+        result.landing_files = len(landing)
+        result.landing_lines = sum(len(_lines(p)) for p in landing)
+        _run_in_process("dim_campaigns", lakehouse)
 
-    by_job = {plan.job: plan for plan in plans}
-    for stage in STAGES:
-        threads = [
-            threading.Thread(target=_kill_then_retry, args=(by_job[job], lakehouse, clock, options, result))
-            for job in stage
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if result.errors:
-            break
-    if not result.errors:
-        result.tables = check_tables(spark, lakehouse)
+        by_job = {plan.job: plan for plan in plans}
+        for stage in STAGES:
+            threads = [
+                threading.Thread(target=_kill_then_retry, args=(by_job[job], lakehouse, clock, options, result))
+                for job in stage
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            if result.errors:
+                break
+        if not result.errors:
+            result.tables = check_tables(spark, lakehouse)
+    except Exception:  # a broken trial is reported, and the next one still runs
+        result.errors.append(traceback.format_exc())
     result.seconds = round(time.monotonic() - started, 1)
     return result
 
 
 def _kill_then_retry(plan: JobPlan, lakehouse: Lakehouse, clock: BatchClock, options, result: TrialResult) -> None:
     """One run killed as planned, then reruns without faults until one exits 0 (bounded)."""
+    try:
+        _kill_then_rerun(plan, lakehouse, clock, options, result)
+    except Exception:  # in a thread: record it, or the trial would go on as if the job had run
+        result.errors.append(f"{plan.job}: {traceback.format_exc()}")
+
+
+def _kill_then_rerun(plan: JobPlan, lakehouse: Lakehouse, clock: BatchClock, options, result: TrialResult) -> None:
     logs = Path(lakehouse.root) / "logs"
     first = Attempt(plan.job, 1, plan.mode, batch=plan.batch)
     run_attempt(first, lakehouse, logs / f"{plan.job}.1.log", clock, plan.fraction, options.timeout)
@@ -371,15 +382,16 @@ def _kill_then_retry(plan: JobPlan, lakehouse: Lakehouse, clock: BatchClock, opt
     if first.returncode == 0:
         return  # the kill came too late (the job had finished): nothing to resume
     if not first.killed:
-        result.errors.append(f"{plan.job} attempt 1 ended with {first.returncode} ({first.phase}): {_tail(first.log)}")
+        result.errors.append(f"{plan.job} attempt 1 ended with {first.returncode} {first.phase}: {_tail(first.log)}")
         return
     for number in range(2, options.max_attempts + 2):
-        rerun = run_attempt(Attempt(plan.job, number, None), lakehouse, logs / f"{plan.job}.{number}.log", clock,
-                            timeout_s=options.timeout)  # fmt: skip
+        log = logs / f"{plan.job}.{number}.log"
+        rerun = run_attempt(Attempt(plan.job, number, None), lakehouse, log, clock, timeout_s=options.timeout)
         result.attempts.append(rerun)
         if rerun.returncode == 0:
             return
-    result.errors.append(f"{plan.job}: no success in {options.max_attempts} rerun(s): {_tail(result.attempts[-1].log)}")
+    last = result.attempts[-1].log
+    result.errors.append(f"{plan.job}: no success in {options.max_attempts} rerun(s): {_tail(last)}")
 
 
 def _run_in_process(job: str, lakehouse: Lakehouse) -> None:
@@ -445,7 +457,8 @@ def check_tables(spark, lakehouse: Lakehouse) -> dict[str, dict[str, int]]:
         "unexpected": len(unique - set(expected.events)),
     }
 
-    reasons = {row.reason: row["count"] for row in read("silver.quarantine_ad_events").groupBy("reason").count().collect()}
+    per_reason = read("silver.quarantine_ad_events").groupBy("reason").count().collect()
+    reasons = {row.reason: row["count"] for row in per_reason}
     wanted = Counter(expected.quarantined)
     figures["silver.quarantine_ad_events"] = {
         "expected": sum(wanted.values()),
@@ -539,8 +552,10 @@ def _print_trial(result: TrialResult, total: int) -> None:
     )
     reruns = sum(1 for a in result.attempts if a.mode is None)
     verdict = "OK" if result.ok else "FAILED"
-    print(f"trial {result.trial + 1}/{total} (data seed {result.data_seed}): {verdict} in {result.seconds:.0f} s; "
-          f"{result.landing_files} files, {result.landing_lines} lines; {len(result.kills)} kill(s), {reruns} rerun(s)")  # fmt: skip
+    print(
+        f"trial {result.trial + 1}/{total} (data seed {result.data_seed}): {verdict} in {result.seconds:.0f} s; "
+        f"{result.landing_files} files, {result.landing_lines} lines; {len(result.kills)} kill(s), {reruns} rerun(s)"
+    )
     print(f"  kills: {kills or 'none'}")
     missed = [a for a in result.attempts if a.mode is not None and a.returncode == 0]
     for attempt in missed:
@@ -553,7 +568,8 @@ def _print_trial(result: TrialResult, total: int) -> None:
 
 
 def _print_summary(summary: dict) -> None:
-    print(f"trials run: {summary['trials_run']}, failed: {len(summary['trials_failed'])} {summary['trials_failed'] or ''}")
+    failed = summary["trials_failed"]
+    print(f"trials run: {summary['trials_run']}, failed: {len(failed)}" + (f" (trials {failed})" if failed else ""))
     print(f"kills per layer: {summary['kills_per_layer']}")
     print(f"kills per fault point: {summary['kills_per_fault_point']}")
     print("where the kills landed:")
@@ -578,7 +594,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--start", default="2026-11-20T00:00Z", help="first producer hour")
     parser.add_argument("--workdir", help="where the trials' lakehouses go (default: a new temporary folder)")
     parser.add_argument("--report", help="write the per-trial results and the totals here as JSON")
-    parser.add_argument("--keep", action="store_true", help="keep every trial's lakehouse (failed ones are always kept)")
+    parser.add_argument("--keep", action="store_true", help="keep every trial's lakehouse (failed ones are kept)")
     parser.add_argument("--max-attempts", type=int, default=3, help="reruns allowed after a kill")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds one spark-submit may take")
     options = parser.parse_args(argv)

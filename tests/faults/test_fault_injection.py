@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from datetime import timedelta
@@ -19,7 +20,8 @@ HARNESS_ARGS = ("--trials", "2", "--seed", "116", "--hours", "1", "--events-per-
 
 
 def test_harness_kills_every_layer_and_nothing_is_lost_or_doubled(spark, tmp_path):
-    options = fault_injection.parse_args([*HARNESS_ARGS, "--workdir", str(tmp_path), "--report", str(tmp_path / "r.json")])
+    report = tmp_path / "report.json"
+    options = fault_injection.parse_args([*HARNESS_ARGS, "--workdir", str(tmp_path), "--report", str(report)])
     summary = fault_injection.run(options, spark=spark)
 
     details = "\n".join(str(trial) for trial in summary["trials"])
@@ -36,7 +38,7 @@ def test_harness_kills_every_layer_and_nothing_is_lost_or_doubled(spark, tmp_pat
         assert tables["silver.quarantine_ad_events"]["expected"] > 0, tables
         assert tables["bronze.ad_events"]["expected"] > tables["silver.ad_events"]["expected"] > 0, tables
         assert tables["gold.campaign_windows"]["expected"] > 0 and tables["gold.campaign_hourly"]["expected"] > 0
-    assert (tmp_path / "r.json").exists()
+    assert json.loads(report.read_text())["summary"]["trials_run"] == 2
 
 
 def test_a_second_driver_on_a_locked_checkpoint_fails_fast_and_writes_nothing(spark, lakehouse, tmp_path):
@@ -56,7 +58,8 @@ def test_a_second_driver_on_a_locked_checkpoint_fails_fast_and_writes_nothing(sp
     # spark-submit passes the Python driver's stderr (where jobs log) on to its own stdout.
     output = second.stdout + second.stderr
     assert second.returncode == 2, output[-3000:]
-    assert "ERROR lakehouse: bronze.ad_events: another driver is already running on checkpoint" in output, output[-3000:]
+    busy = "ERROR lakehouse: bronze.ad_events: another driver is already running on checkpoint"
+    assert busy in output, output[-3000:]
     assert table_version(spark, lakehouse, "bronze.ad_events") == version
 
 

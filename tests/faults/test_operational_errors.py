@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from helpers import START, oracle, run_job, table, table_version
+from helpers import START, run_job, table, table_version
 from lakehouse.config import ConfigError
 from lakehouse.generator import write_campaigns, write_hours
 from lakehouse.runtime import run_available_now
@@ -37,9 +37,6 @@ def test_silver_before_the_dimension_was_loaded_names_the_missing_table(lakehous
 
 @pytest.mark.xfail(strict=True, reason="require_table derives the job from the table name: jobs/dims_campaigns.py")
 def test_the_missing_dimension_message_names_the_job_that_loads_it(lakehouse):
-    write_campaigns(lakehouse, seed=31)
-    write_hours(lakehouse, START, 1, events_per_second=0.01, seed=31)
-    run_job("bronze_ad_events", lakehouse)
     with pytest.raises(ConfigError) as failure:
         run_job("silver_ad_events", lakehouse)
     assert "jobs/dim_campaigns.py" in str(failure.value)
@@ -151,4 +148,5 @@ def test_a_checkpoint_of_another_query_says_to_do_a_full_refresh(spark, lakehous
     message = str(failure.value)
     assert f"silver.ad_events: the query no longer matches its checkpoint {silver.checkpoint()}" in message, message
     assert "full_refresh=silver" in message and "jobs/full_refresh.py --layer silver" in message
-    assert oracle(lakehouse).events  # the data was real
+    # Spark's own reason is kept in the message.
+    assert "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY" in message, message
