@@ -34,7 +34,7 @@ POSTGRES_SCRIPT := POSTGRES_DIR='$(POSTGRES_DIR)' POSTGRES_PORT='$(POSTGRES_PORT
 CLUSTER_CONN    := {"conn_type": "spark", "host": "spark://127.0.0.1:$(SPARK_MASTER_PORT)"}
 
 # tests/cluster starts its own cluster and server; it needs the driver and the server's programs.
-TEST_ALL_PREREQS += postgres-driver postgres-install
+TEST_PREREQS += postgres-driver postgres-install
 
 .PHONY: pyfiles cluster-start cluster-stop cluster-status cluster-env postgres-driver postgres-install \
         postgres-start postgres-stop postgres-status postgres-env demo-cluster
