@@ -857,6 +857,18 @@ def throughput_rows(pipeline: dict) -> list[dict]:
     return rows
 
 
+SECTION_TITLES = {
+    "_section_throughput": "Throughput per layer and end to end",
+    "_section_batch": "Incremental vs a plain Spark batch job",
+    "_section_growth": "Cost growth",
+    "_section_overhead": "Fixed overhead",
+    "_section_backfill": "A 24-hour backfill vs the plain batch job",
+    "_section_memory": "Peak memory of the driver",
+    "_section_profile": "Profile",
+    "_section_paper": "Compared with the Structured Streaming paper",
+}
+
+
 def render_report(results: dict) -> str:
     """BENCHMARKS.md: every figure as median (min–max) over the repetitions, with ratios."""
     m = results["machine"]
@@ -900,8 +912,8 @@ def render_report(results: dict) -> str:
         if all(results.get(key) for key in needs):
             out += section(results)
         else:
-            title = section.__name__.removeprefix("_section_")
-            out += [f"## {number}. {title}", "", "Not measured in this run (the run stopped before it).", ""]
+            title = SECTION_TITLES.get(section.__name__, section.__name__)
+            out += [f"## {number}. {title}", "", "Not measured in this run (it was cut short before this stage finished).", ""]
     return "\n".join(out) + "\n"
 
 
@@ -1331,7 +1343,8 @@ def main(argv: list[str] | None = None) -> None:
         results = json.loads((Path(args.work_dir) / "results.json").read_text())
         for other in filter(None, args.merge.split(",")):
             # Stages measured by another run (e.g. one started at the same time with --stages).
-            extra = json.loads((Path(other) / "results.json").read_text())
+            saved = Path(other) / "results.json"
+            extra = json.loads(saved.read_text()) if saved.exists() else {"command": f"(stages in {other})"}
             partial_growth = Path(other) / "growth" / "result.partial.json"
             if not extra.get("growth") and partial_growth.exists():
                 extra["growth"] = json.loads(partial_growth.read_text())
@@ -1346,9 +1359,15 @@ def main(argv: list[str] | None = None) -> None:
                     results[key] = extra[key]
             results["command"] += f"; {extra['command']}"
             results["finished"] = max(results.get("finished", ""), extra.get("finished", ""))
-            results["started"] = min(results["started"], extra["started"])
+            results["started"] = min(results["started"], extra.get("started", results["started"]))
         if args.note:
             results["note"] = args.note
+        if not results.get("finished"):  # rendered from a run that was cut short
+            results["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            results["elapsed_s"] = (
+                datetime.fromisoformat(results["finished"]) - datetime.fromisoformat(results["started"])
+            ).total_seconds()
+            results["machine"]["load_average_end"] = os.getloadavg()
     else:
         results = run_benchmark(args, log=lambda message: print(message, flush=True))
     Path(args.out).write_text(render_report(results))
