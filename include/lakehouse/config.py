@@ -89,15 +89,17 @@ class Lakehouse:
         )
 
 
-TABLE_NAMES = (
-    "dims.campaigns",
-    "bronze.ad_events",
-    "silver.ad_events",
-    "silver.quarantine_ad_events",
-    "gold.campaign_windows",
-    "gold.campaign_hourly",
-    "ops.silver_batch_metrics",
-)
+# Every table, and the job (jobs/<name>.py, also the DAG task's name) that writes it.
+WRITING_JOB = {
+    "dims.campaigns": "dim_campaigns",
+    "bronze.ad_events": "bronze_ad_events",
+    "silver.ad_events": "silver_ad_events",
+    "silver.quarantine_ad_events": "silver_ad_events",
+    "gold.campaign_windows": "gold_campaign_windows",
+    "gold.campaign_hourly": "gold_campaign_hourly",
+    "ops.silver_batch_metrics": "silver_ad_events",
+}
+TABLE_NAMES = tuple(WRITING_JOB)
 
 
 def jar_paths() -> list[str]:

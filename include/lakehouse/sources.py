@@ -9,7 +9,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse.config import ConfigError, TablePaths
+from lakehouse.config import WRITING_JOB, ConfigError, TablePaths
 from lakehouse.hours import HourRange
 from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S
 
@@ -155,7 +155,7 @@ def require_table(spark: SparkSession, table: TablePaths) -> None:
     if not DeltaTable.isDeltaTable(spark, table.path):
         raise ConfigError(
             f"Table {table.name} does not exist at {table.path}: run its job first "
-            f"(jobs/{table.name.replace('.', '_')}.py, or the DAG task of that name)."
+            f"(jobs/{WRITING_JOB[table.name]}.py, or the DAG task of that name)."
         )
 
 
