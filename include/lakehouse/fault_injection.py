@@ -597,10 +597,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep every trial's lakehouse (failed ones are kept)")
     parser.add_argument("--max-attempts", type=int, default=3, help="reruns allowed after a kill")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds one spark-submit may take")
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="keep the trials already in --report (same seed and data options) and run only the rest",
+    )  # fmt: skip
     options = parser.parse_args(argv)
     if options.trials < 1 or options.hours < 1 or options.events_per_second <= 0:
         parser.error("--trials and --hours must be >= 1, --events-per-second > 0")
+    if options.resume and not options.report:
+        parser.error("--resume needs --report: the trials run so far are read from it")
     return options
+
+
+# The options that decide a trial's plan and data: a resumed run must not mix trials of others.
+PLAN_OPTIONS = ("seed", "hours", "events_per_second", "start")
+
+
+def _earlier_trials(options: argparse.Namespace) -> list[TrialResult]:
+    """The trials of an earlier run of the same plan (``--resume``), read back from its report."""
+    path = Path(options.report)
+    if not path.exists():
+        return []
+    report = json.loads(path.read_text())
+    for key in PLAN_OPTIONS:
+        if report["options"].get(key) != getattr(options, key):
+            raise SystemExit(
+                f"--resume: {path} was written with --{key.replace('_', '-')} {report['options'].get(key)}, "
+                f"not {getattr(options, key)}; use another --report or the same options."
+            )
+    trials = []
+    for trial in report["trials"]:
+        attempts = [Attempt(**attempt) for attempt in trial.pop("attempts")]
+        trial.pop("ok", None)
+        trials.append(TrialResult(**trial, attempts=attempts))
+    return trials
 
 
 def run(options: argparse.Namespace, spark=None) -> dict:
@@ -616,9 +646,10 @@ def run(options: argparse.Namespace, spark=None) -> dict:
         )
         spark.sparkContext.setLogLevel("ERROR")
     clock = BatchClock()
-    results: list[TrialResult] = []
-    print(f"fault injection: {options.trials} trial(s), seed {options.seed}, work folder {workdir}")
-    for trial in range(options.trials):
+    results: list[TrialResult] = _earlier_trials(options) if options.resume else []
+    print(f"fault injection: {options.trials} trial(s), seed {options.seed}, work folder {workdir}"
+          + (f"; {len(results)} already run (--resume)" if results else ""))  # fmt: skip
+    for trial in range(len(results), options.trials):
         result = run_trial(options, trial, spark, clock, workdir)
         results.append(result)
         _print_trial(result, options.trials)
