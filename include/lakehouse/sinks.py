@@ -124,18 +124,39 @@ def _qualify(predicate: str, alias: str) -> str:
     return predicate.replace("event_date", f"{alias}.event_date").replace("event_hour", f"{alias}.event_hour")
 
 
+def delta_conflict_exceptions() -> tuple[type[Exception], ...]:
+    """Every exception by which Delta says "another commit won, try again".
+
+    In delta-spark 4 they are siblings, not subclasses of DeltaConcurrentModificationException
+    (``delta.exceptions.captured.ConcurrentAppendException`` derives from pyspark's
+    CapturedException and ``delta.exceptions.base.ConcurrentAppendException`` only), so catching
+    that one class alone misses the conflicts a backfill beside the hourly run actually raises.
+    """
+    from delta.exceptions import base
+
+    return (
+        base.DeltaConcurrentModificationException,
+        base.ConcurrentWriteException,
+        base.MetadataChangedException,
+        base.ProtocolChangedException,
+        base.ConcurrentAppendException,
+        base.ConcurrentDeleteReadException,
+        base.ConcurrentDeleteDeleteException,
+        base.ConcurrentTransactionException,
+    )
+
+
 def with_conflict_retries(write: Callable[[], T], what: str, attempts: int = 6) -> T:
     """Run a Delta write, retrying when a concurrent writer (a backfill beside the hourly run) won.
 
     Delta's optimistic concurrency rejects a commit that read data another commit has since
     changed; every write here is idempotent, so trying again after a short random pause is safe.
     """
-    from delta.exceptions import DeltaConcurrentModificationException
-
+    conflicts = delta_conflict_exceptions()
     for attempt in range(1, attempts + 1):
         try:
             return write()
-        except DeltaConcurrentModificationException as error:
+        except conflicts as error:
             if attempt == attempts:
                 raise
             pause = random.uniform(0.5, 2.0) * attempt
