@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
@@ -598,13 +598,15 @@ def task_durations(db: Path, logical_date: str) -> dict[str, float]:
 def dag_runs_from_db(db: Path) -> dict:
     """The finished ysb_hourly runs in a metadata DB, as :func:`measure_dag_idle` reports them.
 
-    For a measurement cut short: the wall time is the run's own start to end in the DB (without
-    the `airflow dags test` process start-up), so it slightly understates the CLI's wall time.
+    For a measurement cut short: the wall time is from the first task's start to the last one's end
+    (without the `airflow dags test` start-up and DAG parsing), so it understates the CLI's wall time.
     """
     with sqlite3.connect(db) as conn:
+        # `dags test` records the logical date as the run's start: the tasks' span is the run's.
         rows = conn.execute(
-            "SELECT logical_date, start_date, end_date FROM dag_run WHERE dag_id = 'ysb_hourly' "
-            "AND state = 'success' AND end_date IS NOT NULL ORDER BY logical_date"
+            "SELECT dr.logical_date, MIN(ti.start_date), MAX(ti.end_date) FROM dag_run dr "
+            "JOIN task_instance ti ON ti.dag_id = dr.dag_id AND ti.run_id = dr.run_id "
+            "WHERE dr.dag_id = 'ysb_hourly' AND dr.state = 'success' GROUP BY dr.logical_date ORDER BY dr.logical_date"
         ).fetchall()
     runs = []
     for index, (logical, start, end) in enumerate(rows):
@@ -782,13 +784,23 @@ def run_benchmark(args: argparse.Namespace, log: Callable[[str], None] = print) 
         log(f"Tuning: {', '.join(variants)} ({args.reps} alternating round(s)) ...")
         results["tuning"] = {"size": sizes[0].label, "master": masters[-1], "runs": args.tune_growth_runs,
                              "variants": {name: {"conf": conf, "rounds": []} for name, conf in variants.items()}}  # fmt: skip
+        results["tuning"]["parallel"] = args.tune_parallel
+
+        def tune(name: str) -> dict:
+            spec = {"master": masters[-1], "dataset": asdict(sizes[0]), "conf": variants[name],
+                    "runs": args.tune_growth_runs, "eps": args.growth_eps, "warmup": warmup}  # fmt: skip
+            return run_worker("tune", spec, work / f"tune-{name}", log)
+
         for rnd in range(args.reps):
             names = list(variants) if rnd % 2 == 0 else list(reversed(variants))
+            if args.tune_parallel:
+                # All variants at the same moment: on a shared machine they then see the same load.
+                with ThreadPoolExecutor(max_workers=len(names)) as pool:
+                    outs = dict(zip(names, pool.map(tune, names)))
+            else:
+                outs = {name: tune(name) for name in names}
             for name in names:
-                spec = {"master": masters[-1], "dataset": asdict(sizes[0]), "conf": variants[name],
-                        "runs": args.tune_growth_runs, "eps": args.growth_eps, "warmup": warmup}  # fmt: skip
-                out = run_worker("tune", spec, work / f"tune-{name}", log)
-                results["tuning"]["variants"][name]["rounds"].append(out)
+                results["tuning"]["variants"][name]["rounds"].append(outs[name])
             save(results, work)
     results["elapsed_s"] = time.perf_counter() - started
     results["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -884,11 +896,11 @@ def render_report(results: dict) -> str:
         f"* **Command:** `{results['command']}`",
         f"* **Date:** {results['started']} → {results.get('finished', '?')} "
         f"({fmt((results.get('elapsed_s') or 0) / 60)} min)",
-        f"* **Machine:** {m['nproc']} vCPU ({m['cpu']}), {m['memory']} RAM, Linux {m['kernel']}; **shared**: load "
-        f"average {', '.join(f'{x:.1f}' for x in m['load_average'])} at the start, "
+        f"* **Machine:** {m['nproc']} vCPU ({m['cpu']}), {m['memory']} RAM, Linux {m['kernel']}; load "
+        f"average (1, 5, 15 min) {', '.join(f'{x:.1f}' for x in m['load_average'])} at the start, "
         f"{', '.join(f'{x:.1f}' for x in m.get('load_average_end', m['load_average']))} at the end "
-        "(other engineers' Spark tests ran at the same time, so absolute figures are pessimistic and noisy; "
-        "compare figures of the same run).",
+        "(a load above the core count means other work shared the machine: absolute figures are then "
+        "pessimistic; compare figures of the same run).",
         f"* **Versions:** PySpark {m['pyspark']}, Delta Lake {m['delta_spark']}, Airflow {m['airflow']}, "
         f"Python {m['python']}, {m['java']}",
         f"* **Driver:** in-process jobs in one JVM per configuration (`spark.driver.memory` "
@@ -1078,7 +1090,7 @@ def _section_overhead(results: dict) -> list[str]:
             f"`airflow dags test ysb_hourly <date>` (as `make demo` runs it: SQLite, `local[2]` spark-submit per "
             f"task) after a first run processed everything ({fmt(prime['wall'], 0)} s). Then "
             f"{len(idle_runs)} run(s) with nothing new"
-            + (" (cut short at the time budget; wall times are each run's start to end in the metadata DB)"
+            + (" (cut short at the time budget; wall times are each run's first task start to last task end in the metadata DB)"
                if any(r.get("from_db") for r in dag["runs"]) else "") + ":",
             "",
             "| part | seconds |",
@@ -1225,7 +1237,10 @@ def _section_tuning(results: dict) -> list[str]:
         "## 8. Tuning DEFAULT_CONF: before/after in the same run",
         "",
         f"Each variant runs in its own JVM (the variant's settings laid over `DEFAULT_CONF`, as a change to "
-        f"include/lakehouse/spark.py would), rounds alternate the order of the variants. Per round: the "
+        f"include/lakehouse/spark.py would); "
+        + ("the variants of a round ran at the same time, so they saw the same load. "
+           if tuning.get("parallel") else "rounds alternate the order of the variants. ")
+        + f"Per round: the "
         f"incremental pipeline over {tuning['size']} events and {tuning['runs']} small hourly runs "
         f"(`{tuning['master']}`).",
         "",
@@ -1312,6 +1327,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="tuning variants 'name:key=value,...;name2:...'; the first is the baseline (none: skip tuning)",
     )
     parser.add_argument("--tune-growth-runs", type=int, default=4)
+    parser.add_argument(
+        "--tune-parallel", action="store_true", help="run a round's variants at the same time (each its own JVM)"
+    )
     parser.add_argument("--skip-airflow", action="store_true", help="leave out the DAG run of §4")
     parser.add_argument(
         "--warmup", action="store_true", help="one untimed pipeline run on tiny data per worker JVM before the timed ones"

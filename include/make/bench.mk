@@ -2,11 +2,11 @@
 # fixed overhead, backfill, driver memory, tuning. bench/ysb_bench.py does the work (its docstring
 # has the options); data is generated once into .local/bench/data and reused.
 #
-#   make bench                                   # the full run, writes BENCHMARKS.md (an hour or more)
+#   make bench                                   # the full run, writes BENCHMARKS.md (about 40 minutes on 2 quiet cores)
 #   make bench BENCH_ARGS='--sizes 2M,10M'       # other sizes / repetitions / stages
 #   make bench-smoke                             # the benchmark code on tiny data (also in `make test`)
 
-BENCH_ARGS ?= --sizes 100k,300k --reps 3 --growth-runs 20 --backfill-eps 2 --tune-growth-runs 3
+BENCH_ARGS ?= --sizes 100k,300k --reps 3 --growth-runs 50 --backfill-eps 2 --tune-growth-runs 3
 
 .PHONY: bench bench-smoke
 
