@@ -65,8 +65,12 @@ demo: setup  ## generate sample data, run the hourly DAG through Airflow, print 
 # the real-scheduler backfill, the Spark cluster, the hourly DAG and the fault-injection trial).
 TEST_PATHS ?= tests
 
+# A hung test fails after TEST_TIMEOUT seconds instead of eating CI's budget (the slowest, the
+# real-scheduler backfill, has taken 18 minutes on a loaded machine).
+TEST_TIMEOUT ?= 2700
+
 test: setup $(TEST_PREREQS)  ## the test suite (what CI runs)
-	python -m pytest $(or $(PYTEST_ARGS),$(TEST_PATHS) -ra --durations=15)
+	python -m pytest $(or $(PYTEST_ARGS),$(TEST_PATHS) -ra --durations=15 --timeout=$(TEST_TIMEOUT))
 
 env:  ## print the environment, e.g. eval "$$(make -s env)"
 	@for v in AIRFLOW_HOME LAKEHOUSE_ROOT LAKEHOUSE_JARS_DIR PYTHONPATH PATH SPARK_LOCAL_IP PYSPARK_PYTHON \

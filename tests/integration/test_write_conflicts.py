@@ -37,15 +37,20 @@ def test_a_commit_landing_during_a_replace_where_is_retried_and_nothing_is_lost(
     def hold_until_the_other_commit(events):
         if not committed.exists():
             reading.touch()
+            deadline = time.monotonic() + 300  # fail, not hang, if the other writer never commits
             while not committed.exists():
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the concurrent writer never committed")
                 time.sleep(0.05)
         return events
 
     def concurrent_append():
-        while not reading.exists():
-            time.sleep(0.05)
-        spark.createDataFrame(hour_rows(2, 5)).write.format("delta").mode("append").save(gold)
-        committed.touch()
+        try:
+            while not reading.exists():
+                time.sleep(0.05)
+            spark.createDataFrame(hour_rows(2, 5)).write.format("delta").mode("append").save(gold)
+        finally:
+            committed.touch()
 
     other_writer = threading.Thread(target=concurrent_append, daemon=True)
     other_writer.start()
