@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from helpers import START
+from lakehouse.config import TablePaths
 from lakehouse.hours import HourRange
 from lakehouse.sinks import replace_hours, with_conflict_retries
 
@@ -67,7 +68,5 @@ def test_a_commit_landing_during_a_replace_where_is_retried_and_nothing_is_lost(
     assertDataFrameEqual(spark.read.format("delta").load(gold), expected)
 
 
-def _paths(path: str):
-    from lakehouse.config import TablePaths
-
+def _paths(path: str) -> TablePaths:
     return TablePaths(name="gold.test", path=path, checkpoint_root=str(Path(path).parent / "checkpoints"))
