@@ -28,11 +28,12 @@ export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS ?= lakehouse.airflow_sqlite.C
 export AIRFLOW_CONN_SPARK_LAKEHOUSE    ?= {"conn_type": "spark", "host": "local[2]"}
 
 # Each optional component (Kafka, the Spark cluster, Postgres, compose checks, benchmarks) keeps
-# its targets in a file of its own; one may add to TEST_PREREQS what the test suite needs.
-TEST_PREREQS :=
+# its targets in a file of its own; one may add to TEST_PREREQS what the test suite needs (the
+# fault-injection tests start their drivers with the driver-cds archive).
+TEST_PREREQS := driver-cds
 -include include/make/*.mk
 
-.PHONY: help setup venv jars airflow-db demo test env airflow-ui lock clean clean-data
+.PHONY: help setup venv jars driver-cds airflow-db demo test env airflow-ui lock clean clean-data
 
 help:  ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -51,6 +52,21 @@ $(JARS_DIR)/.fetched: include/jars/pom.xml include/jars/settings.xml
 	mvn --batch-mode --quiet -s include/jars/settings.xml -f include/jars/pom.xml \
 	    dependency:copy-dependencies -DoutputDirectory=$(JARS_DIR) -DexcludeTransitive=true
 	touch $@
+
+# A class-data-sharing archive of what a driver loads, written by one JVM that runs every job once
+# (include/lakehouse/jvm_warmup.py); lakehouse.spark.fast_start_java_options() maps it. Rebuilt
+# when the jars or the packages change; a stale one is ignored by the JVM, never an error.
+DRIVER_CDS := $(JARS_DIR)/spark-driver.jsa
+driver-cds: $(DRIVER_CDS)  ## class-data-sharing archive for fast driver start-up
+$(DRIVER_CDS): $(VENV)/.installed $(JARS_DIR)/.fetched include/lakehouse/jvm_warmup.py
+	rm -f $@
+	spark-submit --master 'local[2]' --jars "$$(ls $(JARS_DIR)/*.jar | paste -sd,)" \
+	    --conf spark.ui.enabled=false --conf spark.sql.shuffle.partitions=2 \
+	    --driver-java-options "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ArchiveClassesAtExit=$@" \
+	    include/lakehouse/jvm_warmup.py > $(JARS_DIR)/driver-cds.log 2>&1 || (tail -30 $(JARS_DIR)/driver-cds.log; exit 1)
+	@# -Xshare:on fails, rather than skips, an archive this JVM and classpath cannot map.
+	spark-submit --driver-java-options "-Xshare:on -XX:SharedArchiveFile=$@" --version > /dev/null 2>&1 \
+	    || (rm -f $@; echo "the archive does not map: see $(JARS_DIR)/driver-cds.log"; exit 1)
 
 airflow-db: $(AIRFLOW_HOME)/.migrated  ## the embedded SQLite metadata DB
 $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed

@@ -39,6 +39,7 @@ from lakehouse.config import Lakehouse
 from lakehouse.generator import write_campaigns, write_hours
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
+DRIVER_START_BEGIN = "<!-- bench/driver_start.py: begin -->"
 JOBS_DIR = PROJECT_DIR / "jobs"
 DEFAULT_WORK_DIR = PROJECT_DIR / ".local" / "bench"
 # Fixed event hours, so a dataset is the same bytes on every run (the generator is deterministic).
@@ -1389,7 +1390,13 @@ def main(argv: list[str] | None = None) -> None:
             results["machine"]["load_average_end"] = os.getloadavg()
     else:
         results = run_benchmark(args, log=lambda message: print(message, flush=True))
-    Path(args.out).write_text(render_report(results))
+    out = Path(args.out)
+    report = render_report(results)
+    # Keep the section bench/driver_start.py maintains in the same file.
+    previous = out.read_text() if out.exists() else ""
+    if DRIVER_START_BEGIN in previous:
+        report = report.rstrip("\n") + "\n\n" + DRIVER_START_BEGIN + previous.split(DRIVER_START_BEGIN, 1)[1]
+    out.write_text(report)
     print(f"Report: {args.out}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import importlib.util
 import logging
 import os
 import socket
@@ -153,6 +154,15 @@ def explain_query_failure(error: Exception, name: str, checkpoint: str) -> Excep
             f"({message.splitlines()[0][:200]}). To start over, {refresh}."
         )
     return error
+
+
+def run_job_in_process(job: str, lakehouse: Lakehouse) -> None:
+    """Run ``jobs/<job>.py``'s main() in this process's driver (incremental mode, defaults)."""
+    path = Path(__file__).resolve().parents[2] / "jobs" / f"{job}.py"
+    spec = importlib.util.spec_from_file_location(f"jobs_{job}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--lakehouse-root", lakehouse.root])
 
 
 def run_job(main: Callable[[], None]) -> None:

@@ -6,6 +6,9 @@ spark-submit (through Airflow's connection) or the test fixture decides the mast
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from pyspark.sql import SparkSession
 
 from lakehouse.config import jar_paths
@@ -37,3 +40,26 @@ def build_spark_session(app_name: str, extra_conf: dict[str, str] | None = None)
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+# Short-lived drivers (an hourly availableNow run, a fault-injection rerun) spend most of their CPU
+# compiling and loading classes, not on data. C1-only JIT and a class-data-sharing archive of the
+# classes such a run loads (`make driver-cds`, see lakehouse.jvm_warmup) halve their CPU time
+# (BENCHMARKS.md). Not for long backfills: C2 pays off once a JVM runs for minutes.
+FAST_START_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+
+def driver_cds_archive() -> Path:
+    """Where ``make driver-cds`` writes the driver's class-data-sharing archive (beside the jars)."""
+    jars_dir = os.environ.get("LAKEHOUSE_JARS_DIR") or str(Path(__file__).resolve().parents[2] / ".jars")
+    return Path(jars_dir) / "spark-driver.jsa"
+
+
+def fast_start_java_options() -> str:
+    """The driver JVM options of a short run; the archive only if it was built (else it is skipped)."""
+    options = list(FAST_START_JAVA_OPTIONS)
+    archive = driver_cds_archive()
+    if archive.is_file():
+        # -Xshare:auto (the default) ignores an archive that no longer matches the JDK or classpath.
+        options.append(f"-XX:SharedArchiveFile={archive}")
+    return " ".join(options)

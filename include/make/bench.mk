@@ -5,13 +5,19 @@
 #   make bench                                   # the full run, writes BENCHMARKS.md (about 40 minutes on 2 quiet cores)
 #   make bench BENCH_ARGS='--sizes 2M,10M'       # other sizes / repetitions / stages
 #   make bench-smoke                             # the benchmark code on tiny data (also in `make test`)
+#   make bench-driver-start                      # driver JVM options of short runs: section 10 of BENCHMARKS.md
 
 BENCH_ARGS ?= --sizes 100k,300k --reps 3 --growth-runs 50 --backfill-eps 2 --tune-growth-runs 3
 
-.PHONY: bench bench-smoke
+DRIVER_START_ARGS ?= --reps 3
+
+.PHONY: bench bench-smoke bench-driver-start
 
 bench: setup  ## the benchmarks: BENCHMARKS.md from a full run (BENCH_ARGS to change sizes, repetitions, stages)
 	python -m bench.ysb_bench $(BENCH_ARGS) --out $(ROOT)/BENCHMARKS.md
 
 bench-smoke: setup  ## the benchmark's smoke test on tiny data (tests/bench, about two minutes)
 	python -m pytest tests/bench -q -ra
+
+bench-driver-start: setup driver-cds  ## CPU and wall time of a pipeline pass per driver JVM option set (BENCHMARKS.md section 10)
+	python -m bench.driver_start $(DRIVER_START_ARGS) --out $(ROOT)/BENCHMARKS.md

@@ -11,5 +11,5 @@ FAULTS_ARGS ?=
 
 .PHONY: faults
 
-faults: setup  ## fault injection: kill every layer's driver, rerun, check exactly-once (TRIALS=3)
+faults: setup driver-cds  ## fault injection: kill every layer's driver, rerun, check exactly-once (TRIALS=3)
 	python -m lakehouse.fault_injection --trials $(TRIALS) $(FAULTS_ARGS)

@@ -1,0 +1,35 @@
+"""Run every job once over a little generated data, in one driver, so its JVM can archive the classes.
+
+Usage (what ``make driver-cds`` runs):
+    spark-submit --master local[2] --jars ... \\
+        --driver-java-options -XX:ArchiveClassesAtExit=.jars/spark-driver.jsa include/lakehouse/jvm_warmup.py
+
+The JVM writes the classes it loaded (Spark, Delta, the streaming and MERGE code paths) into a
+dynamic class-data-sharing archive when it exits; drivers started with
+``lakehouse.spark.fast_start_java_options()`` map it instead of loading and verifying those classes
+again. Nothing here is kept: the lakehouse lives in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+from lakehouse.config import Lakehouse
+from lakehouse.generator import parse_hour, write_campaigns, write_hours
+from lakehouse.runtime import run_job_in_process
+
+# In DAG order; each job's main() runs in this one driver.
+JOBS = ("dim_campaigns", "bronze_ad_events", "silver_ad_events", "gold_campaign_windows", "gold_campaign_hourly")
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="jvm-warmup-") as root:
+        lakehouse = Lakehouse(root=root)
+        write_campaigns(lakehouse, seed=1)
+        write_hours(lakehouse, parse_hour("2026-11-20T00:00Z"), hours=1, events_per_second=0.05, seed=1)
+        for job in JOBS:
+            run_job_in_process(job, lakehouse)
+
+
+if __name__ == "__main__":
+    main()
