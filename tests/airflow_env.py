@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from lakehouse.config import Lakehouse
+from lakehouse.spark import fast_start_java_options
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -32,6 +33,9 @@ def airflow_environment(airflow_home: Path, lakehouse: Lakehouse, **extra: str) 
         PATH=os.pathsep.join([str(VENV_BIN), env.get("PATH", "")]),
         PYSPARK_PYTHON=sys.executable,
         SPARK_LOCAL_IP="127.0.0.1",
+        # The tasks' spark-submits are short drivers over tiny data: start them the fast way
+        # (lakehouse.spark); spark-submit adds SPARK_SUBMIT_OPTS to the driver JVM's options.
+        SPARK_SUBMIT_OPTS=fast_start_java_options(),
     )
     env.update(extra)
     return env
