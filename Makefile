@@ -77,7 +77,7 @@ $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
 demo: setup  ## generate sample data, run the hourly DAG through Airflow, print the gold tables
 	python -m lakehouse.demo
 
-# The suite CI runs: every folder under tests/ (about 35 minutes on 2 quiet cores, most of it in
+# The suite CI runs: every folder under tests/ (31 minutes in CI on 2 cores, most of it in
 # the real-scheduler backfill, the Spark cluster, the hourly DAG and the fault-injection trial).
 TEST_PATHS ?= tests
 
