@@ -102,10 +102,14 @@ WRITING_JOB = {
 TABLE_NAMES = tuple(WRITING_JOB)
 
 
+def jars_dir() -> Path:
+    """Where ``make jars`` puts the JVM jars (``LAKEHOUSE_JARS_DIR`` overrides it)."""
+    return Path(os.environ.get("LAKEHOUSE_JARS_DIR") or Path(__file__).resolve().parents[2] / ".jars")
+
+
 def jar_paths() -> list[str]:
     """The Delta (and Kafka) jars fetched by ``make jars``; fails fast when they are missing."""
-    jars_dir = os.environ.get("LAKEHOUSE_JARS_DIR") or str(Path(__file__).resolve().parents[2] / ".jars")
-    jars = sorted(glob.glob(f"{jars_dir}/*.jar"))
+    jars = sorted(glob.glob(f"{jars_dir()}/*.jar"))
     if not any("delta-spark" in Path(j).name for j in jars):
-        raise ConfigError(f"No Delta jars in {jars_dir}: run `make jars` (or set LAKEHOUSE_JARS_DIR).")
+        raise ConfigError(f"No Delta jars in {jars_dir()}: run `make jars` (or set LAKEHOUSE_JARS_DIR).")
     return jars

@@ -6,12 +6,11 @@ spark-submit (through Airflow's connection) or the test fixture decides the mast
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from lakehouse.config import jar_paths
+from lakehouse.config import jar_paths, jars_dir
 
 # Defaults sized for 2 cores; a cluster deployment overrides them with --conf.
 DEFAULT_CONF = {
@@ -51,8 +50,7 @@ FAST_START_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 def driver_cds_archive() -> Path:
     """Where ``make driver-cds`` writes the driver's class-data-sharing archive (beside the jars)."""
-    jars_dir = os.environ.get("LAKEHOUSE_JARS_DIR") or str(Path(__file__).resolve().parents[2] / ".jars")
-    return Path(jars_dir) / "spark-driver.jsa"
+    return jars_dir() / "spark-driver.jsa"
 
 
 def fast_start_java_options() -> str:
