@@ -23,7 +23,7 @@ export AIRFLOW__CORE__LOAD_EXAMPLES    := False
 export AIRFLOW__CORE__EXECUTOR         ?= LocalExecutor
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
 # SQLite (the embedded default) fails writers after 5 s of lock wait; see include/lakehouse/airflow_sqlite.py.
-export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS ?= lakehouse.airflow_sqlite.CONNECT_ARGS
+export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS ?= lakehouse_tools.airflow_sqlite.CONNECT_ARGS
 # The JSON form: a URI such as spark://local[2] makes the Spark provider fall back to yarn.
 export AIRFLOW_CONN_SPARK_LAKEHOUSE    ?= {"conn_type": "spark", "host": "local[2]"}
 
@@ -54,16 +54,16 @@ $(JARS_DIR)/.fetched: include/jars/pom.xml include/jars/settings.xml
 	touch $@
 
 # A class-data-sharing archive of what a driver loads, written by one JVM that runs every job once
-# (include/lakehouse/jvm_warmup.py); lakehouse.spark.fast_start_java_options() maps it. Rebuilt
+# (include/lakehouse_tools/jvm_warmup.py); lakehouse.spark.fast_start_java_options() maps it. Rebuilt
 # when the jars or the packages change; a stale one is ignored by the JVM, never an error.
 DRIVER_CDS := $(JARS_DIR)/spark-driver.jsa
 driver-cds: $(DRIVER_CDS)  ## class-data-sharing archive for fast driver start-up
-$(DRIVER_CDS): $(VENV)/.installed $(JARS_DIR)/.fetched include/lakehouse/jvm_warmup.py
+$(DRIVER_CDS): $(VENV)/.installed $(JARS_DIR)/.fetched include/lakehouse_tools/jvm_warmup.py
 	rm -f $@
 	spark-submit --master 'local[2]' --jars "$$(ls $(JARS_DIR)/*.jar | paste -sd,)" \
 	    --conf spark.ui.enabled=false --conf spark.sql.shuffle.partitions=2 \
 	    --driver-java-options "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ArchiveClassesAtExit=$@" \
-	    include/lakehouse/jvm_warmup.py > $(JARS_DIR)/driver-cds.log 2>&1 || (tail -30 $(JARS_DIR)/driver-cds.log; exit 1)
+	    include/lakehouse_tools/jvm_warmup.py > $(JARS_DIR)/driver-cds.log 2>&1 || (tail -30 $(JARS_DIR)/driver-cds.log; exit 1)
 	@# -Xshare:on fails, rather than skips, an archive this JVM and classpath cannot map.
 	spark-submit --driver-java-options "-Xshare:on -XX:SharedArchiveFile=$@" --version > /dev/null 2>&1 \
 	    || (rm -f $@; echo "the archive does not map: see $(JARS_DIR)/driver-cds.log"; exit 1)
@@ -75,7 +75,7 @@ $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
 	touch $@
 
 demo: setup  ## generate sample data, run the hourly DAG through Airflow, print the gold tables
-	python -m lakehouse.demo
+	python -m lakehouse_tools.demo
 
 # The suite CI runs: every folder under tests/ (31 minutes in CI on 2 cores, most of it in
 # the real-scheduler backfill, the Spark cluster, the hourly DAG and the fault-injection trial).

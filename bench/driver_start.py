@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from lakehouse.config import Lakehouse, jar_paths
-from lakehouse.generator import parse_hour, write_campaigns, write_hours
+from lakehouse_tools.generator import parse_hour, write_campaigns, write_hours
 from lakehouse.spark import FAST_START_JAVA_OPTIONS, driver_cds_archive, fast_start_java_options
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -133,7 +133,7 @@ def render(measured: dict, options: argparse.Namespace, started: datetime, load:
         "These drivers live 10–30 s and handle little data: most of their CPU goes to loading and "
         "JIT-compiling Spark's and Delta's classes. C1-only compilation and a class-data-sharing "
         "archive of those classes (`make driver-cds`: one JVM runs every job once, "
-        "include/lakehouse/jvm_warmup.py) cut that. C2 is what makes a long-running JVM fast, so "
+        "include/lakehouse_tools/jvm_warmup.py) cut that. C2 is what makes a long-running JVM fast, so "
         "`lakehouse.spark.fast_start_java_options()` is for short drivers (the fault-injection "
         "harness uses it), not for long backfills.",
         END,

@@ -5,7 +5,7 @@ Usage (from the repository, after ``make setup``; ``make bench`` / ``make bench-
         [--growth-runs 50] [--growth-eps 0.2] [--backfill-eps 12] [--out BENCHMARKS.md]
     python -m bench.ysb_bench --smoke            # tiny sizes, 1 repetition, report to .local/bench-smoke
 
-Data comes from the project's generator (:func:`lakehouse.generator.write_hours`) into
+Data comes from the project's generator (:func:`lakehouse_tools.generator.write_hours`) into
 ``.local/bench/data`` (kept between runs: an hour already there is not generated again). Every
 measurement that needs a Spark session runs in a worker subprocess (``--worker KIND --spec FILE``)
 with its own JVM and master, so JVM start-up is never inside a throughput figure; the worker
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from lakehouse.config import Lakehouse
-from lakehouse.generator import write_campaigns, write_hours
+from lakehouse_tools.generator import write_campaigns, write_hours
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 DRIVER_START_BEGIN = "<!-- bench/driver_start.py: begin -->"
@@ -556,7 +556,7 @@ def measure_dag_idle(work: Path, dataset: Dataset, reps: int) -> dict:
         AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(PROJECT_DIR / "dags"),
         AIRFLOW__CORE__LOAD_EXAMPLES="False", AIRFLOW__CORE__EXECUTOR="LocalExecutor",
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
-        AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS="lakehouse.airflow_sqlite.CONNECT_ARGS",
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS="lakehouse_tools.airflow_sqlite.CONNECT_ARGS",
         AIRFLOW_CONN_SPARK_LAKEHOUSE=json.dumps({"conn_type": "spark", "host": "local[2]"}),
         LAKEHOUSE_ROOT=lakehouse.root, PATH=os.pathsep.join([str(venv_bin), env.get("PATH", "")]),
     )  # fmt: skip
@@ -737,7 +737,7 @@ def run_benchmark(args: argparse.Namespace, log: Callable[[str], None] = print) 
     stages = set(args.stages.split(","))
     started = time.perf_counter() - results.get("elapsed_s", 0.0)
 
-    log("Generating data (lakehouse.generator.write_hours) ...")
+    log("Generating data (lakehouse_tools.generator.write_hours) ...")
     # Only the data the chosen stages read.
     sizes = [dataset_for(data_dir, parse_size(s)) for s in args.sizes.split(",")] if stages & {"pipeline", "tuning"} else []
     warmup = asdict(ensure_dataset(data_dir, 1, 0.5, 4)) if args.warmup else None

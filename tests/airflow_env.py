@@ -25,7 +25,7 @@ def airflow_environment(airflow_home: Path, lakehouse: Lakehouse, **extra: str) 
         AIRFLOW__CORE__EXECUTOR="LocalExecutor",
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
         AIRFLOW__LOGGING__LOGGING_LEVEL="INFO",
-        AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS="lakehouse.airflow_sqlite.CONNECT_ARGS",
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS="lakehouse_tools.airflow_sqlite.CONNECT_ARGS",
         AIRFLOW_CONN_SPARK_LAKEHOUSE=json.dumps({"conn_type": "spark", "host": "local[2]"}),
         LAKEHOUSE_ROOT=lakehouse.root,
         LAKEHOUSE_JARS_DIR=os.environ.get("LAKEHOUSE_JARS_DIR", str(PROJECT_DIR / ".jars")),

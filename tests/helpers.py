@@ -10,7 +10,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse.config import Lakehouse
-from lakehouse.oracle import Expected, expected_from_landing
+from lakehouse_tools.oracle import Expected, expected_from_landing
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
 PIPELINE = ("dim_campaigns", "bronze_ad_events", "silver_ad_events", "gold_campaign_windows", "gold_campaign_hourly")

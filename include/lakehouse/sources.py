@@ -23,7 +23,7 @@ def landing_lines_stream(spark: SparkSession, landing_dir: str, max_files_per_tr
     if not Path(landing_dir).is_dir():
         raise ConfigError(
             f"Landing directory {landing_dir} does not exist: generate data "
-            "(python -m lakehouse.generator ...) or fix LAKEHOUSE_ROOT."
+            "(python -m lakehouse_tools.generator ...) or fix LAKEHOUSE_ROOT."
         )
     lines = (
         spark.readStream.format("text")
@@ -64,7 +64,7 @@ def require_kafka_topic(bootstrap_servers: str, topic: str, timeout_s: float = D
     if topic not in topics or not topics[topic].partitions:
         raise ConfigError(
             f"Kafka topic {topic!r} does not exist on {bootstrap_servers}: produce to it first "
-            f"(python -m lakehouse.generator --kafka-bootstrap-servers {bootstrap_servers} --topic {topic} ...) "
+            f"(python -m lakehouse_tools.kafka_producer --kafka-bootstrap-servers {bootstrap_servers} --topic {topic} ...) "
             "or fix --kafka-topic. If it was deleted, recreate it and do a full refresh of bronze "
             "(jobs/full_refresh.py --layer bronze): the old checkpoint's offsets mean nothing in a new topic."
         )

@@ -43,7 +43,7 @@ def build_spark_session(app_name: str, extra_conf: dict[str, str] | None = None)
 
 # Short-lived drivers (an hourly availableNow run, a fault-injection rerun) spend most of their CPU
 # compiling and loading classes, not on data. C1-only JIT and a class-data-sharing archive of the
-# classes such a run loads (`make driver-cds`, see lakehouse.jvm_warmup) halve their CPU time
+# classes such a run loads (`make driver-cds`, see lakehouse_tools.jvm_warmup) halve their CPU time
 # (BENCHMARKS.md). Not for long backfills: C2 pays off once a JVM runs for minutes.
 FAST_START_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 

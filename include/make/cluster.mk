@@ -88,5 +88,5 @@ demo-cluster: setup pyfiles postgres-driver cluster-start postgres-start  ## the
 	unset AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS && \
 	mkdir -p "$$AIRFLOW_HOME" && \
 	{ airflow db migrate > "$$AIRFLOW_HOME/db-migrate.log" 2>&1 || { tail -30 "$$AIRFLOW_HOME/db-migrate.log"; exit 1; }; } && \
-	python -m lakehouse.demo
+	python -m lakehouse_tools.demo
 	@echo "Spark master UI: http://127.0.0.1:$(SPARK_MASTER_WEBUI_PORT)  (stop both: make cluster-stop postgres-stop)"

@@ -13,4 +13,4 @@ FAULTS_ARGS ?=
 .PHONY: faults
 
 faults: setup driver-cds  ## fault injection: kill every layer's driver, rerun, check exactly-once (TRIALS=3)
-	python -m lakehouse.fault_injection --trials $(TRIALS) $(FAULTS_ARGS)
+	python -m lakehouse_tools.fault_injection --trials $(TRIALS) $(FAULTS_ARGS)

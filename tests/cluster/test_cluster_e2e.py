@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy
 from airflow_env import airflow
 from helpers import PIPELINE, START, assert_tables_match_oracle, table
-from lakehouse.generator import write_campaigns, write_hours
+from lakehouse_tools.generator import write_campaigns, write_hours
 
 pytestmark = pytest.mark.timeout(1800)
 

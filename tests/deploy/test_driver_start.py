@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lakehouse.fault_injection import spark_submit_command
+from lakehouse_tools.fault_injection import spark_submit_command
 from lakehouse.spark import driver_cds_archive, fast_start_java_options
 
 SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")

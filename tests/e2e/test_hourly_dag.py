@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from airflow_env import airflow, airflow_environment
 from helpers import START, assert_tables_match_oracle, table
-from lakehouse.generator import write_campaigns, write_hours
+from lakehouse_tools.generator import write_campaigns, write_hours
 
 
 def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_home):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from helpers import START, oracle, run_job, table, table_version
 from lakehouse import fault_injection
-from lakehouse.fault_injection import Attempt, BatchClock, job_environment, run_attempt, spark_submit_command
-from lakehouse.generator import write_campaigns, write_hours
+from lakehouse_tools.fault_injection import Attempt, BatchClock, job_environment, run_attempt, spark_submit_command
+from lakehouse_tools.generator import write_campaigns, write_hours
 from lakehouse.runtime import checkpoint_lock
 
 # One trial (8 spark-submits, the suite's time budget) of a seed whose plan kills bronze at random

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from helpers import START, run_job, table, table_version
 from lakehouse.config import ConfigError
-from lakehouse.generator import write_campaigns, write_hours
+from lakehouse_tools.generator import write_campaigns, write_hours
 from lakehouse.runtime import run_available_now
 from lakehouse.sources import delta_stream
 
@@ -21,7 +21,7 @@ def test_bronze_without_a_landing_directory_says_to_generate_data(lakehouse):
         run_job("bronze_ad_events", lakehouse)
     message = str(failure.value)
     assert f"Landing directory {lakehouse.landing_events} does not exist" in message
-    assert "python -m lakehouse.generator" in message and "LAKEHOUSE_ROOT" in message
+    assert "python -m lakehouse_tools.generator" in message and "LAKEHOUSE_ROOT" in message
 
 
 def test_silver_before_the_dimension_was_loaded_names_the_missing_table(lakehouse):

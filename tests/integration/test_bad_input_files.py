@@ -8,7 +8,7 @@ from pathlib import Path
 from pyspark.sql import functions as F
 
 from helpers import run_job, table
-from lakehouse.generator import write_campaigns, campaign_dimension
+from lakehouse_tools.generator import write_campaigns, campaign_dimension
 
 EVENT_MS = 1795168800000  # 2026-11-20T10:00:00Z
 

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from helpers import START, assert_tables_match_oracle, run_job, run_pipeline, table
-from lakehouse.generator import write_campaigns, write_hours
+from lakehouse_tools.generator import write_campaigns, write_hours
 
 LINEAGE = ("source_file", "ingested_at")  # which copy of a duplicated event was kept may differ
 GOLD = ("gold.campaign_windows", "gold.campaign_hourly")

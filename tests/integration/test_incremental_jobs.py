@@ -9,7 +9,7 @@ from pathlib import Path
 from pyspark.sql import functions as F
 
 from helpers import START, assert_tables_match_oracle, run_pipeline, table, table_version
-from lakehouse.generator import write_campaigns, write_hours
+from lakehouse_tools.generator import write_campaigns, write_hours
 
 STREAMED_TABLES = (
     "bronze.ad_events",

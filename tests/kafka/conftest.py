@@ -21,7 +21,7 @@ def kafka_source_jars() -> None:
 @pytest.fixture
 def new_topic(kafka_broker: KafkaBroker):
     """Create a topic with a fresh name: ``new_topic(partitions) -> name`` (unique per test)."""
-    from lakehouse.kafka_producer import ensure_topic
+    from lakehouse_tools.kafka_producer import ensure_topic
 
     def create(partitions: int) -> str:
         name = f"t-{uuid.uuid4().hex[:12]}"

@@ -12,8 +12,8 @@ from pyspark.sql import functions as F
 
 from helpers import gold_hourly, gold_windows, table
 from lakehouse.config import Lakehouse
-from lakehouse.kafka_producer import hour_lines, produce_lines
-from lakehouse.oracle import Expected
+from lakehouse_tools.kafka_producer import hour_lines, produce_lines
+from lakehouse_tools.oracle import Expected
 
 
 def produce_generated_hours(

@@ -27,10 +27,10 @@ from kafka_helpers import (
     produce_generated_hours,
 )
 from lakehouse.config import ConfigError, jar_paths
-from lakehouse.generator import write_campaigns, write_hours
-from lakehouse.kafka_producer import ensure_topic, produce_lines
+from lakehouse_tools.generator import write_campaigns, write_hours
+from lakehouse_tools.kafka_producer import ensure_topic, produce_lines
 from lakehouse.kafka_settings import kafka_checkpoint
-from lakehouse.oracle import expected_from_lines
+from lakehouse_tools.oracle import expected_from_lines
 from lakehouse.sources import KafkaUnavailableError
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ import pytest
 
 from helpers import START
 from kafka_helpers import consume_all
-from lakehouse import generator
+from lakehouse_tools import generator, kafka_producer
 from lakehouse.config import Lakehouse
-from lakehouse.kafka_producer import KafkaProduceError, hour_lines, message_key, produce_lines
+from lakehouse_tools.kafka_producer import KafkaProduceError, hour_lines, message_key, produce_lines
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,7 +24,7 @@ def test_generator_produces_the_lines_of_the_files(tmp_path, kafka_broker, new_t
     as_files, to_kafka = Lakehouse(str(tmp_path / "files")), Lakehouse(str(tmp_path / "kafka"))
     generator.main(["--lakehouse-root", as_files.root, *common])
     kafka_options = ["--kafka-bootstrap-servers", servers, "--topic", topic, "--topic-partitions", "3"]
-    generator.main(["--lakehouse-root", to_kafka.root, *common, *kafka_options])
+    kafka_producer.main(["--lakehouse-root", to_kafka.root, *common, *kafka_options])
 
     files = sorted(Path(as_files.landing_events).rglob("*.jsonl"))
     file_lines = [line for path in files for line in path.read_text().splitlines()]

@@ -13,7 +13,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from airflow_env import AirflowServices, airflow, airflow_environment, migrate
 from helpers import START, assert_tables_match_oracle, run_pipeline, table
-from lakehouse.generator import write_campaigns, write_hours
+from lakehouse_tools.generator import write_campaigns, write_hours
 
 TERMINAL = {"success", "failed"}
 GOLD = ("gold.campaign_windows", "gold.campaign_hourly")

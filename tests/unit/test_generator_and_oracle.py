@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from lakehouse.config import Lakehouse
-from lakehouse.generator import Disorder, write_campaigns, write_hours
-from lakehouse.oracle import expected_from_landing
+from lakehouse_tools.generator import Disorder, write_campaigns, write_hours
+from lakehouse_tools.oracle import expected_from_landing
 
 START = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
 

@@ -1,6 +1,10 @@
 """The generator's Kafka producer: the same lines as the landing files, one record per line.
 
-Each producer hour comes from :func:`lakehouse.generator.generate_hour`, so a topic holds exactly
+Usage:
+    python -m lakehouse_tools.kafka_producer --start 2026-11-20T00:00Z --hours 3 --events-per-second 2 \
+        --kafka-bootstrap-servers 127.0.0.1:9092 [--topic ysb-ad-events] [--topic-partitions 3]
+
+Each producer hour comes from :func:`lakehouse_tools.generator.generate_hour`, so a topic holds exactly
 the lines (disorder, duplicates, malformed ones included) that the files of that hour would hold,
 in the same order. Keys are deterministic (the line's ``event_id``, or a hash of a line that has
 none) and hashed like Java clients do (murmur2), so a line always lands in the same partition of
@@ -22,8 +26,17 @@ from typing import Sequence
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from lakehouse.generator import Disorder, HourManifest, generate_hour
-from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S, validate_topic
+from lakehouse.config import Lakehouse
+from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S, DEFAULT_TOPIC, DEFAULT_TOPIC_PARTITIONS, validate_topic
+from lakehouse_tools.generator import (
+    Disorder,
+    HourManifest,
+    data_arguments,
+    generate_hour,
+    parse_data_arguments,
+    print_manifests,
+    write_campaigns,
+)
 
 
 class KafkaProduceError(RuntimeError):
@@ -179,3 +192,29 @@ def produce_hours(
         manifests.append(manifest)
     return manifests
 
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Produce generated hours to a topic; the campaign file still goes to the landing zone (dims read it)."""
+    parser = data_arguments(__doc__.splitlines()[0])
+    parser.add_argument("--kafka-bootstrap-servers", required=True)
+    parser.add_argument("--topic", default=DEFAULT_TOPIC)
+    parser.add_argument("--topic-partitions", type=int, default=DEFAULT_TOPIC_PARTITIONS, help="of a topic it creates")
+    args, disorder = parse_data_arguments(parser, argv)
+    if args.topic_partitions < 1:
+        parser.error("--topic-partitions must be >= 1")
+    write_campaigns(Lakehouse.from_env(args.lakehouse_root), args.seed)
+    try:
+        partitions = ensure_topic(args.kafka_bootstrap_servers, args.topic, args.topic_partitions)
+        manifests = produce_hours(
+            args.kafka_bootstrap_servers, args.topic, args.start, args.hours, args.events_per_second, args.seed,
+            disorder, args.files_per_hour,
+        )  # fmt: skip
+    except KafkaProduceError as error:
+        raise SystemExit(f"kafka_producer: {error}") from error
+    print_manifests(manifests, "records")
+    print(f"topic: {args.topic} ({partitions} partitions) on {args.kafka_bootstrap_servers}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,7 @@
 """Fault injection: SIGKILL the Spark driver of every layer, rerun it, and prove nothing was lost or doubled.
 
 Usage:
-    python -m lakehouse.fault_injection --trials 3 --seed 1 [--hours 2 --events-per-second 0.1] \
+    python -m lakehouse_tools.fault_injection --trials 3 --seed 1 [--hours 2 --events-per-second 0.1] \
         [--workdir DIR] [--report faults.json] [--keep]
 
 Each trial builds a fresh lakehouse under the work folder, generates landing data with the
@@ -27,7 +27,7 @@ every mode about N / modes times. After each kill the harness records what had b
 silver, whether MERGE had started), so the report shows where the kills landed.
 
 After the pipeline, the tables are read with one local Spark session and compared with the
-landing files and the plain-Python oracle (:mod:`lakehouse.oracle`): bronze must hold every
+landing files and the plain-Python oracle (:mod:`lakehouse_tools.oracle`): bronze must hold every
 landing line exactly once, silver every valid event exactly once, the quarantine the oracle's
 count per reason, and both gold tables the oracle's rows. Every trial and the totals are printed
 (kills per layer and per fault point, rows lost and duplicated per table); ``--report`` writes
@@ -60,8 +60,8 @@ from pathlib import Path
 
 from lakehouse.config import Lakehouse, jar_paths
 from lakehouse.faults import ENV_BATCH, ENV_POINT
-from lakehouse.generator import parse_hour, write_campaigns, write_hours
-from lakehouse.oracle import Expected, expected_from_landing
+from lakehouse_tools.generator import parse_hour, write_campaigns, write_hours
+from lakehouse_tools.oracle import Expected, expected_from_landing
 from lakehouse.runtime import run_job_in_process
 from lakehouse.spark import fast_start_java_options
 

@@ -2,7 +2,7 @@
 
 Usage (what ``make driver-cds`` runs):
     spark-submit --master local[2] --jars ... \\
-        --driver-java-options -XX:ArchiveClassesAtExit=.jars/spark-driver.jsa include/lakehouse/jvm_warmup.py
+        --driver-java-options -XX:ArchiveClassesAtExit=.jars/spark-driver.jsa include/lakehouse_tools/jvm_warmup.py
 
 The JVM writes the classes it loaded (Spark, Delta, the streaming and MERGE code paths) into a
 dynamic class-data-sharing archive when it exits; drivers started with
@@ -15,7 +15,7 @@ from __future__ import annotations
 import tempfile
 
 from lakehouse.config import Lakehouse
-from lakehouse.generator import parse_hour, write_campaigns, write_hours
+from lakehouse_tools.generator import parse_hour, write_campaigns, write_hours
 from lakehouse.runtime import run_job_in_process
 
 # In DAG order; each job's main() runs in this one driver.

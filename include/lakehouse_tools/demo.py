@@ -1,7 +1,7 @@
 """The demo behind ``make demo``: sample data, one hourly DAG run through Airflow, the gold tables.
 
 Usage (from the repository, after ``make setup``; the Makefile sets the environment):
-    python -m lakehouse.demo [--hours 3] [--events-per-second 2]
+    python -m lakehouse_tools.demo [--hours 3] [--events-per-second 2]
 
 It generates a few hours of YSB events into the landing zone (hours already there are kept),
 runs ``airflow dags test ysb_hourly`` (the DAG's own tasks: spark-submit of every job), then
@@ -19,8 +19,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from lakehouse.config import Lakehouse
-from lakehouse.generator import write_campaigns, write_hours
-from lakehouse.oracle import expected_from_landing
+from lakehouse_tools.generator import write_campaigns, write_hours
+from lakehouse_tools.oracle import expected_from_landing
 
 DEMO_START = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
 SEED = 7

@@ -1,9 +1,7 @@
 """Deterministic YSB ad-event generator: writes JSON lines into the landing zone.
 
 Usage:
-    python -m lakehouse.generator --start 2026-11-20T00:00Z --hours 3 --events-per-second 2 --seed 7
-    python -m lakehouse.generator --start 2026-11-20T00:00Z --hours 3 \
-        --kafka-bootstrap-servers 127.0.0.1:9092 --topic ysb-ad-events [--topic-partitions 3]
+    python -m lakehouse_tools.generator --start 2026-11-20T00:00Z --hours 3 --events-per-second 2 --seed 7
 
 Every hour is generated from (seed, hour) alone, so generating hours 0-2 today and hour 3
 tomorrow gives the same files as generating hours 0-3 at once (an hourly drip). Files appear
@@ -15,9 +13,8 @@ it, not the event hour: late events sit in a later folder), ``<root>/landing/cam
 campaigns.csv`` (ad -> campaign), and ``<root>/landing/manifests/YYYY-MM-DDTHH.json`` (what
 the generator put into each hour: its own record of the truth).
 
-With ``--kafka-bootstrap-servers`` the events go to a Kafka topic instead, one record per line,
-the same lines as the files (see :mod:`lakehouse.kafka_producer`); the campaign file is still
-written to the landing zone (dims.campaigns reads it), manifests are only printed.
+The same lines can go to a Kafka topic instead, one record per line: see
+:mod:`lakehouse_tools.kafka_producer` (which imports this module, never the other way round).
 """
 
 from __future__ import annotations
@@ -216,8 +213,9 @@ def parse_hour(value: str) -> datetime:
     return parsed.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def data_arguments(description: str) -> argparse.ArgumentParser:
+    """The options that say which data to generate (shared by the files and the Kafka CLI)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
     parser.add_argument("--start", type=parse_hour, required=True, help="first hour, e.g. 2026-11-20T00:00Z")
     parser.add_argument("--hours", type=int, default=1)
@@ -229,49 +227,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--late-by-minutes", type=float, default=Disorder.late_by_minutes)
     parser.add_argument("--duplicate-fraction", type=float, default=Disorder.duplicate_fraction)
     parser.add_argument("--malformed-fraction", type=float, default=Disorder.malformed_fraction)
-    parser.add_argument("--kafka-bootstrap-servers", help="produce to Kafka instead of writing files")
-    parser.add_argument("--topic", help="Kafka topic (default: ysb-ad-events)")
-    parser.add_argument("--topic-partitions", type=int, help="partitions of a topic it creates (default: 3)")
+    return parser
+
+
+def parse_data_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, Disorder]:
+    """Parsed options and the disorder they ask for; a bad size is a usage error."""
     args = parser.parse_args(argv)
     if args.hours < 1 or args.events_per_second <= 0:
         parser.error("--hours must be >= 1 and --events-per-second > 0")
-
-    if (args.topic or args.topic_partitions) and not args.kafka_bootstrap_servers:
-        parser.error("--topic and --topic-partitions need --kafka-bootstrap-servers")
-    if args.topic_partitions is not None and args.topic_partitions < 1:
-        parser.error("--topic-partitions must be >= 1")
-
-    lakehouse = Lakehouse.from_env(args.lakehouse_root)
     disorder = Disorder(
         args.jitter_seconds, args.late_fraction, args.late_by_minutes, args.duplicate_fraction, args.malformed_fraction
     )
-    write_campaigns(lakehouse, args.seed)
-    if args.kafka_bootstrap_servers:
-        # Imported here: writing files needs no Kafka client (and kafka_producer imports this module).
-        from lakehouse import kafka_producer, kafka_settings
+    return args, disorder
 
-        topic = args.topic or kafka_settings.DEFAULT_TOPIC
-        try:
-            partitions = kafka_producer.ensure_topic(
-                args.kafka_bootstrap_servers, topic, args.topic_partitions or kafka_settings.DEFAULT_TOPIC_PARTITIONS
-            )
-            manifests = kafka_producer.produce_hours(
-                args.kafka_bootstrap_servers, topic, args.start, args.hours, args.events_per_second, args.seed,
-                disorder, args.files_per_hour,
-            )  # fmt: skip
-        except kafka_producer.KafkaProduceError as error:
-            raise SystemExit(f"generator: {error}") from error
-        _print_manifests(manifests, "records")
-        print(f"topic: {topic} ({partitions} partitions) on {args.kafka_bootstrap_servers}")
-        return
+
+def main(argv: list[str] | None = None) -> None:
+    args, disorder = parse_data_arguments(data_arguments(__doc__.split("\n\n")[0]), argv)
+    lakehouse = Lakehouse.from_env(args.lakehouse_root)
+    write_campaigns(lakehouse, args.seed)
     manifests = write_hours(
         lakehouse, args.start, args.hours, args.events_per_second, args.seed, disorder, args.files_per_hour
     )
-    _print_manifests(manifests, "files")
+    print_manifests(manifests, "files")
     print(f"landing zone: {lakehouse.landing_events}")
 
 
-def _print_manifests(manifests: list[HourManifest], unit: str) -> None:
+def print_manifests(manifests: list[HourManifest], unit: str) -> None:
     for manifest in manifests:
         where = f"lines in {manifest.files} files" if unit == "files" else "records"
         print(
