@@ -3,8 +3,9 @@
 
 Runs the Yahoo! Streaming Benchmark pipeline every hour: the campaign dimension, then
 **bronze** (raw landing lines) → **silver** (parsed, validated, deduplicated, enriched; bad lines
-quarantined) → **gold** (`campaign_windows`: views per campaign per 10-second window;
-`campaign_hourly`: views, clicks, purchases, distinct users, CTR).
+quarantined) → **gold** (per-campaign KPIs, among them YSB's views per 10-second window). One task
+per table of the catalog (`include/lakehouse/tables`), in the order their upstream tables give;
+each task's outlets are its tables as Assets (`delta://<layer>.<table>`), its inlets the tables it reads.
 
 Each Spark task is a Structured Streaming query with `trigger(availableNow=True)`: it processes
 what arrived since its checkpoint and stops. The same jobs also run in **batch mode** over an
@@ -32,12 +33,13 @@ from pathlib import Path
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, Param, TriggerRule, task
+from airflow.sdk import DAG, Asset, Param, TriggerRule, task
 
 # The project's package sits in include/ beside dags/ (here, in the compose image, on a cluster's
 # Airflow); making it importable here spares every deployment a PYTHONPATH setting.
 sys.path.append(str(Path(__file__).resolve().parents[1] / "include"))
 
+from lakehouse import catalog  # noqa: E402
 from lakehouse.kafka_settings import DEFAULT_TOPIC, KAFKA_MACROS, SOURCES  # noqa: E402
 from lakehouse.orchestration import MACROS, SPARK_CONN_ID, job_path  # noqa: E402
 
@@ -50,7 +52,7 @@ RUN_ARGS = [
 INCREMENTAL_ARGS = ["--lakehouse-root", "{{ lakehouse_root() }}"]
 # The brokers come from the kafka_lakehouse connection, looked up only when source=kafka
 # (else the job falls back to $KAFKA_BOOTSTRAP_SERVERS).
-BRONZE_ARGS = [
+SOURCE_ARGS = [
     *INCREMENTAL_ARGS,
     "--source", "{{ params.source }}",
     "--kafka-bootstrap-servers", "{{ lakehouse_kafka_bootstrap_servers(params, conn) }}",
@@ -58,16 +60,33 @@ BRONZE_ARGS = [
 ]  # fmt: skip
 
 
-def spark_job(name: str, args: list[str], **kwargs) -> SparkSubmitOperator:
-    """A spark-submit of ``jobs/<name>.py`` through the lakehouse's Spark connection."""
+def asset(table: catalog.Table) -> Asset:
+    return Asset(name=table.name, uri=table.asset_uri, group="lakehouse")
+
+
+def spark_job(name: str, application: str, args: list[str], **kwargs) -> SparkSubmitOperator:
+    """A spark-submit of ``jobs/<application>.py`` through the lakehouse's Spark connection."""
     return SparkSubmitOperator(
         task_id=name,
-        application=job_path(name),
+        application=job_path(application),
         name=name,
         conn_id=SPARK_CONN_ID,
         jars="{{ lakehouse_jars() }}",
         py_files="{{ lakehouse_py_files() }}",
         application_args=args,
+        **kwargs,
+    )
+
+
+def table_job(table: catalog.Table, **kwargs) -> SparkSubmitOperator:
+    """The task that runs ``table``'s query (``jobs/run.py <task>``), with its tables as Assets."""
+    args = RUN_ARGS if table.batch else SOURCE_ARGS if table.source and table.streamed else INCREMENTAL_ARGS
+    return spark_job(
+        table.task,
+        "run",
+        [table.task, *args],
+        outlets=[asset(written) for written in catalog.written_by_task(table)],
+        inlets=[asset(catalog.get(name)) for name in table.upstream],
         **kwargs,
     )
 
@@ -129,16 +148,27 @@ with DAG(
             return "batch_recompute"
         return "full_refresh" if params["full_refresh"] != "none" else "incremental"
 
-    full_refresh = spark_job("full_refresh", ["--lakehouse-root", "{{ lakehouse_root() }}", "--layer", "{{ params.full_refresh }}"])
-    dim_campaigns = spark_job("dim_campaigns", INCREMENTAL_ARGS, trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
-    bronze = spark_job("bronze_ad_events", BRONZE_ARGS)
-    silver = spark_job("silver_ad_events", RUN_ARGS, trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
-    gold = [spark_job(name, RUN_ARGS) for name in ("gold_campaign_windows", "gold_campaign_hourly")]
-
-    # The branch's direct children are the three entry points; the tasks after them join with
-    # NONE_FAILED_MIN_ONE_SUCCESS, so a skipped path does not skip the shared tail.
+    full_refresh = spark_job(
+        "full_refresh", "full_refresh", ["--lakehouse-root", "{{ lakehouse_root() }}", "--layer", "{{ params.full_refresh }}"]
+    )
     path = preflight() >> choose_path()
     incremental, batch_recompute = EmptyOperator(task_id="incremental"), EmptyOperator(task_id="batch_recompute")
     path >> [full_refresh, incremental, batch_recompute]
-    [full_refresh, incremental] >> dim_campaigns >> bronze >> silver >> gold
-    batch_recompute >> silver
+
+    # One task per table with a query of its own, wired as the catalog's upstream tables say.
+    # Incremental runs start at the tables fed by a source; batch runs at the first tables with a
+    # batch form. Those entry tasks join two branches of which one is skipped, hence their rule.
+    tables = catalog.tasks()
+    entries = {
+        table.task: [full_refresh, incremental] if not catalog.upstream_tasks(table) else [batch_recompute]
+        for table in tables
+        if not catalog.upstream_tasks(table) or (table.batch and not any(u.batch for u in catalog.upstream_tasks(table)))
+    }
+    jobs = {
+        table.task: table_job(table, **({"trigger_rule": TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS} if table.task in entries else {}))
+        for table in tables
+    }
+    for table in tables:
+        for upstream in catalog.upstream_tasks(table):
+            jobs[upstream.task] >> jobs[table.task]
+        entries.get(table.task, []) >> jobs[table.task]

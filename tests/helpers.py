@@ -1,39 +1,39 @@
-"""Test helpers: run a job in-process, read tables, compare gold with the oracle."""
+"""Test helpers: run a job in-process, read tables, compare every table with the oracle."""
 
 from __future__ import annotations
 
-import importlib.util
+from collections import Counter
 from datetime import datetime, timezone
-from functools import lru_cache
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
+from lakehouse import catalog, consistency, refresh, runner
 from lakehouse.config import Lakehouse
 from lakehouse_tools.oracle import Expected, expected_from_landing
 
-JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
-PIPELINE = ("dim_campaigns", "bronze_ad_events", "silver_ad_events", "gold_campaign_windows", "gold_campaign_hourly")
+# Every task of the catalog, in DAG order.
+PIPELINE = tuple(entry.task for entry in catalog.tasks())
 START = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
+# The jobs that are not a table's task.
+OPERATIONS = {"full_refresh": refresh.main, "consistency_check": consistency.main}
 
 
-@lru_cache(maxsize=None)
-def _job_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"jobs_{name}", JOBS_DIR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def run_job(name: str, lakehouse: Lakehouse, *args: str) -> None:
-    """Run ``jobs/<name>.py`` in this process (its SparkSession is the test session)."""
-    _job_module(name).main(["--lakehouse-root", lakehouse.root, *args])
+def run_job(name: str, lakehouse: Lakehouse, *args: str) -> dict | None:
+    """Run a table's task (or full_refresh, consistency_check) in this process, on the test session."""
+    argv = ["--lakehouse-root", lakehouse.root, *args]
+    if name in OPERATIONS:
+        return OPERATIONS[name](argv)
+    return runner.run(name, argv)
 
 
 def run_pipeline(lakehouse: Lakehouse, *args: str) -> None:
-    """One incremental run of every layer, in DAG order."""
-    for name in PIPELINE:
-        run_job(name, lakehouse, *(args if name.startswith(("silver", "gold")) else ()))
+    """One incremental run of every task, in DAG order (``args`` go to the tasks with a batch form)."""
+    for entry in catalog.tasks():
+        run_job(entry.task, lakehouse, *(args if entry.batch else ()))
+
+
+def gold_tables() -> list[catalog.Table]:
+    return [entry for entry in catalog.tables() if entry.layer == "gold"]
 
 
 def table(spark: SparkSession, lakehouse: Lakehouse, name: str) -> DataFrame:
@@ -50,43 +50,39 @@ def oracle(lakehouse: Lakehouse) -> Expected:
     return expected_from_landing(lakehouse.landing_events, lakehouse.landing_campaigns)
 
 
-def gold_windows(spark: SparkSession, lakehouse: Lakehouse) -> dict:
-    return {
-        (row.campaign_id, row.window_start): row.views
-        for row in table(spark, lakehouse, "gold.campaign_windows").collect()
-    }
+def rows_of(spark: SparkSession, lakehouse: Lakehouse, name: str) -> Counter:
+    """A table's rows as a multiset of tuples in its declared column order."""
+    columns = catalog.get(name).column_names
+    return Counter(tuple(row) for row in table(spark, lakehouse, name).select(*columns).collect())
 
 
-def gold_hourly(spark: SparkSession, lakehouse: Lakehouse) -> dict:
-    return {
-        (row.campaign_id, row.hour_start): (row.views, row.clicks, row.purchases, row.distinct_users, row.ctr)
-        for row in table(spark, lakehouse, "gold.campaign_hourly").collect()
-    }
+def expected_rows(expected: Expected, name: str) -> Counter:
+    columns = catalog.get(name).column_names
+    return Counter(tuple(row[column] for column in columns) for row in expected.rows(name))
 
 
-def assert_gold_matches_oracle(spark: SparkSession, lakehouse: Lakehouse) -> Expected:
-    """Both gold tables equal the plain-Python oracle over the raw landing files, row for row."""
-    expected = oracle(lakehouse)
-    windows, hourly = gold_windows(spark, lakehouse), gold_hourly(spark, lakehouse)
-    assert windows == expected.campaign_windows(), _diff(windows, expected.campaign_windows())
-    assert hourly == expected.campaign_hourly(), _diff(hourly, expected.campaign_hourly())
+def assert_gold_matches_oracle(spark: SparkSession, lakehouse: Lakehouse, expected: Expected | None = None) -> Expected:
+    """Every gold table equals the plain-Python oracle (default: over the landing files), row for row."""
+    expected = expected or oracle(lakehouse)
+    for entry in gold_tables():
+        actual, wanted = rows_of(spark, lakehouse, entry.name), expected_rows(expected, entry.name)
+        assert actual == wanted, f"{entry.name}: {_diff(actual, wanted)}"
     return expected
 
 
-def _diff(actual: dict, expected: dict) -> str:
-    missing = {k: v for k, v in expected.items() if actual.get(k) != v}
-    extra = {k: v for k, v in actual.items() if k not in expected}
-    return f"{len(missing)} row(s) differ or missing, e.g. {list(missing.items())[:3]}; {len(extra)} extra, e.g. {list(extra.items())[:3]}"
+def _diff(actual: Counter, expected: Counter) -> str:
+    missing, extra = expected - actual, actual - expected
+    return f"{sum(missing.values())} row(s) missing, e.g. {list(missing)[:3]}; {sum(extra.values())} extra, e.g. {list(extra)[:3]}"
 
 
-def assert_tables_match_oracle(spark: SparkSession, lakehouse: Lakehouse) -> Expected:
-    """Bronze, silver, quarantine and gold all agree with the oracle over the landing zone."""
-    expected = oracle(lakehouse)
+def assert_tables_match_oracle(spark: SparkSession, lakehouse: Lakehouse, expected: Expected | None = None) -> Expected:
+    """Bronze, silver, quarantine and gold all agree with the oracle (default: over the landing zone)."""
+    expected = expected or oracle(lakehouse)
     assert table(spark, lakehouse, "bronze.ad_events").count() == expected.lines
     silver_ids = [row.event_id for row in table(spark, lakehouse, "silver.ad_events").select("event_id").collect()]
     assert len(silver_ids) == len(set(silver_ids)), "silver holds an event twice"
     assert set(silver_ids) == set(expected.events)
     quarantine = table(spark, lakehouse, "silver.quarantine_ad_events").groupBy("reason").count().collect()
     assert {row.reason: row["count"] for row in quarantine} == dict(expected.quarantined)
-    assert_gold_matches_oracle(spark, lakehouse)
+    assert_gold_matches_oracle(spark, lakehouse, expected)
     return expected

@@ -68,38 +68,30 @@ class Lakehouse:
             )
         return cls(root=str(Path(root).absolute()))
 
-    # Landing zone: written by the generator (or any producer), read by bronze.
+    # Landing zone: written by the generator (or any producer), read by bronze and the dimension.
+    def landing(self, relative: str) -> str:
+        """A path in the landing zone, e.g. a table's declared ``source``."""
+        return f"{self.root}/landing/{relative}"
+
     @property
     def landing_events(self) -> str:
-        return f"{self.root}/landing/events"
+        return self.landing("events")
 
     @property
     def landing_campaigns(self) -> str:
-        return f"{self.root}/landing/campaigns/campaigns.csv"
+        return self.landing("campaigns/campaigns.csv")
 
     def table(self, name: str) -> TablePaths:
-        """Paths of a table named ``layer.table``, e.g. ``silver.ad_events``."""
-        if name not in TABLE_NAMES:
-            raise ConfigError(f"Unknown table {name!r}; known tables: {', '.join(TABLE_NAMES)}")
+        """Paths of a catalog table named ``layer.table``, e.g. ``silver.ad_events``."""
+        from lakehouse import catalog  # the catalog imports this module
+
+        catalog.get(name)  # an unknown name fails here, listing the known ones
         layer, table = name.split(".")
         return TablePaths(
             name=name,
             path=f"{self.root}/tables/{layer}/{table}",
             checkpoint_root=f"{self.root}/checkpoints/{layer}/{table}",
         )
-
-
-# Every table, and the job (jobs/<name>.py, also the DAG task's name) that writes it.
-WRITING_JOB = {
-    "dims.campaigns": "dim_campaigns",
-    "bronze.ad_events": "bronze_ad_events",
-    "silver.ad_events": "silver_ad_events",
-    "silver.quarantine_ad_events": "silver_ad_events",
-    "gold.campaign_windows": "gold_campaign_windows",
-    "gold.campaign_hourly": "gold_campaign_hourly",
-    "ops.silver_batch_metrics": "silver_ad_events",
-}
-TABLE_NAMES = tuple(WRITING_JOB)
 
 
 def jars_dir() -> Path:

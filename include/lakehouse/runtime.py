@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import importlib.util
 import logging
 import os
 import socket
@@ -15,15 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from pyspark.sql import DataFrame, SparkSession
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import DataStreamWriter
 
 from lakehouse.config import ConfigError, Lakehouse, TablePaths
-from lakehouse.faults import fault_point
 from lakehouse.hours import HourRange, parse_instant
-from lakehouse.sinks import ensure_table, replace_hours, txn_app_id, with_conflict_retries
-from lakehouse.sources import delta_hours, delta_stream
 
 log = logging.getLogger("lakehouse")
 
@@ -115,8 +110,8 @@ def checkpoint_lock(checkpoint: str, name: str) -> Iterator[None]:
         handle.close()
 
 
-def run_available_now(writer: DataStreamWriter, checkpoint: str, name: str) -> None:
-    """Process everything new since the checkpoint, then stop (``trigger(availableNow=True)``)."""
+def run_available_now(writer: DataStreamWriter, checkpoint: str, name: str) -> dict:
+    """Process everything new since the checkpoint, then stop (``trigger(availableNow=True)``); a summary."""
     with checkpoint_lock(checkpoint, name):
         query = writer.queryName(name).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
         try:
@@ -129,6 +124,7 @@ def run_available_now(writer: DataStreamWriter, checkpoint: str, name: str) -> N
     batches = [p for p in query.recentProgress if p.get("batchId") is not None]
     rows = sum(p.get("numInputRows", 0) for p in batches)
     log.info("%s: %d micro-batch(es), %d input row(s), checkpoint %s", name, len(batches), rows, checkpoint)
+    return {"table": name, "micro_batches": len(batches), "input_rows": rows}
 
 
 def explain_query_failure(error: Exception, name: str, checkpoint: str) -> Exception:
@@ -156,15 +152,6 @@ def explain_query_failure(error: Exception, name: str, checkpoint: str) -> Excep
     return error
 
 
-def run_job_in_process(job: str, lakehouse: Lakehouse) -> None:
-    """Run ``jobs/<job>.py``'s main() in this process's driver (incremental mode, defaults)."""
-    path = Path(__file__).resolve().parents[2] / "jobs" / f"{job}.py"
-    spec = importlib.util.spec_from_file_location(f"jobs_{job}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.main(["--lakehouse-root", lakehouse.root])
-
-
 def run_job(main: Callable[[], None]) -> None:
     """Run a job's ``main`` from the command line; a configuration error exits 2 with its message."""
     configure_logging()
@@ -173,58 +160,3 @@ def run_job(main: Callable[[], None]) -> None:
     except ConfigError as error:
         log.error("%s", error)
         sys.exit(2)
-
-
-def run_gold_job(
-    spark: SparkSession,
-    args: JobArgs,
-    table_name: str,
-    transform: Callable[[DataFrame], DataFrame],
-    schema,
-) -> None:
-    """Keep a gold table equal to ``transform(silver)`` for every event hour that silver holds.
-
-    Incremental mode streams silver's new rows and, per micro-batch, recomputes the event hours
-    they touch from silver (in batch) and replaces exactly those hours in gold. Batch mode does
-    the same for the hours of [start, end). One code path, so stream and backfill cannot differ,
-    and a late event simply makes its hour be recomputed: nothing is dropped behind a watermark.
-    """
-    lakehouse = args.lakehouse
-    silver = lakehouse.table("silver.ad_events")
-    target = lakehouse.table(table_name)
-    ensure_table(spark, target, schema, ("event_date",))
-
-    def recompute(hours: HourRange, app_id: str, batch_id: int | None) -> None:
-        if not hours:
-            return
-        with_conflict_retries(
-            lambda: replace_hours(transform(delta_hours(spark, silver, hours)), target, hours, app_id, batch_id),
-            f"{table_name} {hours}",
-        )
-        log.info("%s: recomputed %s", table_name, hours)
-
-    if args.mode == "batch":
-        recompute(args.hours, "", None)
-        return
-
-    generation = args.generation_of(target)
-    app_id = txn_app_id(target, generation, "stream")
-
-    def on_batch(new_rows: DataFrame, batch_id: int) -> None:
-        touched = new_rows.select("event_date", "event_hour").distinct().collect()
-        hours = HourRange.of(_hour_start(row.event_date, row.event_hour) for row in touched)
-        fault_point("gold.before_replace", batch_id)
-        recompute(hours, app_id, batch_id)
-        fault_point("gold.after_replace", batch_id)
-
-    run_available_now(
-        delta_stream(spark, silver).writeStream.foreachBatch(on_batch),
-        target.checkpoint(generation),
-        name=table_name,
-    )
-
-
-def _hour_start(event_date, event_hour: int):
-    from datetime import datetime, timezone
-
-    return datetime(event_date.year, event_date.month, event_date.day, event_hour, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
-"""Schemas of every table, declared once and reused by jobs, tests and the generator."""
+"""Spark schemas some tests still build frames with (the catalog's declarations are the source; being retired)."""
 
 from __future__ import annotations
 
@@ -14,19 +14,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-# The YSB event as the producer writes it: every field a string (event_time is epoch millis).
-RAW_EVENT_FIELDS = (
-    "event_id",
-    "user_id",
-    "page_id",
-    "ad_id",
-    "ad_type",
-    "event_type",
-    "event_time",
-    "ip_address",
-)
-AD_TYPES = ("banner", "modal", "sponsored-search", "mail", "mobile")
-EVENT_TYPES = ("view", "click", "purchase")
 
 
 CAMPAIGNS_SCHEMA = StructType(
@@ -52,7 +39,6 @@ BRONZE_AD_EVENTS_SCHEMA = StructType(
         StructField("kafka_timestamp", TimestampType()),
     ]
 )
-KAFKA_LINEAGE_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp")
 
 SILVER_AD_EVENTS_SCHEMA = StructType(
     [
@@ -73,7 +59,6 @@ SILVER_AD_EVENTS_SCHEMA = StructType(
         StructField("event_hour", IntegerType()),
     ]
 )
-SILVER_PARTITION_COLUMNS = ("event_date", "event_hour")
 
 QUARANTINE_AD_EVENTS_SCHEMA = StructType(
     [
@@ -86,43 +71,3 @@ QUARANTINE_AD_EVENTS_SCHEMA = StructType(
     ]
 )
 
-GOLD_CAMPAIGN_WINDOWS_SCHEMA = StructType(
-    [
-        StructField("campaign_id", StringType()),
-        StructField("window_start", TimestampType()),
-        StructField("window_end", TimestampType()),
-        StructField("views", LongType(), nullable=False),
-        StructField("hour_start", TimestampType()),
-        StructField("event_date", DateType()),
-    ]
-)
-
-GOLD_CAMPAIGN_HOURLY_SCHEMA = StructType(
-    [
-        StructField("campaign_id", StringType()),
-        StructField("hour_start", TimestampType()),
-        StructField("views", LongType(), nullable=False),
-        StructField("clicks", LongType(), nullable=False),
-        StructField("purchases", LongType(), nullable=False),
-        StructField("distinct_users", LongType(), nullable=False),
-        StructField("ctr", DoubleType()),
-        StructField("event_date", DateType()),
-    ]
-)
-GOLD_PARTITION_COLUMNS = ("event_date",)
-
-# One row per silver micro-batch: what happened to its lines, for operators and alerts.
-SILVER_BATCH_METRICS_SCHEMA = StructType(
-    [
-        StructField("generation", IntegerType()),
-        StructField("batch_id", LongType()),
-        StructField("recorded_at", TimestampType()),
-        StructField("lines", LongType()),
-        StructField("valid_lines", LongType()),
-        StructField("duplicates_in_batch", LongType()),
-        StructField("duplicates_of_earlier_batches", LongType()),
-        StructField("inserted", LongType()),
-        StructField("quarantined", LongType()),
-        StructField("quarantined_by_reason", MapType(StringType(), LongType())),
-    ]
-)

@@ -16,8 +16,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
-
+from lakehouse.catalog import Table
 from lakehouse.config import TablePaths
 from lakehouse.hours import HourRange
 
@@ -33,15 +32,15 @@ def txn_app_id(table: TablePaths, generation: int, writer: str) -> str:
     return f"{writer}->{table.name}@gen{generation}"
 
 
-def ensure_table(spark: SparkSession, table: TablePaths, schema: StructType, partition_by: Sequence[str]) -> None:
-    """Create an empty Delta table with ``schema`` unless one exists (readers need it from day one)."""
+def ensure_table(spark: SparkSession, table: TablePaths, declared: Table) -> None:
+    """Create the empty Delta table as the catalog declares it, unless it exists (readers need it from day one)."""
     from delta.tables import DeltaTable
 
     (
         DeltaTable.createIfNotExists(spark)
         .location(table.path)
-        .addColumns(schema)
-        .partitionedBy(*partition_by)
+        .addColumns(declared.spark_schema())
+        .partitionedBy(*declared.partition_by)
         .execute()
     )
 
@@ -91,8 +90,10 @@ def merge_new_rows(
     return first["num_inserted_rows"] if first is not None and "num_inserted_rows" in first else None
 
 
-def replace_hours(df: DataFrame, table: TablePaths, hours: HourRange, app_id: str, batch_id: int | None) -> None:
-    """Overwrite exactly ``hours`` of a gold table with ``df``; every other hour is untouched.
+def replace_hours(
+    df: DataFrame, table: TablePaths, declared: Table, hours: HourRange, app_id: str = "", batch_id: int | None = None
+) -> None:
+    """Overwrite exactly ``hours`` of an hour-addressed table with ``df``; every other hour is untouched.
 
     Rerunning it with the same input leaves the same content (a backfill is idempotent by
     construction); ``batch_id`` adds Delta's replay protection for streaming micro-batches.
@@ -100,23 +101,12 @@ def replace_hours(df: DataFrame, table: TablePaths, hours: HourRange, app_id: st
     writer = (
         df.write.format("delta")
         .mode("overwrite")
-        .option("replaceWhere", hours.gold_predicate())
-        .partitionBy("event_date")
+        .option("replaceWhere", declared.hours_predicate(hours))
+        .partitionBy(*declared.partition_by)
     )
     if batch_id is not None:
         writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
     writer.save(table.path)
-
-
-def replace_silver_hours(df: DataFrame, table: TablePaths, hours: HourRange) -> None:
-    """Overwrite exactly ``hours`` of a table partitioned by (event_date, event_hour)."""
-    (
-        df.write.format("delta")
-        .mode("overwrite")
-        .option("replaceWhere", hours.silver_predicate())
-        .partitionBy("event_date", "event_hour")
-        .save(table.path)
-    )
 
 
 def _qualify(predicate: str, alias: str) -> str:

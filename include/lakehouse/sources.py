@@ -9,7 +9,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse.config import WRITING_JOB, ConfigError, TablePaths
+from lakehouse import catalog
+from lakehouse.config import ConfigError, TablePaths
 from lakehouse.hours import HourRange
 from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S
 
@@ -155,7 +156,7 @@ def require_table(spark: SparkSession, table: TablePaths) -> None:
     if not DeltaTable.isDeltaTable(spark, table.path):
         raise ConfigError(
             f"Table {table.name} does not exist at {table.path}: run its job first "
-            f"(jobs/{WRITING_JOB[table.name]}.py, or the DAG task of that name)."
+            f"(jobs/run.py {catalog.get(table.name).task}, or the DAG task of that name)."
         )
 
 
@@ -169,10 +170,10 @@ def delta_stream(spark: SparkSession, table: TablePaths) -> DataFrame:
     return spark.readStream.format("delta").option("skipChangeCommits", "true").load(table.path)
 
 
-def delta_hours(spark: SparkSession, table: TablePaths, hours: HourRange) -> DataFrame:
-    """A partitioned table's rows for ``hours``, read in batch and pruned to those partitions."""
+def delta_hours(spark: SparkSession, table: TablePaths, hours: HourRange, predicate: str | None = None) -> DataFrame:
+    """A partitioned table's rows for ``hours`` (default: by event_date/event_hour), read in batch and pruned."""
     require_table(spark, table)
-    return spark.read.format("delta").load(table.path).filter(hours.silver_predicate())
+    return spark.read.format("delta").load(table.path).filter(predicate or hours.silver_predicate())
 
 
 def bronze_lines_for(spark: SparkSession, bronze: TablePaths, hours: HourRange) -> DataFrame:
@@ -185,3 +186,18 @@ def bronze_lines_for(spark: SparkSession, bronze: TablePaths, hours: HourRange) 
     require_table(spark, bronze)
     first_day = hours.hours[0].date() - timedelta(days=1)
     return spark.read.format("delta").load(bronze.path).filter(F.col("ingest_date") >= F.lit(first_day))
+
+
+def batch_input(spark: SparkSession, upstream: TablePaths, hours: HourRange) -> DataFrame:
+    """An upstream table's rows that can hold events of ``hours``, read in batch and pruned.
+
+    Hour-partitioned tables are read for those hours, bronze (partitioned by ingestion date) from
+    the day before the first hour on, anything else (a dimension) whole.
+    """
+    declared = catalog.get(upstream.name)
+    if declared.write in catalog.HOUR_LAYOUTS:
+        return delta_hours(spark, upstream, hours, declared.hours_predicate(hours))
+    if "ingest_date" in declared.partition_by:
+        return bronze_lines_for(spark, upstream, hours)
+    require_table(spark, upstream)
+    return spark.read.format("delta").load(upstream.path)

@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import tempfile
 
+from lakehouse import catalog, runner
 from lakehouse.config import Lakehouse
 from lakehouse_tools.generator import parse_hour, write_campaigns, write_hours
-from lakehouse.runtime import run_job_in_process
-
-# In DAG order; each job's main() runs in this one driver.
-JOBS = ("dim_campaigns", "bronze_ad_events", "silver_ad_events", "gold_campaign_windows", "gold_campaign_hourly")
 
 
 def main() -> None:
@@ -27,8 +24,8 @@ def main() -> None:
         lakehouse = Lakehouse(root=root)
         write_campaigns(lakehouse, seed=1)
         write_hours(lakehouse, parse_hour("2026-11-20T00:00Z"), hours=1, events_per_second=0.05, seed=1)
-        for job in JOBS:
-            run_job_in_process(job, lakehouse)
+        for table in catalog.tasks():  # in DAG order, each in this one driver
+            runner.run(table.task, ["--lakehouse-root", lakehouse.root])
 
 
 if __name__ == "__main__":

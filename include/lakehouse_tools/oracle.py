@@ -3,6 +3,9 @@
 It shares no code with the Spark transformations (only the published field names and codes of the
 event contract), so a bug there cannot hide here: tests and the demo compare the Delta tables
 with what this module computes straight from the bytes the producer wrote.
+
+Every gold table has its expectation here, as whole rows (:meth:`Expected.rows`); adding a gold
+table means adding its method to ``GOLD`` (a test checks that every gold table of the catalog has one).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import json
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterable
 
@@ -58,6 +61,40 @@ class Expected:
             )
             for key, c in counts.items()
         }
+
+
+    def campaign_windows_rows(self) -> list[dict]:
+        return [
+            {
+                "campaign_id": campaign, "window_start": start, "window_end": start + timedelta(seconds=10),
+                "views": views, "hour_start": _hour(start), "event_date": start.date(),
+            }  # fmt: skip
+            for (campaign, start), views in self.campaign_windows().items()
+        ]
+
+    def campaign_hourly_rows(self) -> list[dict]:
+        columns = ("views", "clicks", "purchases", "distinct_users", "ctr")
+        return [
+            {"campaign_id": campaign, "hour_start": hour, **dict(zip(columns, values)), "event_date": hour.date()}
+            for (campaign, hour), values in self.campaign_hourly().items()
+        ]
+
+    def rows(self, table: str) -> list[dict]:
+        """The expected rows of a gold table, each a dict of its columns."""
+        if table not in GOLD:
+            raise KeyError(f"The oracle has no expectation for {table}; add one to oracle.GOLD")
+        return GOLD[table](self)
+
+
+# The gold tables the oracle can compute, by table name.
+GOLD = {
+    "gold.campaign_windows": Expected.campaign_windows_rows,
+    "gold.campaign_hourly": Expected.campaign_hourly_rows,
+}
+
+
+def _hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
 
 
 def _utc(millis: int) -> datetime:

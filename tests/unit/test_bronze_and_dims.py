@@ -6,7 +6,7 @@ from datetime import date, datetime
 
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
-from lakehouse.schemas import BRONZE_AD_EVENTS_SCHEMA, CAMPAIGNS_SCHEMA
+from lakehouse import catalog
 from lakehouse.tables.bronze_ad_events import bronze_ad_events
 from lakehouse.tables.dim_campaigns import campaigns_from_csv, invalid_campaign_rows
 
@@ -24,10 +24,10 @@ def test_bronze_keeps_every_line_unparsed(spark):
             ("not json", "file:/a.jsonl", at, date(2026, 11, 20), *no_kafka),
             ("", "file:/b.jsonl", at, date(2026, 11, 20), *no_kafka),
         ],
-        BRONZE_AD_EVENTS_SCHEMA,
+        catalog.get("bronze.ad_events").spark_schema(),
     )
     assertDataFrameEqual(bronze_ad_events(lines), expected)
-    assertSchemaEqual(bronze_ad_events(lines).schema, BRONZE_AD_EVENTS_SCHEMA)
+    assertSchemaEqual(bronze_ad_events(lines).schema, catalog.get("bronze.ad_events").spark_schema())
 
 
 def test_bronze_keeps_kafka_records_with_their_address(spark):
@@ -42,20 +42,20 @@ def test_bronze_keeps_kafka_records_with_their_address(spark):
             ('{"event_id": "e-1"}', "kafka://ysb/0/41", at, date(2026, 11, 21), "ysb", 0, 41, sent),
             ("not json", "kafka://ysb/2/7", at, date(2026, 11, 21), "ysb", 2, 7, sent),
         ],
-        BRONZE_AD_EVENTS_SCHEMA,
+        catalog.get("bronze.ad_events").spark_schema(),
     )
     assertDataFrameEqual(bronze_ad_events(records), expected)
-    assertSchemaEqual(bronze_ad_events(records).schema, BRONZE_AD_EVENTS_SCHEMA)
+    assertSchemaEqual(bronze_ad_events(records).schema, catalog.get("bronze.ad_events").spark_schema())
 
 
 def test_campaigns_are_trimmed_and_ambiguous_rows_found(spark):
     raw = spark.createDataFrame(
-        [(" ad-1 ", "c-1"), ("ad-2", "c-1"), ("ad-2", "c-2"), ("ad-3", "")], CAMPAIGNS_SCHEMA.simpleString()
+        [(" ad-1 ", "c-1"), ("ad-2", "c-1"), ("ad-2", "c-2"), ("ad-3", "")], "ad_id string, campaign_id string"
     )
     campaigns = campaigns_from_csv(raw)
 
     assertDataFrameEqual(
         campaigns,
-        spark.createDataFrame([("ad-1", "c-1"), ("ad-2", "c-1"), ("ad-2", "c-2"), ("ad-3", "")], CAMPAIGNS_SCHEMA.simpleString()),
+        spark.createDataFrame([("ad-1", "c-1"), ("ad-2", "c-1"), ("ad-2", "c-2"), ("ad-3", "")], "ad_id string, campaign_id string"),
     )
     assert sorted(row.ad_id for row in invalid_campaign_rows(campaigns).collect()) == ["ad-2", "ad-3"]

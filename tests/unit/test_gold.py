@@ -6,7 +6,7 @@ from datetime import date, datetime
 
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse.schemas import GOLD_CAMPAIGN_HOURLY_SCHEMA, GOLD_CAMPAIGN_WINDOWS_SCHEMA, SILVER_AD_EVENTS_SCHEMA
+from lakehouse import catalog
 from lakehouse.tables.gold_campaign_hourly import campaign_hourly
 from lakehouse.tables.gold_campaign_windows import campaign_windows
 
@@ -17,7 +17,7 @@ def silver(spark, *events):
         (event_id, user, "p", "ad", "banner", kind, at, "10.0.0.1", campaign, None, "f", at, at.date(), at.hour)
         for event_id, user, campaign, kind, at in events
     ]
-    return spark.createDataFrame(rows, SILVER_AD_EVENTS_SCHEMA)
+    return spark.createDataFrame(rows, catalog.get("silver.ad_events").spark_schema())
 
 
 EVENTS = [
@@ -40,7 +40,7 @@ def test_campaign_windows_counts_views_per_10_second_window(spark):
             ("c2", datetime(2026, 11, 20, 10, 59, 50), datetime(2026, 11, 20, 11, 0, 0), 1,
              datetime(2026, 11, 20, 10), date(2026, 11, 20)),
         ],
-        GOLD_CAMPAIGN_WINDOWS_SCHEMA,
+        catalog.get("gold.campaign_windows").spark_schema(),
     )  # fmt: skip
     assertDataFrameEqual(campaign_windows(silver(spark, *EVENTS)), expected)
 
@@ -53,6 +53,6 @@ def test_campaign_hourly_kpis(spark):
             # An hour with a purchase but no view: CTR is undefined, not zero.
             ("c2", datetime(2026, 11, 20, 11), 0, 0, 1, 1, None, date(2026, 11, 20)),
         ],
-        GOLD_CAMPAIGN_HOURLY_SCHEMA,
+        catalog.get("gold.campaign_hourly").spark_schema(),
     )
     assertDataFrameEqual(campaign_hourly(silver(spark, *EVENTS)), expected)

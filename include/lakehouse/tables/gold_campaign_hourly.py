@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING
+
+from lakehouse.catalog import Write, table
+from lakehouse.tables import F
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+SCHEMA = """
+    campaign_id STRING, hour_start TIMESTAMP, views BIGINT NOT NULL, clicks BIGINT NOT NULL,
+    purchases BIGINT NOT NULL, distinct_users BIGINT NOT NULL, ctr DOUBLE, event_date DATE
+"""
 
 
-def _count_of(event_type: str):
+def count_of(event_type: str):
+    """An aggregate: the number of events of ``event_type``."""
     return F.count(F.when(F.col("event_type") == event_type, True))
 
 
+@table(
+    "gold.campaign_hourly",
+    upstream=["silver.ad_events"],
+    schema=SCHEMA,
+    partition_by=["event_date"],
+    write=Write.REPLACE_HOURS,
+    batch=True,
+)
 def campaign_hourly(silver: DataFrame) -> DataFrame:
     """Views, clicks, purchases, distinct users and click-through rate per campaign and event hour.
 
@@ -17,9 +36,9 @@ def campaign_hourly(silver: DataFrame) -> DataFrame:
     click through from). Distinct users are exact, not approximate: an hour is small.
     """
     hourly = silver.groupBy("campaign_id", F.date_trunc("hour", "event_time").alias("hour_start")).agg(
-        _count_of("view").alias("views"),
-        _count_of("click").alias("clicks"),
-        _count_of("purchase").alias("purchases"),
+        count_of("view").alias("views"),
+        count_of("click").alias("clicks"),
+        count_of("purchase").alias("purchases"),
         F.countDistinct("user_id").alias("distinct_users"),
     )
     return hourly.select(

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING
+
+from lakehouse.catalog import Write, table
+from lakehouse.tables import F
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 WINDOW_DURATION = "10 seconds"
 
+SCHEMA = """
+    campaign_id STRING, window_start TIMESTAMP, window_end TIMESTAMP, views BIGINT NOT NULL,
+    hour_start TIMESTAMP, event_date DATE
+"""
 
+
+@table(
+    "gold.campaign_windows",
+    upstream=["silver.ad_events"],
+    schema=SCHEMA,
+    partition_by=["event_date"],
+    write=Write.REPLACE_HOURS,
+    batch=True,
+)
 def campaign_windows(silver: DataFrame) -> DataFrame:
     """Views per (campaign, 10-second tumbling window) of silver events.
 

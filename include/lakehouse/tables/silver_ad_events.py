@@ -7,21 +7,43 @@ so ``silver + quarantine + duplicates == bronze`` for every batch.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING
 
-from lakehouse.schemas import (
-    AD_TYPES,
-    EVENT_TYPES,
-    QUARANTINE_AD_EVENTS_SCHEMA,
-    RAW_EVENT_FIELDS,
-    SILVER_AD_EVENTS_SCHEMA,
-)
+from lakehouse.catalog import Write, column_names, side_table, table
+from lakehouse.contract import AD_TYPES, EVENT_TYPES, RAW_EVENT_FIELDS
+from lakehouse.tables import F
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+SCHEMA = """
+    event_id STRING, user_id STRING, page_id STRING, ad_id STRING, ad_type STRING, event_type STRING,
+    event_time TIMESTAMP, ip_address STRING, campaign_id STRING,
+    rescued_data STRING, source_file STRING, ingested_at TIMESTAMP, event_date DATE, event_hour INT
+"""  # rescued_data: fields beyond the event contract (schema drift), as a JSON object; null when none
+
+QUARANTINE_SCHEMA = """
+    raw_line STRING, reason STRING, reason_detail STRING, source_file STRING, ingested_at TIMESTAMP, ingest_date DATE
+"""
+
+# One row per silver micro-batch: what happened to its lines, for operators and alerts.
+BATCH_METRICS_SCHEMA = """
+    generation INT, batch_id BIGINT, recorded_at TIMESTAMP, lines BIGINT, valid_lines BIGINT,
+    duplicates_in_batch BIGINT, duplicates_of_earlier_batches BIGINT, inserted BIGINT, quarantined BIGINT,
+    quarantined_by_reason MAP<STRING, BIGINT>
+"""
 
 # An event more than this far ahead of its ingestion time is a producer clock bug, not data.
 MAX_FUTURE_SKEW = "1 day"
-# Epoch millis as the producer writes them: digits only (no sign), at most 15 of them.
-EVENT_TIME_PATTERN = r"^[0-9]{1,15}$"
+# Epoch millis as the producer writes them: ASCII digits only (no sign, point or zone), at most 15
+# of them (year 33658 at most: timestamp_millis cannot overflow). \A and \z, not ^ and $: Java's $
+# also matches before a final line break, and the cast would then read "123\n" as 123.
+EVENT_TIME_PATTERN = r"\A[0-9]{1,15}\z"
+# JSON's whitespace: a line, or a required field, of nothing else is empty.
+JSON_WHITESPACE = " \t\r\n"
+# A UTF-8 byte-order mark: Spark's line reader drops one at the start of a file, not one at the start
+# of a Kafka record or of a file appended to another.
+BOM = "\ufeff"
 # A YSB event is a few hundred bytes; a line this long is a producer bug (or an attack).
 MAX_LINE_BYTES = 1024 * 1024
 
@@ -57,27 +79,65 @@ def _fields_where(condition) -> Column:
     return F.concat_ws(",", *[F.when(condition(name), F.lit(name)) for name in RAW_EVENT_FIELDS])
 
 
+@table(
+    "silver.ad_events",
+    upstream=["bronze.ad_events", "dims.campaigns"],
+    schema=SCHEMA,
+    partition_by=["event_date", "event_hour"],
+    write=Write.MERGE_NEW,
+    key="event_id",
+    batch=True,
+    lineage=["source_file", "ingested_at", "rescued_data"],  # which copy of a duplicate was kept
+)
 def classify_ad_events(bronze: DataFrame, campaigns: DataFrame) -> DataFrame:
     """Bronze rows parsed and checked, with ``reason`` null for a valid event.
 
-    Output columns: every silver column, plus ``raw_line``, ``ingest_date``, ``reason`` and
-    ``reason_detail``. ``campaigns`` is the (ad_id, campaign_id) dimension.
+    Output columns: every silver column, plus ``raw_line`` (valid UTF-8), ``raw_bytes`` (the
+    line's exact bytes when they were not valid UTF-8, else null), ``ingest_date``, ``reason``
+    and ``reason_detail``. ``campaigns`` is the (ad_id, campaign_id) dimension.
 
-    Lines are parsed into a Variant, which keeps each value's JSON type: a number where the
-    contract says string is a ``wrong_field_type``, not silently cast. Fields beyond the
-    contract (schema drift) are kept, as JSON, in ``rescued_data``. (A UTF-8 byte-order mark and
-    CRLF line ends never reach here: Spark's line reader drops them.)
+    No expression here can fail on any input (ANSI mode is on): every parse is a ``try_`` form
+    and the event time is converted only from digits, so one bad line can never stop the stream.
+    The contract, checked in this order (the first failure is the reason):
+
+    * the line is valid UTF-8 (``invalid_utf8``), at most 1 MiB (``line_too_long``) and not
+      blank (``empty_line``); a leading byte-order mark is ignored;
+    * it is exactly one JSON object, nothing before or after it but whitespace, with no
+      duplicate keys at any depth (``malformed_json``);
+    * every contract field is present, not null and not blank (``missing_required_field``), and
+      a JSON string (``wrong_field_type``): the Variant keeps each value's JSON type, so a number
+      is never silently cast;
+    * ``event_time`` is epoch milliseconds as 1 to 15 ASCII digits (``invalid_event_time``):
+      ISO-8601 strings, signs, fractions and exponents are quarantined, not guessed at, since
+      the producer promises millis and anything else is a producer bug to be seen;
+    * it is at most a day ahead of ingestion (``event_time_in_future``), and its event type, ad
+      type and ad id are known.
+
+    Fields beyond the contract (schema drift) are kept, as JSON, in ``rescued_data``.
     """
-    event = F.try_parse_json("raw_line")
-    parsed = bronze.withColumns(
-        {
-            "_event": event,
-            **{f"_{name}": F.try_variant_get(event, f"$.{name}", "string") for name in RAW_EVENT_FIELDS},
-            **{
-                f"_{name}_type": F.schema_of_variant(F.try_variant_get(event, f"$.{name}", "variant"))
-                for name in RAW_EVENT_FIELDS
-            },
-        }
+    # Bronze rows written before raw_bytes existed still hold invalid UTF-8 in raw_line itself.
+    stored_bytes = F.col("raw_bytes") if "raw_bytes" in bronze.columns else F.lit(None).cast("binary")
+    raw_bytes = F.coalesce(stored_bytes, F.when(~F.is_valid_utf8("raw_line"), F.col("raw_line").cast("binary")))
+    text = F.make_valid_utf8("raw_line")
+    line = F.when(text.startswith(BOM), F.substr(text, F.lit(2))).otherwise(text)
+    # parse_json reads the first JSON value of a line and ignores whatever follows it. Wrapped in
+    # an array and, separately, as an object's value, a line parses both ways only when it is one
+    # value and whitespace: after the value, "]" breaks the object, "}" the array, "," needs a key
+    # and ":" in the object but no ":" in the array, and anything else breaks both.
+    in_array = F.try_parse_json(F.concat(F.lit("["), F.col("_line"), F.lit("]")))
+    in_object = F.try_parse_json(F.concat(F.lit('{"line":'), F.col("_line"), F.lit("}")))
+    parsed = (
+        bronze.withColumns({"_raw_bytes": raw_bytes, "_text": text, "_line": line})
+        .withColumn("_event", F.when(in_array.isNotNull(), F.try_variant_get(in_object, "$.line", "variant")))
+        .withColumns(
+            {
+                **{f"_{name}": F.try_variant_get("_event", f"$.{name}", "string") for name in RAW_EVENT_FIELDS},
+                **{
+                    f"_{name}_type": F.schema_of_variant(F.try_variant_get("_event", f"$.{name}", "variant"))
+                    for name in RAW_EVENT_FIELDS
+                },
+            }
+        )
     )
     enriched = parsed.join(
         F.broadcast(campaigns.select(F.col("ad_id").alias("_dim_ad_id"), "campaign_id")),
@@ -85,15 +145,25 @@ def classify_ad_events(bronze: DataFrame, campaigns: DataFrame) -> DataFrame:
         "left",
     )
 
-    missing = _fields_where(lambda name: F.coalesce(F.col(f"_{name}_type"), F.lit("VOID")) == "VOID")
+    def blank(column) -> Column:
+        return F.btrim(column, F.lit(JSON_WHITESPACE)) == ""
+
+    def missing_or_blank(name: str) -> Column:
+        kind = F.coalesce(F.col(f"_{name}_type"), F.lit("VOID"))
+        return (kind == "VOID") | ((kind == "STRING") & blank(F.col(f"_{name}")))
+
+    missing = _fields_where(missing_or_blank)
     wrong_type = _fields_where(lambda name: F.col(f"_{name}_type") != "STRING")
-    millis = F.col("_event_time").cast("long")
+    # Only digits reach the cast (and it is a try_cast anyway); 15 digits fit timestamp_millis.
+    millis = F.when(F.col("_event_time").rlike(EVENT_TIME_PATTERN), F.col("_event_time").try_cast("long"))
     event_time = F.timestamp_millis(millis)
+    latest_accepted = F.try_add(F.col("ingested_at"), F.expr(f"INTERVAL {MAX_FUTURE_SKEW}"))
     reason, detail = _first_failure(
         [
-            (~F.is_valid_utf8("raw_line"), Reason.INVALID_UTF8, F.lit(None)),
+            (F.col("_raw_bytes").isNotNull(), Reason.INVALID_UTF8, F.lit(None)),
             (F.octet_length("raw_line") > MAX_LINE_BYTES, Reason.LINE_TOO_LONG, F.octet_length("raw_line").cast("string")),
-            (F.trim("raw_line") == "", Reason.EMPTY_LINE, F.lit(None)),
+            # A null line (a Kafka record without a value) is empty too.
+            (F.coalesce(blank(F.col("_line")), F.lit(True)), Reason.EMPTY_LINE, F.lit(None)),
             (
                 F.col("_event").isNull() | ~F.schema_of_variant("_event").startswith("OBJECT"),
                 Reason.MALFORMED_JSON,
@@ -101,12 +171,8 @@ def classify_ad_events(bronze: DataFrame, campaigns: DataFrame) -> DataFrame:
             ),
             (missing != "", Reason.MISSING_FIELD, missing),
             (wrong_type != "", Reason.WRONG_TYPE, wrong_type),
-            (~F.col("_event_time").rlike(EVENT_TIME_PATTERN), Reason.INVALID_EVENT_TIME, F.col("_event_time")),
-            (
-                event_time > F.col("ingested_at") + F.expr(f"INTERVAL {MAX_FUTURE_SKEW}"),
-                Reason.FUTURE_EVENT_TIME,
-                F.col("_event_time"),
-            ),
+            (millis.isNull(), Reason.INVALID_EVENT_TIME, F.col("_event_time")),
+            (event_time > latest_accepted, Reason.FUTURE_EVENT_TIME, F.col("_event_time")),
             (~F.col("_event_type").isin(*EVENT_TYPES), Reason.UNKNOWN_EVENT_TYPE, F.col("_event_type")),
             (~F.col("_ad_type").isin(*AD_TYPES), Reason.UNKNOWN_AD_TYPE, F.col("_ad_type")),
             (F.col("campaign_id").isNull(), Reason.UNKNOWN_AD, F.col("_ad_id")),
@@ -114,7 +180,7 @@ def classify_ad_events(bronze: DataFrame, campaigns: DataFrame) -> DataFrame:
     )
 
     extra_fields = F.map_filter(
-        F.from_json("raw_line", "map<string,string>"), lambda key, _: ~key.isin(*RAW_EVENT_FIELDS)
+        F.try_variant_get("_event", "$", "map<string,string>"), lambda key, _: ~key.isin(*RAW_EVENT_FIELDS)
     )
     return enriched.select(
         *[F.col(f"_{name}").alias(name) for name in RAW_EVENT_FIELDS if name != "event_time"],
@@ -125,21 +191,31 @@ def classify_ad_events(bronze: DataFrame, campaigns: DataFrame) -> DataFrame:
         "ingested_at",
         F.to_date(event_time).alias("event_date"),
         F.hour(event_time).alias("event_hour"),
-        "raw_line",
+        F.col("_text").alias("raw_line"),
         "ingest_date",
         reason.alias("reason"),
         detail.alias("reason_detail"),
+        F.col("_raw_bytes").alias("raw_bytes"),
     )
+
+side_table(
+    "silver.quarantine_ad_events",
+    written_by="silver.ad_events",
+    role="quarantine",
+    schema=QUARANTINE_SCHEMA,
+    partition_by=["ingest_date"],
+)
+side_table("ops.silver_batch_metrics", written_by="silver.ad_events", role="metrics", schema=BATCH_METRICS_SCHEMA)
 
 
 def valid_ad_events(classified: DataFrame) -> DataFrame:
     """The classified rows that passed every check, in silver's column order."""
-    return classified.filter(F.col("reason").isNull()).select(*SILVER_AD_EVENTS_SCHEMA.fieldNames())
+    return classified.filter(F.col("reason").isNull()).select(*column_names(SCHEMA))
 
 
 def quarantined_ad_events(classified: DataFrame) -> DataFrame:
     """The classified rows that failed a check, with their raw line and reason."""
-    return classified.filter(F.col("reason").isNotNull()).select(*QUARANTINE_AD_EVENTS_SCHEMA.fieldNames())
+    return classified.filter(F.col("reason").isNotNull()).select(*column_names(QUARANTINE_SCHEMA))
 
 
 def deduplicate_ad_events(events: DataFrame) -> DataFrame:

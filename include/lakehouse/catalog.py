@@ -1,0 +1,381 @@
+"""The table catalog: every table of the lakehouse, declared once, beside the function that computes it.
+
+A table is declared by decorating its transform in ``lakehouse/tables/<task>.py`` (the style of
+Spark Declarative Pipelines: the function returns a DataFrame and never writes)::
+
+    @table("gold.ad_type_hourly", upstream=["silver.ad_events"], schema=SCHEMA,
+           partition_by=["event_date"], write=Write.REPLACE_HOURS, batch=True)
+    def ad_type_hourly(silver: DataFrame) -> DataFrame: ...
+
+Everything else derives from these declarations: the DAG's tasks, their order and Assets, the
+job runner, full refresh, the consistency check, the fault harness, the warm-up, the benchmark
+and the tests. The module name is the table's task: the Airflow task id, the Spark app name and
+the argument of ``jobs/run.py``. A table another table's query writes beside it (silver's
+quarantine) is declared with :func:`side_table`.
+
+This module and the table modules import no Spark (the DAG reads the catalog at parse time);
+mistakes that would otherwise fail a run late fail the import here, with a message.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from functools import cache
+from typing import Callable
+
+from lakehouse.config import ConfigError
+
+# Layers in the order data flows through them; ops holds the pipeline's own records.
+LAYERS = ("dims", "bronze", "silver", "gold", "ops")
+TABLES_PACKAGE = "lakehouse.tables"
+
+
+class CatalogError(ConfigError):
+    """A table declaration is inconsistent; the message names the table and what to fix."""
+
+
+class Write(str, Enum):
+    """How a table's query writes it (each kind has its flow in ``lakehouse.flows``)."""
+
+    OVERWRITE = "overwrite"  # the whole table replaced by each run (a small dimension from a file)
+    APPEND = "append"  # new rows appended once per micro-batch (bronze, side outputs)
+    MERGE_NEW = "insert-only merge"  # rows with a new key inserted, in the event hours a batch touches
+    REPLACE_HOURS = "replace hours"  # the event hours a batch touches recomputed from upstream and replaced
+
+
+# The columns each hour-addressed write kind needs: they select and replace whole event hours.
+HOUR_LAYOUTS = {
+    Write.MERGE_NEW: {"partition_by": ("event_date", "event_hour"), "columns": ("event_time",)},
+    Write.REPLACE_HOURS: {"partition_by": ("event_date",), "columns": ("hour_start",)},
+}
+
+# DDL type names -> Spark's JSON type names (the types the tables use; extend as needed).
+_TYPES = {
+    "STRING": "string",
+    "BIGINT": "long",
+    "INT": "integer",
+    "DOUBLE": "double",
+    "BOOLEAN": "boolean",
+    "DATE": "date",
+    "TIMESTAMP": "timestamp",
+    "BINARY": "binary",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # DDL, e.g. BIGINT or MAP<STRING, BIGINT>
+    nullable: bool = True
+
+
+def parse_columns(ddl: str) -> tuple[Column, ...]:
+    """The columns of a DDL schema (``name TYPE [NOT NULL], ...``), parsed without Spark."""
+    parts, depth, current = [], 0, ""
+    for char in ddl:
+        depth += char in "<(" and 1 or char in ">)" and -1 or 0
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    columns = []
+    for part in filter(str.strip, parts):
+        match = re.fullmatch(r"\s*(\w+)\s+(.+?)(\s+NOT\s+NULL)?\s*", part, flags=re.IGNORECASE | re.DOTALL)
+        if not match:
+            raise CatalogError(f"Cannot read column {part.strip()!r} of schema {ddl!r}: expected 'name TYPE [NOT NULL]'")
+        columns.append(Column(match[1], re.sub(r"\s+", " ", match[2].upper()), not match[3]))
+    return tuple(columns)
+
+
+def column_names(ddl: str) -> tuple[str, ...]:
+    """The column names of a DDL schema, in order."""
+    return tuple(column.name for column in parse_columns(ddl))
+
+
+def _json_type(ddl_type: str):
+    map_type = re.fullmatch(r"MAP<\s*(.+?)\s*,\s*(.+?)\s*>", ddl_type)
+    if map_type:
+        key, value = map_type.groups()
+        return {"type": "map", "keyType": _json_type(key), "valueType": _json_type(value), "valueContainsNull": True}
+    if ddl_type not in _TYPES:
+        raise CatalogError(f"Unsupported column type {ddl_type!r}; the catalog knows {', '.join(_TYPES)} and MAP<,>")
+    return _TYPES[ddl_type]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One Delta table: where it sits, what it is computed from, and how it is written."""
+
+    name: str  # layer.table, e.g. gold.campaign_windows
+    schema: str  # DDL
+    write: Write
+    task: str  # the job / DAG task that writes it: the module of its transform
+    upstream: tuple[str, ...] = ()  # tables the transform reads, in argument order
+    source: str | None = None  # what feeds a table with no upstream table (a landing folder, a topic)
+    partition_by: tuple[str, ...] = ()
+    batch: bool = False  # has a batch form: a backfill recomputes its event hours [start, end)
+    key: str | None = None  # MERGE_NEW: the column that identifies a row
+    transform: Callable | None = field(default=None, compare=False)
+    written_by: str | None = None  # a side table: the table whose query writes it
+    role: str | None = None  # a side table's role in that query (e.g. quarantine)
+    lineage: tuple[str, ...] = ()  # columns that may differ between two correct runs (where a row came from)
+    reject: Callable | None = field(default=None, compare=False)  # OVERWRITE: rows that make the input unusable
+
+    @property
+    def layer(self) -> str:
+        return self.name.split(".")[0]
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        return parse_columns(self.schema)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return column_names(self.schema)
+
+    @property
+    def streamed(self) -> bool:
+        """Written by a streaming query with a checkpoint (everything but a file snapshot)."""
+        return self.write is not Write.OVERWRITE and not (self.written_by and get(self.written_by).write is Write.OVERWRITE)
+
+    @property
+    def asset_uri(self) -> str:
+        """The table's Airflow Asset."""
+        return f"delta://{self.name}"
+
+    def spark_schema(self):
+        """The schema as a Spark ``StructType`` (imports pyspark: runtime only)."""
+        from pyspark.sql.types import StructType
+
+        fields = [
+            {"name": c.name, "type": _json_type(c.type), "nullable": c.nullable, "metadata": {}} for c in self.columns
+        ]
+        return StructType.fromJson({"type": "struct", "fields": fields})
+
+    def hours_predicate(self, hours) -> str:
+        """The Delta predicate that selects ``hours`` (a :class:`lakehouse.hours.HourRange`) of this table."""
+        if "event_hour" in self.partition_by:
+            return hours.silver_predicate()
+        return hours.gold_predicate()
+
+    @property
+    def hour_sql(self) -> str:
+        """SQL for the event hour a row belongs to (reports per hour)."""
+        return "hour_start" if "hour_start" in self.column_names else "date_trunc('HOUR', event_time)"
+
+
+_DECLARED: dict[str, Table] = {}
+
+
+def _declare(entry: Table) -> Table:
+    if entry.name in _DECLARED:
+        raise CatalogError(f"Table {entry.name} is declared twice (in {_DECLARED[entry.name].task} and {entry.task})")
+    _DECLARED[entry.name] = entry
+    return entry
+
+
+def table(
+    name: str,
+    *,
+    schema: str,
+    write: Write,
+    upstream: list[str] | tuple[str, ...] = (),
+    source: str | None = None,
+    partition_by: list[str] | tuple[str, ...] = (),
+    batch: bool = False,
+    key: str | None = None,
+    lineage: list[str] | tuple[str, ...] = (),
+    reject: Callable | None = None,
+) -> Callable:
+    """Declare the table that the decorated function computes from its upstream tables (or source)."""
+
+    def register(transform: Callable) -> Callable:
+        _declare(
+            Table(
+                name=name, schema=schema, write=write, task=transform.__module__.rsplit(".", 1)[-1],
+                upstream=tuple(upstream), source=source, partition_by=tuple(partition_by), batch=batch,
+                key=key, transform=transform, lineage=tuple(lineage), reject=reject,
+            )  # fmt: skip
+        )
+        return transform
+
+    return register
+
+
+def side_table(
+    name: str, *, written_by: str, role: str, schema: str, partition_by: list[str] | tuple[str, ...] = ()
+) -> Table:
+    """Declare a table that ``written_by``'s query appends to beside its own (e.g. its quarantine)."""
+    return _declare(
+        Table(name=name, schema=schema, write=Write.APPEND, task="", partition_by=tuple(partition_by),
+              written_by=written_by, role=role)  # fmt: skip
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Reading the catalog
+
+
+@cache
+def _load() -> dict[str, Table]:
+    """Import every table module once, check the declarations, and order tables upstream-first."""
+    package = importlib.import_module(TABLES_PACKAGE)
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{TABLES_PACKAGE}.{module.name}")
+    _check(_DECLARED)
+    # A side table belongs to the task of the table whose query writes it.
+    for name, entry in list(_DECLARED.items()):
+        if entry.written_by:
+            _DECLARED[name] = replace(entry, task=_DECLARED[entry.written_by].task)
+    return {name: _DECLARED[name] for name in _topological(_DECLARED)}
+
+
+def tables() -> list[Table]:
+    """Every table, upstream tables first."""
+    return list(_load().values())
+
+
+def get(name: str) -> Table:
+    """The table ``name`` (``layer.table``); an unknown name fails with the known ones."""
+    catalog = _load()
+    if name not in catalog:
+        raise ConfigError(f"Unknown table {name!r}; known tables: {', '.join(catalog)}")
+    return catalog[name]
+
+
+def tasks() -> list[Table]:
+    """The tables that have a query of their own (one job, one DAG task each), upstream first."""
+    return [entry for entry in tables() if entry.written_by is None]
+
+
+def task(name: str) -> Table:
+    """The table written by task ``name`` (``gold_campaign_windows``), or by table name."""
+    for entry in tasks():
+        if name in (entry.task, entry.name):
+            return entry
+    raise ConfigError(f"Unknown task {name!r}; known tasks: {', '.join(t.task for t in tasks())}")
+
+
+def written_by_task(entry: Table) -> list[Table]:
+    """The tables a task's query writes: its own, then its side tables."""
+    return [entry, *(t for t in tables() if t.written_by == entry.name)]
+
+
+def side(entry: Table, role: str) -> Table:
+    """The side table of ``entry`` with ``role`` (e.g. its quarantine)."""
+    for candidate in tables():
+        if candidate.written_by == entry.name and candidate.role == role:
+            return candidate
+    raise CatalogError(f"{entry.name} declares no side table with role {role!r}")
+
+
+def upstream_tasks(entry: Table) -> list[Table]:
+    """The tasks whose tables ``entry`` reads."""
+    return [task(get(name).written_by or name) for name in entry.upstream]
+
+
+def downstream(name: str) -> list[Table]:
+    """Every table computed, directly or not, from ``name`` (its side tables included), upstream first."""
+    found = {name}
+    for entry in tables():
+        if entry.written_by in found or found & set(entry.upstream):
+            found.add(entry.name)
+    return [entry for entry in tables() if entry.name in found and entry.name != name]
+
+
+def batch_tables() -> list[Table]:
+    """The tables a backfill recomputes, upstream first."""
+    return [entry for entry in tables() if entry.batch]
+
+
+def data_tables_of(layer: str) -> list[Table]:
+    """A layer's streamed data tables (not the ops records)."""
+    return [entry for entry in tables() if entry.layer == layer and entry.streamed]
+
+
+# --------------------------------------------------------------------------------------------
+# Checks at import time
+
+
+def _check(declared: dict[str, Table]) -> None:
+    for entry in declared.values():
+        where = f"{entry.name} (lakehouse/tables/{entry.task or declared.get(entry.written_by, entry).task}.py)"
+        if entry.layer not in LAYERS or not re.fullmatch(r"[a-z]+\.[a-z_]+", entry.name):
+            raise CatalogError(f"{where}: a table name is <layer>.<table> with layer one of {', '.join(LAYERS)}")
+        names = entry.column_names
+        for column in entry.columns:
+            _json_type(column.type)
+        missing = [c for c in (*entry.partition_by, *entry.lineage, *([entry.key] if entry.key else [])) if c not in names]
+        if missing:
+            raise CatalogError(f"{where}: partition, key or lineage column(s) {missing} are not in its schema")
+        for name in entry.upstream:
+            if name not in declared:
+                raise CatalogError(f"{where}: upstream table {name!r} is not declared; known: {', '.join(declared)}")
+        if entry.written_by is not None:
+            writer = declared.get(entry.written_by)
+            if writer is None or writer.written_by is not None:
+                raise CatalogError(f"{where}: written_by {entry.written_by!r} is not a table with a query of its own")
+        elif not entry.upstream and not entry.source:
+            raise CatalogError(f"{where}: a table needs upstream tables or a source")
+        layout = HOUR_LAYOUTS.get(entry.write)
+        if layout:
+            needed = [c for c in (*layout["partition_by"], *layout["columns"]) if c not in names]
+            if needed or entry.partition_by != layout["partition_by"]:
+                raise CatalogError(
+                    f"{where}: a {entry.write.value} table must be partitioned by {list(layout['partition_by'])} "
+                    f"and have the column(s) {list(layout['columns'])} that select whole event hours "
+                    f"(missing: {needed or 'the partitioning'})"
+                )
+        if entry.write is Write.MERGE_NEW and not entry.key:
+            raise CatalogError(f"{where}: an {entry.write.value} table needs key=<column>")
+        if entry.batch and not layout:
+            raise CatalogError(f"{where}: only hour-addressed tables ({', '.join(w.value for w in HOUR_LAYOUTS)}) have a batch form")
+    tasks_seen: dict[str, str] = {}
+    for entry in declared.values():
+        if entry.written_by is None:
+            if entry.task in tasks_seen:
+                raise CatalogError(f"Module {entry.task} declares two tables with queries ({tasks_seen[entry.task]}, {entry.name})")
+            tasks_seen[entry.task] = entry.name
+
+
+def _topological(declared: dict[str, Table]) -> list[str]:
+    """Names ordered so every table comes after its upstream tables and its writer; fails on a cycle."""
+    order: list[str] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            raise CatalogError(f"Tables depend on each other in a cycle: {' -> '.join((*path, name))}")
+        state[name] = "visiting"
+        entry = declared[name]
+        for before in (*entry.upstream, *([entry.written_by] if entry.written_by else [])):
+            visit(before, (*path, name))
+        state[name] = "done"
+        order.append(name)
+
+    for name in sorted(declared, key=lambda n: (LAYERS.index(n.split(".")[0]) if n.split(".")[0] in LAYERS else 99, n)):
+        visit(name, ())
+    return order
+
+
+def describe() -> str:
+    """The catalog as a table for people: one line per table."""
+    lines = [f"{'table':<30} {'task':<24} {'write':<18} {'batch':<5} upstream"]
+    for entry in tables():
+        upstream = ", ".join(entry.upstream) or (f"written by {entry.written_by}" if entry.written_by else entry.source)
+        lines.append(f"{entry.name:<30} {entry.task:<24} {entry.write.value:<18} {'yes' if entry.batch else '':<5} {upstream}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    from lakehouse import catalog  # the table modules register in the imported module, not in __main__
+
+    print(catalog.describe())

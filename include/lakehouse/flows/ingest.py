@@ -1,0 +1,114 @@
+"""APPEND tables fed by a source: every new landing line or Kafka record, appended raw (bronze).
+
+A streaming query with trigger(availableNow=True) reads what arrived since its checkpoint (new
+files, or new records of every partition of the topic), appends it, and stops. The Delta sink
+records each micro-batch id in the table's log, so a batch replayed after a crash is not
+appended twice. Both sources append to the one table; each has its own checkpoint in the table's
+current generation N (``checkpoints/bronze/ad_events/gen=N`` for files,
+``.../ad_events/kafka/<topic>/gen=N`` for Kafka), so switching source or topic never reuses
+another's offsets, and a full refresh moves both to N+1.
+
+Kafka: the bootstrap servers come from --kafka-bootstrap-servers, else $KAFKA_BOOTSTRAP_SERVERS.
+A new checkpoint starts at the earliest retained offset; each micro-batch reads at most
+--max-offsets-per-trigger records. Before reading anything the job fails fast when the brokers
+do not answer (after ~10 s, saying the task will retry) or the topic does not exist.
+
+failOnDataLoss is true, deliberately: when records the checkpoint has not read yet are gone
+(aged out of retention, deleted, the topic deleted or recreated, partitions removed), the job
+stops with an error naming the table, the checkpoint and the remedy instead of silently skipping
+them. An operator decides: restore the data, or accept the loss and do a full refresh of the
+layer, which empties it and the layers after it and moves to checkpoint generation N+1: the next
+run re-reads the landing files and the topic from its earliest retained offset. Records the
+topic no longer holds are then gone from bronze too: with Kafka, bronze is the only full copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pyspark.errors import StreamingQueryException
+
+from lakehouse.catalog import Table
+from lakehouse.config import ConfigError
+from lakehouse.kafka_settings import (
+    DEFAULT_MAX_OFFSETS_PER_TRIGGER,
+    DEFAULT_TOPIC,
+    SOURCES,
+    kafka_checkpoint,
+    resolve_bootstrap_servers,
+    validate_topic,
+)
+from lakehouse.runtime import JobArgs, run_available_now
+from lakehouse.sources import (
+    KafkaUnavailableError,
+    kafka_lines_stream,
+    kafka_source_changed,
+    kafka_unavailable,
+    landing_lines_stream,
+    require_kafka_topic,
+)
+from lakehouse.spark import build_spark_session
+
+# None: the Delta sink commits by itself (the fault harness kills bronze at random moments only).
+FAULT_POINTS = ()
+
+
+def source_options() -> argparse.ArgumentParser:
+    """The options only a source-fed table has; the runner parses the rest."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--source", choices=SOURCES, default="files")
+    parser.add_argument("--kafka-bootstrap-servers", help="default: $KAFKA_BOOTSTRAP_SERVERS")
+    parser.add_argument("--kafka-topic", default=DEFAULT_TOPIC)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=DEFAULT_MAX_OFFSETS_PER_TRIGGER)
+    return parser
+
+
+def run(table: Table, args: JobArgs, source: argparse.Namespace) -> dict:
+    target = args.lakehouse.table(table.name)
+    generation = args.generation_of(target)
+    if source.source == "kafka":
+        servers, topic = resolve_bootstrap_servers(source.kafka_bootstrap_servers), validate_topic(source.kafka_topic)
+        if source.max_offsets_per_trigger < 1:
+            raise ConfigError("--max-offsets-per-trigger must be >= 1")
+        require_kafka_topic(servers, topic)  # before any JVM starts: a down broker fails in seconds
+        checkpoint = kafka_checkpoint(target, topic, generation)
+        spark = build_spark_session(table.task)
+        lines = kafka_lines_stream(spark, servers, topic, source.max_offsets_per_trigger)
+    else:
+        checkpoint = target.checkpoint(generation)
+        spark = build_spark_session(table.task)
+        lines = landing_lines_stream(spark, args.lakehouse.landing(table.source), args.max_files_per_trigger)
+
+    # mergeSchema: a table created before columns were added at its end (the Kafka lineage)
+    # gains them; the transform's output is the declared schema, so nothing else can slip in.
+    writer = (
+        table.transform(lines)
+        .writeStream.format("delta")
+        .outputMode("append")
+        .option("mergeSchema", "true")
+        .partitionBy(*table.partition_by)
+    )
+    try:
+        return run_available_now(writer.option("path", target.path), checkpoint, name=table.name)
+    except StreamingQueryException as error:
+        if source.source != "kafka":
+            raise
+        reason = kafka_source_changed(error)
+        if reason:
+            raise ConfigError(
+                f"{table.name}: topic {topic!r} on {servers} no longer matches checkpoint {checkpoint} "
+                f"({reason}). Records it had not read yet are gone: aged out of retention or deleted, or the "
+                "topic was deleted, recreated or lost partitions. Nothing was skipped (failOnDataLoss=true): "
+                f"restore the data, or accept the loss and do a full refresh of {table.layer} (spark-submit "
+                f"jobs/full_refresh.py --layer {table.layer}, or the DAG's full_refresh={table.layer}): it empties "
+                f"{table.layer} and the layers after it and moves to checkpoint generation "
+                f"{target.current_generation() + 1}, whose first run re-reads the landing files and the topic "
+                "from its earliest retained offset."
+            ) from error
+        if kafka_unavailable(error):
+            raise KafkaUnavailableError(
+                f"{table.name}: Kafka brokers {servers} stopped answering during the run "
+                f"({error.getMessage()[:300]}). What was committed stays committed; the task fails now and will "
+                f"retry from checkpoint {checkpoint}."
+            ) from error
+        raise

@@ -1,0 +1,55 @@
+"""Full refresh: rebuild a layer, and every layer computed from it, from upstream.
+
+Usage:
+    spark-submit --jars "$(ls .jars/*.jar | paste -sd,)" jobs/full_refresh.py --layer silver [--lakehouse-root DIR]
+
+For the layer's tables and their downstream tables it empties each table (a Delta DELETE: the
+old rows stay readable by time travel until VACUUM) and moves the table's streaming writer to a
+new checkpoint generation (``checkpoints/<layer>/<table>/gen=N+1``). The old checkpoint folder is
+kept aside, not deleted, and the Delta transaction app ids carry the generation, so the rebuilt
+query's batch ids (which restart at 0) are not mistaken for ones already written. The next
+incremental run then re-reads its source from the beginning.
+"""
+
+import argparse
+
+from lakehouse import catalog
+from lakehouse.config import ConfigError, Lakehouse
+from lakehouse.runtime import log
+from lakehouse.spark import build_spark_session
+
+REFRESHABLE_LAYERS = ("bronze", "silver", "gold")
+
+
+def tables_to_refresh(layer: str) -> list[str]:
+    """The layer's streamed data tables and every table computed from them, upstream first (ops records stay)."""
+    if layer not in REFRESHABLE_LAYERS:
+        raise ConfigError(f"Unknown layer {layer!r}: choose one of {', '.join(REFRESHABLE_LAYERS)}")
+    names = {entry.name for entry in catalog.data_tables_of(layer)}
+    for name in list(names):
+        names |= {entry.name for entry in catalog.downstream(name)}
+    return [entry.name for entry in catalog.tables() if entry.name in names and entry.layer != "ops"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
+    parser.add_argument("--layer", required=True, help=", ".join(REFRESHABLE_LAYERS))
+    args = parser.parse_args(argv)
+    lakehouse = Lakehouse.from_env(args.lakehouse_root)
+    names = tables_to_refresh(args.layer)
+    spark = build_spark_session("full_refresh")
+
+    from delta.tables import DeltaTable
+
+    for name in names:
+        table = lakehouse.table(name)
+        if DeltaTable.isDeltaTable(spark, table.path):
+            DeltaTable.forPath(spark, table.path).delete()
+        if catalog.get(name).written_by is None:  # a side table lives under its writer's checkpoint
+            old = table.current_generation()
+            new = table.start_new_generation()
+            log.info("%s emptied; checkpoint generation %d -> %d (kept: %s)", name, old, new, table.checkpoint(old))
+        else:
+            log.info("%s emptied", name)
+

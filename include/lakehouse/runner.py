@@ -1,0 +1,53 @@
+"""Run one table's job: the catalog says what the table is, its write kind which flow writes it.
+
+Usage (``jobs/run.py`` is the spark-submit entry point; the task is the table's module name):
+    spark-submit --jars "$(ls .jars/*.jar | paste -sd,)" jobs/run.py <task> [--lakehouse-root DIR] [--generation N]
+    spark-submit ... jobs/run.py <task> --mode batch --start 2026-11-20T00:00Z --end 2026-11-20T03:00Z
+    spark-submit ... jobs/run.py bronze_ad_events --source kafka [--kafka-bootstrap-servers HOST:PORT] \\
+        [--kafka-topic ysb-ad-events] [--max-offsets-per-trigger N] [--max-files-per-trigger N]
+
+Tasks: every table of the catalog with a query of its own (``python -m lakehouse.catalog``
+lists them). Incremental mode runs the table's streaming query with availableNow; batch mode
+(tables with a batch form) recomputes the event hours [start, end).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from lakehouse import catalog
+from lakehouse.catalog import Write
+from lakehouse.config import ConfigError
+from lakehouse.runtime import log, parse_job_args
+
+FLOWS = {
+    Write.OVERWRITE: "lakehouse.flows.snapshot",
+    Write.APPEND: "lakehouse.flows.ingest",
+    Write.MERGE_NEW: "lakehouse.flows.merge",
+    Write.REPLACE_HOURS: "lakehouse.flows.recompute",
+}
+
+
+def flow(table: catalog.Table):
+    """The module that writes tables of ``table``'s write kind (its ``run`` and batch ``recompute``)."""
+    return importlib.import_module(FLOWS[table.write])
+
+
+def run(task: str, argv: list[str]) -> dict:
+    """Run task ``task`` (a table's module name, or the table's name) with job arguments ``argv``."""
+    table = catalog.task(task)
+    flow_module = flow(table)
+    description = f"{table.name}: {flow_module.__doc__.splitlines()[0]}"
+    if table.write is Write.APPEND:
+        source, rest = flow_module.source_options().parse_known_args(argv)
+        return flow_module.run(table, parse_job_args(description, rest, batch=False), source)
+    return flow_module.run(table, parse_job_args(description, argv, batch=table.batch))
+
+
+def main(argv: list[str]) -> dict:
+    if not argv or argv[0].startswith("-"):
+        tasks = ", ".join(entry.task for entry in catalog.tasks())
+        raise ConfigError(f"usage: jobs/run.py <task> [options]; tasks: {tasks}")
+    summary = run(argv[0], argv[1:])
+    log.info("%s done: %s", argv[0], summary)
+    return summary
