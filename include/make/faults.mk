@@ -3,9 +3,10 @@
 # that bronze, silver, the quarantine and gold hold every row exactly once (include/lakehouse/
 # fault_injection.py). One trial runs 8 spark-submits: minutes on a 2-core machine.
 #   make faults TRIALS=10 FAULTS_ARGS="--seed 7 --report faults.json"
-# A long run can be stopped and continued: the trials already in the report are kept. The 100-trial
-# run's report is committed, so the figure can be checked (or the run continued) from a clone:
-#   make faults TRIALS=100 FAULTS_ARGS="--seed 1 --report bench/results/fault-injection-seed1.json --resume"
+# A long run can be stopped and continued: the trials already in the report are kept. Reports
+# live under .local/faults/ (git-ignored: the 100-trial report is 400 KB of per-trial detail);
+# the 100-trial run is continued, or rerun from a clone, with:
+#   make faults TRIALS=100 FAULTS_ARGS="--seed 1 --report .local/faults/fault-injection-seed1.json --resume"
 
 TRIALS      ?= 3
 FAULTS_ARGS ?=
