@@ -20,6 +20,8 @@ def landing_lines_stream(spark: SparkSession, landing_dir: str, max_files_per_tr
 
     The file source remembers every file it has read in its checkpoint, so a rerun reads only
     files that appeared since. Hidden (``.``-prefixed) temporary files are ignored until renamed.
+    A file is read whatever its modification time: one copied in late with an old mtime (a
+    re-delivered hour, a restored backup) is new data, not something to skip.
     """
     if not Path(landing_dir).is_dir():
         raise ConfigError(
@@ -29,6 +31,11 @@ def landing_lines_stream(spark: SparkSession, landing_dir: str, max_files_per_tr
     lines = (
         spark.readStream.format("text")
         .option("maxFilesPerTrigger", max_files_per_trigger)
+        # The default, 7 days, silently never reads a file whose mtime is more than 7 days older
+        # than the newest file seen; 100000 days is never. The source then keeps every file it
+        # has read in memory, as its checkpoint log already does. (latestFirst stays false: with
+        # it, maxFilesPerTrigger would also disable the age limit, but read newest files first.)
+        .option("maxFileAge", "100000d")
         .load(f"{landing_dir}/*/*/*.jsonl")
     )
     return lines.select(

@@ -9,7 +9,8 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse.schemas import CAMPAIGNS_SCHEMA, QUARANTINE_AD_EVENTS_SCHEMA, SILVER_AD_EVENTS_SCHEMA
+from lakehouse import catalog
+from lakehouse.tables.bronze_ad_events import bronze_ad_events
 from lakehouse.tables.silver_ad_events import (
     classify_ad_events,
     deduplicate_ad_events,
@@ -20,6 +21,8 @@ from lakehouse.tables.silver_ad_events import (
 INGESTED = datetime(2026, 11, 20, 10, 30)
 # The bronze columns silver reads (bronze has more, e.g. Kafka lineage, which silver ignores).
 BRONZE_COLUMNS = "raw_line string, source_file string, ingested_at timestamp, ingest_date date"
+# What each quarantined line must keep, whatever else the quarantine table holds.
+QUARANTINE_COLUMNS = "raw_line string, reason string, reason_detail string, source_file string, ingested_at timestamp, ingest_date date"
 TEN_AM_MS = 1795168800000  # 2026-11-20T10:00:00Z
 
 
@@ -40,13 +43,17 @@ def event(**overrides) -> str:
 
 @pytest.fixture
 def campaigns(spark):
-    return spark.createDataFrame([("ad-1", "camp-1"), ("ad-2", "camp-2")], CAMPAIGNS_SCHEMA)
+    return spark.createDataFrame([("ad-1", "camp-1"), ("ad-2", "camp-2")], "ad_id string, campaign_id string")
 
 
 def bronze(spark, *lines):
     return spark.createDataFrame(
         [(line, "file:/landing/part-0.jsonl", INGESTED, INGESTED.date()) for line in lines], BRONZE_COLUMNS
     )
+
+
+def quarantine_columns(frame):
+    return frame.select(*[column.split()[0] for column in QUARANTINE_COLUMNS.split(", ")])
 
 
 def test_valid_events_are_typed_and_enriched(spark, campaigns):
@@ -63,61 +70,167 @@ def test_valid_events_are_typed_and_enriched(spark, campaigns):
             ("e-2", "u-1", "p-1", "ad-2", "banner", "click", datetime(2026, 11, 20, 9, 59, 59, 999000), "10.0.0.1",
              "camp-2", None, "file:/landing/part-0.jsonl", INGESTED, date(2026, 11, 20), 9),
         ],
-        SILVER_AD_EVENTS_SCHEMA,
+        catalog.get("silver.ad_events").spark_schema(),
     )  # fmt: skip
     assertDataFrameEqual(valid_ad_events(classified), expected)
     assert quarantined_ad_events(classified).count() == 0
 
 
-@pytest.mark.parametrize(
-    ("line", "reason", "detail"),
-    [
-        ("", "empty_line", None),
-        ("   ", "empty_line", None),
-        ('{"event_id": "e-1", "user_id": ', "malformed_json", None),
-        ("this is not json", "malformed_json", None),
-        ('[{"event_id": "e-1"}]', "malformed_json", None),
-        ('"just a string"', "malformed_json", None),
-        (event()[:-40], "malformed_json", None),  # truncated
-        (event(user_id=None).replace('"page_id"', '"user_id": null, "page_id"'), "missing_required_field", "user_id"),
-        (event().replace('"u-1"', "42"), "wrong_field_type", "user_id"),
-        (event().replace(f'"{TEN_AM_MS + 1234}"', str(TEN_AM_MS + 1234)), "wrong_field_type", "event_time"),
-        (event().replace('"view"', '["view"]'), "wrong_field_type", "event_type"),
-        (event(event_type=None), "missing_required_field", "event_type"),
-        (event(ad_id=None, event_time=None), "missing_required_field", "ad_id,event_time"),
-        (event(event_time="yesterday"), "invalid_event_time", "yesterday"),
-        (event(event_time="-5"), "invalid_event_time", "-5"),
-        (event(event_time=str(TEN_AM_MS + 3 * 86_400_000)), "event_time_in_future", str(TEN_AM_MS + 3 * 86_400_000)),
-        (event(event_type="hover"), "unknown_event_type", "hover"),
-        (event(ad_type="popup"), "unknown_ad_type", "popup"),
-        (event(ad_id="ad-9"), "unknown_ad_id", "ad-9"),
-    ],
-)
-def test_bad_lines_are_quarantined_with_raw_line_and_reason(spark, campaigns, line, reason, detail):
-    classified = classify_ad_events(bronze(spark, line), campaigns)
+ISO_TIME = "2026-11-20T00:00:05+01:00"
+
+
+# (line, reason, reason_detail) of each kind of bad line.
+BAD_LINES = [
+    ("", "empty_line", None),
+    ("   ", "empty_line", None),
+    (" \t\r\n ", "empty_line", None),
+    ("\ufeff", "empty_line", None),
+    ('{"event_id": "e-1", "user_id": ', "malformed_json", None),
+    ("this is not json", "malformed_json", None),
+    ('[{"event_id": "e-1"}]', "malformed_json", None),
+    ('"just a string"', "malformed_json", None),
+    ("\x0b" + event(), "malformed_json", None),  # a vertical tab is not JSON whitespace
+    (event()[:-40], "malformed_json", None),  # truncated
+    # Text after the object: a second object, garbage, or a closing bracket or brace.
+    (event() + event(event_id="e-2"), "malformed_json", None),
+    (event() + " x", "malformed_json", None),
+    (event() + "]", "malformed_json", None),
+    (event() + "}", "malformed_json", None),
+    (event() + "," + event(event_id="e-2"), "malformed_json", None),
+    (event() + ',"more": 1}', "malformed_json", None),
+    (event() + "\x00", "malformed_json", None),
+    (event()[:-1] + ', "event_id": "e-2"}', "malformed_json", None),  # duplicate key
+    (event()[:-1] + ', "x": {"k": 1, "k": 2}}', "malformed_json", None),  # duplicate key, nested
+    (event()[:-1] + ', "x": "\\ud800"}', "malformed_json", None),  # an escaped lone surrogate
+    (event(user_id=None).replace('"page_id"', '"user_id": null, "page_id"'), "missing_required_field", "user_id"),
+    (event(event_id=""), "missing_required_field", "event_id"),
+    (event(event_id=" \t"), "missing_required_field", "event_id"),
+    (event(ad_id="", event_time="\n"), "missing_required_field", "ad_id,event_time"),
+    (event().replace('"u-1"', "42"), "wrong_field_type", "user_id"),
+    (event().replace('"u-1"', "true"), "wrong_field_type", "user_id"),
+    (event().replace('"u-1"', '{"id": "u-1"}'), "wrong_field_type", "user_id"),
+    (event().replace(f'"{TEN_AM_MS + 1234}"', str(TEN_AM_MS + 1234)), "wrong_field_type", "event_time"),
+    (event().replace(f'"{TEN_AM_MS + 1234}"', "1795168801234.0"), "wrong_field_type", "event_time"),
+    (event().replace(f'"{TEN_AM_MS + 1234}"', "1e400"), "wrong_field_type", "event_time"),
+    (event().replace('"view"', '["view"]'), "wrong_field_type", "event_type"),
+    (event(event_type=None), "missing_required_field", "event_type"),
+    (event(ad_id=None, event_time=None), "missing_required_field", "ad_id,event_time"),
+    # event_time is epoch millis as 1 to 15 ASCII digits in a JSON string, nothing else.
+    (event(event_time="yesterday"), "invalid_event_time", "yesterday"),
+    (event(event_time=ISO_TIME), "invalid_event_time", ISO_TIME),
+    (event(event_time="2026-11-20T00:00:05Z"), "invalid_event_time", "2026-11-20T00:00:05Z"),
+    (event(event_time="-5"), "invalid_event_time", "-5"),
+    (event(event_time="+5"), "invalid_event_time", "+5"),
+    (event(event_time="1795168801234.5"), "invalid_event_time", "1795168801234.5"),
+    (event(event_time="1.7e12"), "invalid_event_time", "1.7e12"),
+    (event(event_time="123\n"), "invalid_event_time", "123\n"),
+    (event(event_time=" 123"), "invalid_event_time", " 123"),
+    (event(event_time="١٢٣"), "invalid_event_time", "١٢٣"),  # Arabic-Indic digits
+    (event(event_time="9" * 16), "invalid_event_time", "9" * 16),
+    (event(event_time="9" * 400), "invalid_event_time", "9" * 400),
+    (event(event_time="9" * 15), "event_time_in_future", "9" * 15),  # year 33658, no overflow
+    (event(event_time=str(TEN_AM_MS + 3 * 86_400_000)), "event_time_in_future", str(TEN_AM_MS + 3 * 86_400_000)),
+    (event(event_type="hover"), "unknown_event_type", "hover"),
+    (event(ad_type="popup"), "unknown_ad_type", "popup"),
+    (event(ad_id="ad-9"), "unknown_ad_id", "ad-9"),
+]
+
+
+def test_bad_lines_are_quarantined_with_raw_line_and_reason(spark, campaigns):
+    """Every kind of bad line, in one batch: no expression may fail the batch (ANSI mode is on)."""
+    classified = classify_ad_events(bronze(spark, *[line for line, _, _ in BAD_LINES]), campaigns)
 
     expected = spark.createDataFrame(
-        [(line, reason, detail, "file:/landing/part-0.jsonl", INGESTED, INGESTED.date())],
-        QUARANTINE_AD_EVENTS_SCHEMA,
+        [(line, reason, detail, "file:/landing/part-0.jsonl", INGESTED, INGESTED.date()) for line, reason, detail in BAD_LINES],
+        QUARANTINE_COLUMNS,
     )
-    assertDataFrameEqual(quarantined_ad_events(classified), expected)
+    assertDataFrameEqual(quarantine_columns(quarantined_ad_events(classified)), expected)
     assert valid_ad_events(classified).count() == 0
+    # Every column is computed, year 33658 included (as strings: that is beyond Python's datetime).
+    computed = classified.select(*[F.col(c).cast("string") for c in ("event_time", "event_date", "event_hour")])
+    assert len(computed.collect()) == len(BAD_LINES)
+
+
+def test_lines_with_a_bom_whitespace_or_braces_in_strings_are_valid(spark, campaigns):
+    lines = [
+        "\ufeff" + event(event_id="e-bom"),  # a Kafka record, or a file appended to another
+        event(event_id="e-ws") + "  \t\r",
+        "\r\n " + event(event_id="e-lead"),
+        event(event_id="e-braces", page_id='}{"]["'),
+        event(event_id="e-nested")[:-1] + ', "x": {"y": [{"z": "}"}, []], "e": {}}}',
+    ]
+    classified = classify_ad_events(bronze(spark, *lines), campaigns)
+
+    assert quarantine_columns(quarantined_ad_events(classified)).collect() == []
+    valid = valid_ad_events(classified).select("event_id", "page_id", "rescued_data")
+    expected = spark.createDataFrame(
+        [
+            ("e-bom", "p-1", None),
+            ("e-ws", "p-1", None),
+            ("e-lead", "p-1", None),
+            ("e-braces", '}{"]["', None),
+            ("e-nested", "p-1", '{"x":"{\\"e\\":{},\\"y\\":[{\\"z\\":\\"}\\"},[]]}"}'),
+        ],
+        "event_id string, page_id string, rescued_data string",
+    )
+    assertDataFrameEqual(valid, expected)
+
+
+def test_empty_event_ids_do_not_collapse_into_one_event(spark, campaigns):
+    lines = [event(event_id="", user_id="u-1"), event(event_id="", user_id="u-2")]
+    classified = classify_ad_events(bronze(spark, *lines), campaigns)
+
+    assert deduplicate_ad_events(valid_ad_events(classified)).count() == 0
+    assert [r.reason for r in quarantined_ad_events(classified).collect()] == ["missing_required_field"] * 2
+
+
+def valid_text(line: bytes) -> bytes:
+    """The line with each invalid UTF-8 sequence replaced by U+FFFD."""
+    return line.decode("utf-8", errors="replace").encode()
 
 
 def test_lines_that_are_not_utf8_or_too_long_are_quarantined_raw(spark, campaigns):
+    """Invalid UTF-8 keeps its exact bytes in raw_bytes; every text column is valid UTF-8."""
     invalid_utf8 = event().encode().replace(b"u-1", b"u-\xff\xfe")
+    truncated_bom = b"\xef\xbb" + event(event_id="e-2").encode()
     too_long = event(page_id="p" * (1024 * 1024)).encode()
-    rows = spark.createDataFrame(
-        [(invalid_utf8.hex(), "f", INGESTED, INGESTED.date()), (too_long.hex(), "f", INGESTED, INGESTED.date())],
+    # Old bronze rows (before raw_bytes existed) hold the bytes in raw_line; new ones come from
+    # bronze_ad_events, which makes raw_line valid and keeps the bytes in raw_bytes.
+    old_bronze = spark.createDataFrame(
+        [(line.hex(), "f", INGESTED, INGESTED.date()) for line in (invalid_utf8, too_long)],
         "hex string, source_file string, ingested_at timestamp, ingest_date date",
+    ).select(F.unhex("hex").cast("string").alias("raw_line"), "source_file", "ingested_at", "ingest_date")
+    new_bronze = bronze_ad_events(
+        spark.createDataFrame(
+            [(line.hex(), "f", INGESTED) for line in (invalid_utf8, truncated_bom)],
+            "hex string, source_file string, ingested_at timestamp",
+        ).select(F.unhex("hex").cast("string").alias("value"), "source_file", "ingested_at")
     )
-    lines = rows.select(F.unhex("hex").cast("string").alias("raw_line"), "source_file", "ingested_at", "ingest_date")
+    bronze_rows = new_bronze.select(F.hex(F.col("raw_line").cast("binary")).alias("line"), F.hex("raw_bytes").alias("b"))
+    assert sorted((bytes.fromhex(r.line), r.b and bytes.fromhex(r.b)) for r in bronze_rows.collect()) == sorted(
+        [(valid_text(invalid_utf8), invalid_utf8), (valid_text(truncated_bom), truncated_bom)]
+    )
 
-    quarantined = quarantined_ad_events(classify_ad_events(lines, campaigns))
-    rows = quarantined.select(F.hex(F.col("raw_line").cast("binary")).alias("hex"), "reason", "reason_detail").collect()
-    assert sorted((r.hex.lower(), r.reason, r.reason_detail) for r in rows) == sorted(
-        [(invalid_utf8.hex(), "invalid_utf8", None), (too_long.hex(), "line_too_long", str(len(too_long)))]
+    both = old_bronze.unionByName(new_bronze.select(*old_bronze.columns, "raw_bytes"), allowMissingColumns=True)
+    classified = classify_ad_events(both, campaigns)
+    rows = classified.select(
+        F.hex(F.col("raw_line").cast("binary")).alias("line"), F.hex("raw_bytes").alias("b"), "reason", "reason_detail"
+    ).collect()
+    assert sorted((bytes.fromhex(r.line), r.b and bytes.fromhex(r.b), r.reason, r.reason_detail) for r in rows) == sorted(
+        [
+            (valid_text(invalid_utf8), invalid_utf8, "invalid_utf8", None),
+            (too_long, None, "line_too_long", str(len(too_long))),
+            (valid_text(invalid_utf8), invalid_utf8, "invalid_utf8", None),
+            (valid_text(truncated_bom), truncated_bom, "invalid_utf8", None),
+        ]
     )
+    assert classified.filter(~F.is_valid_utf8("raw_line")).count() == 0
+
+
+def test_a_kafka_record_without_a_value_is_an_empty_line(spark, campaigns):
+    classified = classify_ad_events(bronze(spark, None), campaigns)
+
+    assert [(r.raw_line, r.reason) for r in quarantined_ad_events(classified).collect()] == [(None, "empty_line")]
 
 
 def test_fields_beyond_the_contract_are_rescued_not_lost(spark, campaigns):
@@ -134,3 +247,16 @@ def test_duplicates_keep_one_row_per_event_id(spark, campaigns):
     deduplicated = deduplicate_ad_events(valid_ad_events(classify_ad_events(bronze(spark, *lines), campaigns)))
 
     assert sorted(row.event_id for row in deduplicated.collect()) == ["e-1", "e-2"]
+
+
+def test_the_oracle_gives_each_bad_line_the_same_reason(tmp_path):
+    """The plain-Python oracle applies the same contract (no Spark: it shares no code with silver)."""
+    from lakehouse_tools.oracle import expected_from_lines
+
+    campaigns_csv = tmp_path / "campaigns.csv"
+    campaigns_csv.write_text("ad_id,campaign_id\nad-1,camp-1\nad-2,camp-2\n")
+    for line, reason, _ in BAD_LINES:
+        expected = expected_from_lines([line], campaigns_csv, ingested_at=INGESTED)
+        assert dict(expected.quarantined) == {reason: 1}, line
+    valid = expected_from_lines(["\ufeff" + event(), event(event_id="e-2") + " \r"], campaigns_csv, INGESTED)
+    assert (set(valid.events), valid.duplicates, dict(valid.quarantined)) == ({"e-1", "e-2"}, 0, {})

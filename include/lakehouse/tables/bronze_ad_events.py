@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 # table created before them gains them by a plain schema merge.
 SCHEMA = """
     raw_line STRING, source_file STRING, ingested_at TIMESTAMP, ingest_date DATE,
-    kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, kafka_timestamp TIMESTAMP
+    kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, kafka_timestamp TIMESTAMP,
+    raw_bytes BINARY
 """
 COLUMN_TYPES = {column.name: column.type for column in parse_columns(SCHEMA)}
 
