@@ -112,7 +112,7 @@ def _json_type(ddl_type: str):
 class Table:
     """One Delta table: where it sits, what it is computed from, and how it is written."""
 
-    name: str  # layer.table, e.g. gold.campaign_windows
+    name: str  # layer.table, e.g. silver.ad_events
     schema: str  # DDL
     write: Write
     task: str  # the job / DAG task that writes it: the module of its transform
@@ -255,7 +255,7 @@ def tasks() -> list[Table]:
 
 
 def task(name: str) -> Table:
-    """The table written by task ``name`` (``gold_campaign_windows``), or by table name."""
+    """The table written by task ``name`` (``silver_ad_events``), or by table name."""
     for entry in tasks():
         if name in (entry.task, entry.name):
             return entry

@@ -325,8 +325,8 @@ def plan_trial(seed: int, trial: int, landing_files: int) -> tuple[int, list[Job
         # Rotate through the modes from a seeded start: every mode comes up once per len(modes) trials.
         first = random.Random(f"fault-injection-{seed}-{job}").randrange(len(modes))
         mode = modes[(first + trial) % len(modes)]
-        # Bronze reads one landing file per batch: aim at any of them. The others run one batch.
-        batch = rng.randrange(landing_files) if job == "bronze_ad_events" else 0
+        # A source-fed job reads one landing file per batch: aim at any of them. The others run one batch.
+        batch = rng.randrange(landing_files) if job in JOB_ARGS else 0
         plans.append(JobPlan(job, mode, batch, rng.random()))
     return data_seed, plans
 

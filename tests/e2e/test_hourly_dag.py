@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from datetime import timedelta
 
 from airflow_env import airflow, airflow_environment
 from helpers import START, assert_tables_match_oracle, table
+from lakehouse import catalog
 from lakehouse_tools.generator import write_campaigns, write_hours
+
+# What Airflow's metadata DB knows of the lakehouse's Assets: each table, the tasks that write and
+# read it, and the asset events the run produced (what the UI's Assets page shows).
+READ_ASSETS = """
+import json
+from airflow.models.asset import AssetEvent, AssetModel, TaskInletAssetReference, TaskOutletAssetReference
+from airflow.utils.session import create_session
+with create_session() as session:
+    names = {asset.id: asset.name for asset in session.query(AssetModel)}
+    print(json.dumps({
+        "assets": {asset.name: asset.uri for asset in session.query(AssetModel)},
+        "outlets": sorted([r.task_id, names[r.asset_id]] for r in session.query(TaskOutletAssetReference)),
+        "inlets": sorted([r.task_id, names[r.asset_id]] for r in session.query(TaskInletAssetReference)),
+        "events": sorted({names[e.asset_id] for e in session.query(AssetEvent)}),
+    }))
+"""
 
 
 def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_home):
@@ -22,4 +42,13 @@ def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_
     assert_tables_match_oracle(spark, lakehouse)
     # The tasks ran spark-submit against the local[2] master of the JSON connection.
     assert "local[2]" in output
-    assert table(spark, lakehouse, "gold.campaign_hourly").count() > 0
+    assert all(table(spark, lakehouse, t.name).count() > 0 for t in catalog.tables() if t.layer == "gold")
+
+    # Every table is an Asset with its lineage (writer and readers), and the run emitted an event for each.
+    found = subprocess.run([sys.executable, "-c", READ_ASSETS], env=env, capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0, found.stderr[-3000:]
+    assets = json.loads(found.stdout.strip().splitlines()[-1])
+    assert assets["assets"] == {t.name: f"delta://{t.name}/" for t in catalog.tables()}
+    assert assets["outlets"] == sorted([t.task, t.name] for t in catalog.tables())
+    assert assets["inlets"] == sorted([t.task, up] for t in catalog.tasks() for up in t.upstream)
+    assert assets["events"] == sorted(t.name for t in catalog.tables())

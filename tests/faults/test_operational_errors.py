@@ -32,7 +32,7 @@ def test_silver_before_the_dimension_was_loaded_names_the_missing_table(lakehous
         run_job("silver_ad_events", lakehouse)
     message = str(failure.value)
     assert f"Table dims.campaigns does not exist at {lakehouse.table('dims.campaigns').path}" in message
-    assert "run its job first (jobs/dim_campaigns.py, or the DAG task of that name)" in message
+    assert "run its job first (jobs/run.py dim_campaigns, or the DAG task of that name)" in message
 
 
 def bronze_lines(spark, lakehouse) -> Counter:

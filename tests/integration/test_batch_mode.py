@@ -8,11 +8,14 @@ from pathlib import Path
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from helpers import START, assert_tables_match_oracle, run_job, run_pipeline, table
+from helpers import START, assert_tables_match_oracle, gold_tables, run_job, run_pipeline, table
+from lakehouse import catalog
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 LINEAGE = ("source_file", "ingested_at")  # which copy of a duplicated event was kept may differ
-GOLD = ("gold.campaign_windows", "gold.campaign_hourly")
+GOLD = tuple(t.name for t in gold_tables())
+# The gold table the single-table tests damage and repair; any gold table would do.
+SOME_GOLD = catalog.get("gold.campaign_hourly")
 
 
 def snapshot(spark, lakehouse):
@@ -21,7 +24,7 @@ def snapshot(spark, lakehouse):
 
 
 def recompute(lakehouse, start, end):
-    for job in ("silver_ad_events", "gold_campaign_windows", "gold_campaign_hourly"):
+    for job in (t.task for t in catalog.tasks() if t.batch):
         run_job(job, lakehouse, "--mode", "batch", "--start", start, "--end", end)
 
 
@@ -50,13 +53,13 @@ def test_backfill_touches_only_its_hours(spark, lakehouse):
     write_campaigns(lakehouse, seed=42)
     write_hours(lakehouse, START, 2, events_per_second=0.05, seed=42)
     run_pipeline(lakehouse)
-    hourly = lakehouse.table("gold.campaign_hourly").path
+    hourly = lakehouse.table(SOME_GOLD.name).path
     # Damage both hours; a backfill of 01:00 repairs 01:00 and leaves 00:00 as it is.
     spark.sql(f"UPDATE delta.`{hourly}` SET views = -1 WHERE hour_start >= TIMESTAMP'2026-11-20 00:00:00'")
 
-    run_job("gold_campaign_hourly", lakehouse, "--mode", "batch", "--start", "2026-11-20T01:00Z", "--end", "2026-11-20T02:00Z")
+    run_job(SOME_GOLD.task, lakehouse, "--mode", "batch", "--start", "2026-11-20T01:00Z", "--end", "2026-11-20T02:00Z")
 
-    gold = table(spark, lakehouse, "gold.campaign_hourly")
+    gold = table(spark, lakehouse, SOME_GOLD.name)
     views_by_hour = {r.hour_start.hour: r.bad for r in gold.groupBy("hour_start").agg(F.sum(F.when(F.col("views") == -1, 1).otherwise(0)).alias("bad")).collect() if r.hour_start.day == 20}
     assert views_by_hour[0] > 0 and views_by_hour[1] == 0
 
@@ -70,8 +73,8 @@ def test_full_refresh_rebuilds_from_upstream_with_a_new_checkpoint_generation(sp
 
     run_job("full_refresh", lakehouse, "--layer", "silver")
     assert table(spark, lakehouse, "silver.ad_events").count() == 0
-    assert table(spark, lakehouse, "gold.campaign_hourly").count() == 0
-    assert (silver.current_generation(), lakehouse.table("gold.campaign_windows").current_generation()) == (1, 1)
+    assert all(table(spark, lakehouse, name).count() == 0 for name in GOLD)
+    assert [silver.current_generation(), *(lakehouse.table(name).current_generation() for name in GOLD)] == [1] * (1 + len(GOLD))
     assert lakehouse.table("bronze.ad_events").current_generation() == 0
     assert Path(old_checkpoint, "offsets").is_dir(), "the old checkpoint is kept aside"
 
@@ -90,11 +93,11 @@ def test_consistency_check_finds_exactly_the_damaged_hours(spark, lakehouse, cap
     run_job("consistency_check", lakehouse, *interval)
     assert "no differences" in capsys.readouterr().out
 
-    windows = lakehouse.table("gold.campaign_windows").path
-    spark.sql(f"DELETE FROM delta.`{windows}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00' AND views = 1")
+    damaged = lakehouse.table(SOME_GOLD.name).path
+    spark.sql(f"DELETE FROM delta.`{damaged}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00' AND views = 1")
     with pytest.raises(SystemExit) as exit_info:
         run_job("consistency_check", lakehouse, *interval)
     assert exit_info.value.code == 1
     report = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip().startswith(("silver", "gold"))]
-    assert [(row[0], row[1], row[2]) for row in report] == [("gold.campaign_windows", "2026-11-20", "01:00")]
+    assert [(row[0], row[1], row[2]) for row in report] == [(SOME_GOLD.name, "2026-11-20", "01:00")]
     assert report[0][3] == "0" and int(report[0][4]) > 0  # rows missing from live, present in the recomputation

@@ -13,11 +13,17 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from helpers import START
+from lakehouse.catalog import Table, Write
 from lakehouse.config import TablePaths
 from lakehouse.hours import HourRange
 from lakehouse.sinks import replace_hours, with_conflict_retries
 
 DAY = date(2026, 11, 20)
+# A gold table of the catalog's replace-hours kind (not registered: the test owns it).
+GOLD_TEST = Table(
+    name="gold.test", schema="event_date DATE, hour_start TIMESTAMP, campaign_id STRING, events BIGINT",
+    write=Write.REPLACE_HOURS, task="test", partition_by=("event_date",),
+)  # fmt: skip
 
 
 def hour_rows(hour: int, count: int) -> list[Row]:
@@ -58,7 +64,7 @@ def test_a_commit_landing_during_a_replace_where_is_retried_and_nothing_is_lost(
     backfill = spark.createDataFrame(hour_rows(0, 7)).withColumn("events", hold_until_the_other_commit("events"))
     hour_zero = HourRange.between(START, START.replace(hour=1))
     with caplog.at_level(logging.WARNING, logger="lakehouse"):
-        with_conflict_retries(lambda: replace_hours(backfill, _paths(gold), hour_zero, "test", None), "gold hour 00")
+        with_conflict_retries(lambda: replace_hours(backfill, _paths(gold), GOLD_TEST, hour_zero), "gold hour 00")
     other_writer.join(timeout=60)
 
     conflicts = [r.getMessage() for r in caplog.records if "Delta write conflict" in r.getMessage()]

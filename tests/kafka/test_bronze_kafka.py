@@ -18,7 +18,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import functions as F
 
-from helpers import START, run_job, table, table_version
+from helpers import PIPELINE, START, run_job, table, table_version
 from kafka_helpers import (
     assert_tables_match,
     bronze_positions,
@@ -81,7 +81,7 @@ def test_bronze_from_kafka_survives_a_killed_driver_then_reads_only_new_records(
     added = Counter(bronze_positions(spark, lakehouse, topic)) - Counter(bronze_positions(spark, lakehouse, topic, version))
     assert added == Counter(new_positions)
 
-    for job in ("silver_ad_events", "gold_campaign_windows", "gold_campaign_hourly"):
+    for job in PIPELINE[PIPELINE.index("silver_ad_events"):]:
         run_job(job, lakehouse)
     expected = expected_from_lines(file_lines + lines + new_lines, lakehouse.landing_campaigns)
     assert expected.duplicates > 0 and expected.quarantined, "the sample must exercise duplicates and bad lines"
@@ -169,7 +169,7 @@ def _kill_after_first_commit(lakehouse, args: tuple[str, ...], tmp_path: Path) -
 
 
 def _spark_submit_bronze(lakehouse_root: str, args: tuple[str, ...], log: Path) -> subprocess.Popen:
-    """``spark-submit jobs/bronze_ad_events.py`` in its own process group, output to ``log``."""
+    """``spark-submit jobs/run.py bronze_ad_events`` in its own process group, output to ``log``."""
     env = {
         **os.environ,
         "PYTHONPATH": str(PROJECT_DIR / "include"),
@@ -183,7 +183,7 @@ def _spark_submit_bronze(lakehouse_root: str, args: tuple[str, ...], log: Path) 
         "--jars", ",".join(jar_paths()),
         "--conf", "spark.ui.enabled=false",
         "--conf", "spark.sql.shuffle.partitions=2",
-        str(PROJECT_DIR / "jobs" / "bronze_ad_events.py"),
+        str(PROJECT_DIR / "jobs" / "run.py"), "bronze_ad_events",
         *args,
     ]  # fmt: skip
     with open(log, "wb") as out:

@@ -12,11 +12,11 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from airflow_env import AirflowServices, airflow, airflow_environment, migrate
-from helpers import START, assert_tables_match_oracle, run_pipeline, table
+from helpers import START, assert_tables_match_oracle, gold_tables, run_pipeline, table
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 TERMINAL = {"success", "failed"}
-GOLD = ("gold.campaign_windows", "gold.campaign_hourly")
+GOLD = tuple(t.name for t in gold_tables())
 
 
 @contextmanager
@@ -95,7 +95,7 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
     run_pipeline(lakehouse)
     # A "bug" damaged gold for hour 01:00; a third producer hour (with late events for the earlier
     # hours) lands and will be ingested by an incremental run while the backfill runs.
-    hourly = lakehouse.table("gold.campaign_hourly").path
+    hourly = lakehouse.table(GOLD[0]).path
     spark.sql(f"DELETE FROM delta.`{hourly}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00'")
     write_hours(lakehouse, START + timedelta(hours=2), 1, events_per_second=0.05, seed=31)
 

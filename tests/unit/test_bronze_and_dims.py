@@ -17,12 +17,12 @@ def test_bronze_keeps_every_line_unparsed(spark):
         [('{"event_id": "e-1"}', "file:/a.jsonl", at), ("not json", "file:/a.jsonl", at), ("", "file:/b.jsonl", at)],
         "value string, source_file string, ingested_at timestamp",
     )
-    no_kafka = (None, None, None, None)
+    no_kafka_valid_utf8 = (None, None, None, None, None)
     expected = spark.createDataFrame(
         [
-            ('{"event_id": "e-1"}', "file:/a.jsonl", at, date(2026, 11, 20), *no_kafka),
-            ("not json", "file:/a.jsonl", at, date(2026, 11, 20), *no_kafka),
-            ("", "file:/b.jsonl", at, date(2026, 11, 20), *no_kafka),
+            ('{"event_id": "e-1"}', "file:/a.jsonl", at, date(2026, 11, 20), *no_kafka_valid_utf8),
+            ("not json", "file:/a.jsonl", at, date(2026, 11, 20), *no_kafka_valid_utf8),
+            ("", "file:/b.jsonl", at, date(2026, 11, 20), *no_kafka_valid_utf8),
         ],
         catalog.get("bronze.ad_events").spark_schema(),
     )
@@ -39,8 +39,8 @@ def test_bronze_keeps_kafka_records_with_their_address(spark):
     )
     expected = spark.createDataFrame(
         [
-            ('{"event_id": "e-1"}', "kafka://ysb/0/41", at, date(2026, 11, 21), "ysb", 0, 41, sent),
-            ("not json", "kafka://ysb/2/7", at, date(2026, 11, 21), "ysb", 2, 7, sent),
+            ('{"event_id": "e-1"}', "kafka://ysb/0/41", at, date(2026, 11, 21), "ysb", 0, 41, sent, None),
+            ("not json", "kafka://ysb/2/7", at, date(2026, 11, 21), "ysb", 2, 7, sent, None),
         ],
         catalog.get("bronze.ad_events").spark_schema(),
     )
