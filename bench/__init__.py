@@ -1,1 +1,1 @@
-"""Benchmarks of the YSB lakehouse (``make bench``); see :mod:`bench.ysb_bench`."""
+"""Benchmarks of the YSB lakehouse (``make bench``): :mod:`bench.ysb_bench` (its parts in :mod:`bench.ysb`) and :mod:`bench.driver_start`."""

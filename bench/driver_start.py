@@ -3,10 +3,10 @@
 Usage (from the repository, after ``make setup driver-cds``):
     python -m bench.driver_start [--reps 3] [--hours 2 --events-per-second 0.1] [--out BENCHMARKS.md]
 
-Every repetition runs the pipeline (dims.campaigns, bronze, silver, both gold jobs) over the same
+Every repetition runs the pipeline (every task of the table catalog, in DAG order) over the same
 generated landing data into a fresh lakehouse once per option set, the sets in a rotated order, as
-the DAG's tasks and the fault-injection harness run them: one ``spark-submit --master local[2]``
-per job. CPU seconds are the job's processes' user + system time (the JVM and the Python
+the DAG's tasks and the fault-injection harness run them: one ``spark-submit --master local[2]
+jobs/run.py <task>`` per task. CPU seconds are the job's processes' user + system time (the JVM and the Python
 driver); on a shared machine they move far less than wall time, so they are the figure to compare.
 
 ``--out`` replaces the section between this script's markers in that file (bench/ysb_bench.py
@@ -18,22 +18,23 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from lakehouse import catalog
 from lakehouse.config import Lakehouse, jar_paths
-from lakehouse_tools.generator import parse_hour, write_campaigns, write_hours
 from lakehouse.spark import FAST_START_JAVA_OPTIONS, driver_cds_archive, fast_start_java_options
+from lakehouse_tools.generator import parse_hour, write_campaigns, write_hours
+
+from bench.ysb.measuring import run_measured
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
-JOBS = ("dim_campaigns", "bronze_ad_events", "silver_ad_events", "gold_campaign_windows", "gold_campaign_hourly")
+# Every task of the catalog, in DAG order: one spark-submit of jobs/run.py each.
+JOBS = tuple(entry.task for entry in catalog.tasks())
 BEGIN, END = "<!-- bench/driver_start.py: begin -->", "<!-- bench/driver_start.py: end -->"
 
 
@@ -49,23 +50,24 @@ def option_sets() -> dict[str, str]:
     return sets
 
 
-def run_job(job: str, root: str, java_options: str) -> tuple[float, float]:
-    """spark-submit one job; returns (wall seconds, CPU seconds of its processes)."""
-    command = [
+def submit_command(job: str, root: str, java_options: str) -> list[str]:
+    """The spark-submit line of one task's job (``jobs/run.py <task>``) with these driver JVM options."""
+    return [
         str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
         "--jars", ",".join(jar_paths()),
         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
         *(["--driver-java-options", java_options] if java_options else []),
-        str(PROJECT_DIR / "jobs" / f"{job}.py"), "--lakehouse-root", root,
+        str(PROJECT_DIR / "jobs" / "run.py"), job, "--lakehouse-root", root,
     ]  # fmt: skip
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "LAKEHOUSE_ROOT": root})
-    wall = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+
+
+def run_job(job: str, root: str, java_options: str) -> tuple[float, float]:
+    """spark-submit one task's job; returns (wall seconds, CPU seconds of its processes)."""
+    command = submit_command(job, root, java_options)
+    done, wall, cpu = run_measured(command, capture_output=True, text=True, env={**os.environ, "LAKEHOUSE_ROOT": root})
     if done.returncode != 0:
         raise RuntimeError(f"{job} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
 def measure(options: argparse.Namespace) -> dict:

@@ -1,6 +1,7 @@
 # Benchmarks (issue 6): YSB throughput per layer and end to end, incremental vs batch, cost growth,
-# fixed overhead, backfill, driver memory, tuning. bench/ysb_bench.py does the work (its docstring
-# has the options); data is generated once into .local/bench/data and reused.
+# fixed overhead, backfill, driver memory, tuning. bench/ysb_bench.py is the command line (its
+# docstring has the options), bench/ysb/ does the work; the tasks and tables it runs and reports come
+# from the table catalog. Data is generated once into .local/bench/data and reused.
 #
 #   make bench                                   # the full run, writes BENCHMARKS.md (about 40 minutes on 2 quiet cores)
 #   make bench BENCH_ARGS='--sizes 2M,10M'       # other sizes / repetitions / stages

@@ -11,10 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lakehouse_tools.fault_injection import spark_submit_command
+from lakehouse import catalog
 from lakehouse.spark import driver_cds_archive, fast_start_java_options
+from lakehouse_tools.fault_injection import spark_submit_command
 
+PROJECT_DIR = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
+sys.path.insert(0, str(PROJECT_DIR))  # the top-level bench package
 
 
 def test_the_archive_is_built_and_maps_into_a_spark_submit_driver():
@@ -45,5 +48,18 @@ def test_a_foreign_archive_is_refused_under_xshare_on(tmp_path):
 
 
 def test_the_fault_harness_starts_its_drivers_with_the_fast_start_options(lakehouse):
-    command = spark_submit_command("silver_ad_events", lakehouse)
+    task = catalog.tasks()[-1].task
+    command = spark_submit_command(task, lakehouse)
     assert command[command.index("--driver-java-options") + 1] == fast_start_java_options()
+    assert command[command.index(task) - 1] == str(PROJECT_DIR / "jobs" / "run.py")
+
+
+def test_the_driver_start_bench_submits_every_task_of_the_catalog_through_the_runner(lakehouse):
+    from bench import driver_start
+
+    assert driver_start.JOBS == tuple(entry.task for entry in catalog.tasks())
+    for task in driver_start.JOBS:
+        command = driver_start.submit_command(task, lakehouse.root, fast_start_java_options())
+        script = Path(command[command.index(task) - 1])
+        assert script == PROJECT_DIR / "jobs" / "run.py" and script.is_file(), command
+        assert command[command.index("--driver-java-options") + 1] == fast_start_java_options()
