@@ -10,7 +10,9 @@ PYTHON      ?= python3.11
 VENV        := $(ROOT)/.venv
 JARS_DIR    := $(ROOT)/.jars
 
-# One environment for every command below; `make env` prints it for a shell.
+# One environment for every command below; `make env` prints it for a shell (the exported names
+# are read from this file's export lines, so the list is never restated).
+ENV_VARS := $(shell sed -n 's/^export \([A-Z_]*\).*/\1/p' $(firstword $(MAKEFILE_LIST)))
 export AIRFLOW_HOME                    ?= $(ROOT)/airflow_home
 export LAKEHOUSE_ROOT                  ?= $(ROOT)/lakehouse_data
 export LAKEHOUSE_JARS_DIR              := $(JARS_DIR)
@@ -22,7 +24,7 @@ export AIRFLOW__CORE__DAGS_FOLDER      := $(ROOT)/dags
 export AIRFLOW__CORE__LOAD_EXAMPLES    := False
 export AIRFLOW__CORE__EXECUTOR         ?= LocalExecutor
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
-# SQLite (the embedded default) fails writers after 5 s of lock wait; see include/lakehouse/airflow_sqlite.py.
+# SQLite (the embedded default) fails writers after 5 s of lock wait; see include/lakehouse_tools/airflow_sqlite.py.
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS ?= lakehouse_tools.airflow_sqlite.CONNECT_ARGS
 # The JSON form: a URI such as spark://local[2] makes the Spark provider fall back to yarn.
 export AIRFLOW_CONN_SPARK_LAKEHOUSE    ?= {"conn_type": "spark", "host": "local[2]"}
@@ -33,7 +35,7 @@ export AIRFLOW_CONN_SPARK_LAKEHOUSE    ?= {"conn_type": "spark", "host": "local[
 TEST_PREREQS := driver-cds
 -include include/make/*.mk
 
-.PHONY: help setup venv jars driver-cds airflow-db demo test env airflow-ui lock clean clean-data
+.PHONY: help setup venv jars driver-cds airflow-db demo test test-fast env airflow-ui lock clean clean-data
 
 help:  ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -85,15 +87,14 @@ TEST_PATHS ?= tests
 # real-scheduler backfill, has taken 18 minutes on a loaded machine).
 TEST_TIMEOUT ?= 2700
 
+test-fast: venv jars  ## the unit tier only: transforms, catalog, DAG parsing (no Go, Postgres, Kafka; a few minutes)
+	python -m pytest -m unit tests -q --durations=5 --timeout=600 $(PYTEST_ARGS)
+
 test: setup $(TEST_PREREQS)  ## the test suite (what CI runs)
 	python -m pytest $(or $(PYTEST_ARGS),$(TEST_PATHS) -ra --durations=15 --timeout=$(TEST_TIMEOUT))
 
 env:  ## print the environment, e.g. eval "$$(make -s env)"
-	@for v in AIRFLOW_HOME LAKEHOUSE_ROOT LAKEHOUSE_JARS_DIR PYTHONPATH PATH SPARK_LOCAL_IP PYSPARK_PYTHON \
-	    AIRFLOW__CORE__DAGS_FOLDER AIRFLOW__CORE__LOAD_EXAMPLES AIRFLOW__CORE__EXECUTOR \
-	    AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS \
-	    AIRFLOW_CONN_SPARK_LAKEHOUSE KAFKA_BOOTSTRAP_SERVERS; do \
-	    printf "export %s='%s'\n" "$$v" "$${!v}"; done
+	@for v in $(ENV_VARS) KAFKA_BOOTSTRAP_SERVERS; do printf "export %s='%s'\n" "$$v" "$${!v}"; done
 
 airflow-ui: setup  ## the Airflow UI on http://127.0.0.1:8080 (Ctrl-C stops every component)
 	include/scripts/airflow_ui.sh

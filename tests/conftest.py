@@ -15,6 +15,43 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from lakehouse.config import Lakehouse  # noqa: E402
 
+# Test tiers, by folder: `make test-fast` runs the unit tier (a local Spark, no servers);
+# `make test` runs every tier. A test folder not listed here is a mistake the collection reports.
+TIERS = {
+    "unit": "unit",
+    "dags": "unit",
+    "integration": "integration",
+    "fuzz": "integration",
+    "e2e": "e2e",
+    "kafka": "e2e",
+    "deploy": "e2e",
+    "faults": "slow",
+    "scheduler": "slow",
+    "cluster": "slow",
+    "bench": "slow",
+}
+TIER_HELP = {
+    "unit": "transforms, the catalog and DAG parsing on one local Spark session; no servers",
+    "integration": "jobs run in-process on real Delta tables (incremental twice, batch, bad input, fuzzing)",
+    "e2e": "the DAG through a real Airflow, Kafka, deployment files",
+    "slow": "real scheduler, Spark cluster, fault injection, benchmark smoke run",
+}
+
+
+def pytest_configure(config):
+    for tier, help_text in TIER_HELP.items():
+        config.addinivalue_line("markers", f"{tier}: {help_text}")
+
+
+def pytest_collection_modifyitems(config, items):
+    tests_dir = Path(__file__).parent
+    for item in items:
+        folder = Path(item.fspath).relative_to(tests_dir).parts[0]
+        if folder not in TIERS:
+            raise pytest.UsageError(f"tests/{folder} has no tier: add it to TIERS in tests/conftest.py")
+        item.add_marker(getattr(pytest.mark, TIERS[folder]))
+
+
 TEST_SPARK_CONF = {
     "spark.master": "local[2]",
     "spark.sql.shuffle.partitions": "2",

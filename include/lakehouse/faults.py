@@ -1,6 +1,7 @@
 """Fault points for the fault-injection harness: kill this Spark driver at a named moment.
 
-The harness sets ``LAKEHOUSE_FAULT_POINT`` (e.g. ``silver.after_merge``) and, optionally,
+The harness sets ``LAKEHOUSE_FAULT_POINT`` (a flow's ``FAULT_POINTS`` entry prefixed with the
+layer, e.g. ``silver.after_merge``) and, optionally,
 ``LAKEHOUSE_FAULT_BATCH`` (the micro-batch id at which to fire, default the first one that reaches
 the point). When a job reaches that point it SIGKILLs its own driver: the JVM that spark-submit
 started (this Python process's parent) and then itself, as a crashed machine would, with no
@@ -14,16 +15,6 @@ import signal
 
 ENV_POINT = "LAKEHOUSE_FAULT_POINT"
 ENV_BATCH = "LAKEHOUSE_FAULT_BATCH"
-
-# Every point a job passes, in the order a micro-batch passes them.
-POINTS = (
-    "silver.before_merge",  # the batch is read and classified, nothing written
-    "silver.after_merge",  # silver committed, quarantine not yet, checkpoint not yet
-    "silver.after_quarantine",  # both Delta commits done, the checkpoint's commit log not yet
-    "gold.before_replace",
-    "gold.after_replace",  # gold committed, the checkpoint's commit log not yet
-)
-
 
 def fault_point(name: str, batch_id: int | None = None) -> None:
     """Kill the driver here if the harness asked for ``name`` (at ``batch_id``)."""

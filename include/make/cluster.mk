@@ -1,7 +1,7 @@
 # The DAG as deployed: a Spark standalone cluster (one master, one worker) and a PostgreSQL
 # metadata DB for Airflow, both on 127.0.0.1, run from the venv's pyspark and Debian's postgresql.
 #
-#   make cluster-start postgres-start pyfiles postgres-driver
+#   make cluster-start postgres-start pyfiles
 #   eval "$(make -s env cluster-env postgres-env)"     # then `airflow db migrate`, `airflow dags test ...`
 #   make cluster-stop postgres-stop
 #
@@ -17,11 +17,6 @@ SPARK_WORKER_CORES      ?= 2
 SPARK_WORKER_MEMORY     ?= 3g
 POSTGRES_DIR            ?= $(ROOT)/.local/postgres
 POSTGRES_PORT           ?= 15432
-# Airflow's drivers for a PostgreSQL metadata DB: psycopg2 for its sync engine, asyncpg for the
-# async one Airflow 3 derives from the same URL (postgresql+asyncpg). Not in requirements.txt yet,
-# so installed on their own (a no-op once requirements.txt has them); both resolve against
-# constraints.txt.
-POSTGRES_DRIVERS        := psycopg2-binary==2.9.13 asyncpg==0.32.0
 PYFILES_ZIP             := $(ROOT)/build/lakehouse.zip
 PYFILES_SOURCES         := $(shell find include/lakehouse -name __pycache__ -prune -o \( -name '*.py' -o -type d \) -print)
 
@@ -33,10 +28,11 @@ POSTGRES_SCRIPT := POSTGRES_DIR='$(POSTGRES_DIR)' POSTGRES_PORT='$(POSTGRES_PORT
                    python $(ROOT)/include/cluster/local_postgres.py
 CLUSTER_CONN    := {"conn_type": "spark", "host": "spark://127.0.0.1:$(SPARK_MASTER_PORT)"}
 
-# tests/cluster starts its own cluster and server; it needs the driver and the server's programs.
-TEST_PREREQS += postgres-driver postgres-install
+# tests/cluster starts its own cluster and server; it needs the server's programs (Airflow's
+# PostgreSQL drivers, psycopg2 and asyncpg, are in requirements.txt).
+TEST_PREREQS += postgres-install
 
-.PHONY: pyfiles cluster-start cluster-stop cluster-status cluster-env postgres-driver postgres-install \
+.PHONY: pyfiles cluster-start cluster-stop cluster-status cluster-env postgres-install \
         postgres-start postgres-stop postgres-status postgres-env demo-cluster
 
 pyfiles: $(PYFILES_ZIP)  ## build/lakehouse.zip: the lakehouse package for spark-submit --py-files
@@ -54,12 +50,6 @@ cluster-status:  ## is the Spark cluster running?
 
 cluster-env: pyfiles  ## print the connection and LAKEHOUSE_PY_FILES for the cluster: eval "$(make -s cluster-env)"
 	@printf "export AIRFLOW_CONN_SPARK_LAKEHOUSE='%s'\nexport LAKEHOUSE_PY_FILES='%s'\n" '$(CLUSTER_CONN)' '$(PYFILES_ZIP)'
-
-postgres-driver: $(VENV)/.postgres-drivers  ## psycopg2 and asyncpg in the venv, for Airflow on PostgreSQL
-$(VENV)/.postgres-drivers: $(VENV)/.installed
-	$(VENV)/bin/python -c 'import psycopg2, asyncpg' 2>/dev/null \
-	    || $(VENV)/bin/pip install --quiet $(POSTGRES_DRIVERS) -c constraints.txt
-	touch $@
 
 postgres-install:  ## Debian's postgresql server, apt-get installed if missing (as root; quiet, idempotent)
 	@$(POSTGRES_SCRIPT) install
@@ -80,7 +70,7 @@ postgres-env:  ## print AIRFLOW__DATABASE__SQL_ALCHEMY_CONN for it: eval "$(make
 # The demo with its own Airflow home and lakehouse, so that it neither reuses nor disturbs those of
 # `make demo`. `airflow db migrate` runs every time: a no-op on a migrated database, and the
 # database is new whenever .local/postgres was deleted. Both servers are left running.
-demo-cluster: setup pyfiles postgres-driver cluster-start postgres-start  ## the demo on the Spark cluster, Airflow on PostgreSQL
+demo-cluster: setup pyfiles cluster-start postgres-start  ## the demo on the Spark cluster, Airflow on PostgreSQL
 	@url=$$($(POSTGRES_SCRIPT) url) && \
 	export AIRFLOW_HOME='$(ROOT)/.local/airflow-postgres' LAKEHOUSE_ROOT='$(ROOT)/.local/lakehouse-cluster' \
 	    AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$$url" AIRFLOW_CONN_SPARK_LAKEHOUSE='$(CLUSTER_CONN)' \

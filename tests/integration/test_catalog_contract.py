@@ -1,0 +1,36 @@
+"""Every table of the catalog, as the pipeline writes it, has its declared schema and partitioning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.testing import assertSchemaEqual
+
+from helpers import START, run_pipeline
+from lakehouse import catalog
+from lakehouse.config import Lakehouse
+from lakehouse_tools.generator import write_campaigns, write_hours
+
+TABLES = catalog.tables()
+
+
+@pytest.fixture(scope="module")
+def written(spark, tmp_path_factory) -> Lakehouse:
+    """A lakehouse after one incremental run of every task over an hour of generated data."""
+    lakehouse = Lakehouse(root=str(tmp_path_factory.mktemp("contract") / "lakehouse"))
+    write_campaigns(lakehouse, seed=61)
+    write_hours(lakehouse, START, 1, events_per_second=0.02, seed=61)
+    Path(lakehouse.landing_events, f"{START:%Y-%m-%d/%H}", "bad.jsonl").write_text("not json\n")  # for the quarantine
+    run_pipeline(lakehouse)
+    return lakehouse
+
+
+@pytest.mark.parametrize("declared", TABLES, ids=[t.name for t in TABLES])
+def test_table_has_its_declared_schema_and_partitioning(spark, written, declared):
+    from delta.tables import DeltaTable
+
+    delta = DeltaTable.forPath(spark, written.table(declared.name).path)
+    assertSchemaEqual(delta.toDF().schema, declared.spark_schema())
+    assert tuple(delta.detail().first().partitionColumns) == declared.partition_by
+    assert delta.toDF().count() > 0, f"{declared.name} was not written: the contract checked nothing"

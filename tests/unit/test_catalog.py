@@ -1,0 +1,97 @@
+"""The table catalog: Spark-free, consistent, and refusing at import what would fail a run late."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from lakehouse import catalog
+from lakehouse.catalog import CatalogError, Column, Table, Write
+from lakehouse_tools import oracle
+
+GOLD_SCHEMA = "campaign_id STRING, hour_start TIMESTAMP, views BIGINT NOT NULL, event_date DATE"
+
+
+def gold(name: str = "gold.test", **changes) -> Table:
+    fields = dict(name=name, schema=GOLD_SCHEMA, write=Write.REPLACE_HOURS, task="gold_test",
+                  upstream=("silver.test",), partition_by=("event_date",), batch=True)  # fmt: skip
+    return Table(**{**fields, **changes})
+
+
+SILVER = Table(
+    name="silver.test", schema="event_id STRING, event_time TIMESTAMP, event_date DATE, event_hour INT",
+    write=Write.MERGE_NEW, task="silver_test", source="events", partition_by=("event_date", "event_hour"),
+    key="event_id", batch=True,
+)  # fmt: skip
+
+
+def check(*tables: Table) -> list[str]:
+    declared = {table.name: table for table in tables}
+    catalog._check(declared)
+    return catalog._topological(declared)
+
+
+def test_the_declared_catalog_loads_in_dependency_order():
+    names = [table.name for table in catalog.tables()]
+    for table in catalog.tables():
+        for before in (*table.upstream, *([table.written_by] if table.written_by else [])):
+            assert names.index(before) < names.index(table.name), (before, table.name)
+    assert [t.task for t in catalog.tasks()][:2] == ["dim_campaigns", "bronze_ad_events"]
+    assert catalog.task("silver_ad_events") is catalog.get("silver.ad_events")
+    assert catalog.side(catalog.get("silver.ad_events"), "quarantine").name == "silver.quarantine_ad_events"
+
+
+def test_the_catalog_imports_no_spark():
+    # A fresh interpreter: the DAG reads the catalog at parse time.
+    code = (
+        "import json, sys; from lakehouse import catalog; catalog.tables(); "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'delta'))))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+
+
+def test_every_gold_table_has_an_oracle_expectation():
+    assert sorted(oracle.GOLD) == sorted(t.name for t in catalog.tables() if t.layer == "gold")
+
+
+def test_columns_are_read_from_ddl():
+    assert catalog.parse_columns("a STRING, b MAP<STRING, BIGINT>, c BIGINT NOT NULL") == (
+        Column("a", "STRING"), Column("b", "MAP<STRING, BIGINT>"), Column("c", "BIGINT", nullable=False)
+    )
+
+
+def test_a_consistent_pair_passes():
+    assert check(gold(), SILVER) == ["silver.test", "gold.test"]
+
+
+@pytest.mark.parametrize(
+    "tables, message",
+    [
+        ((gold(upstream=("silver.nothing",)), SILVER), "upstream table 'silver.nothing' is not declared"),
+        ((gold(schema="campaign_id STRING, views BIGINT, event_date DATE"), SILVER), "have the column(s) ['hour_start']"),
+        ((gold(partition_by=("campaign_id",)), SILVER), "must be partitioned by ['event_date']"),
+        ((gold(), Table(**{**SILVER.__dict__, "key": None})), "needs key=<column>"),
+        ((gold(partition_by=("event_date", "nope")), SILVER), "['nope'] are not in its schema"),
+        ((gold(write=Write.APPEND, partition_by=()), SILVER), "only hour-addressed tables"),
+        ((gold(name="platinum.test"), SILVER), "<layer>.<table>"),
+        ((gold(schema=GOLD_SCHEMA + ", x VARIANT"), SILVER), "Unsupported column type 'VARIANT'"),
+        ((gold(upstream=()), SILVER), "needs upstream tables or a source"),
+    ],
+    ids=["unknown-upstream", "no-hour-column", "wrong-partitioning", "merge-without-key", "unknown-partition-column",
+         "batch-not-by-hour", "unknown-layer", "unknown-type", "no-input"],
+)
+def test_inconsistent_declarations_fail_at_import_with_a_message(tables, message):
+    with pytest.raises(CatalogError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
+        check(*tables)
+
+
+def test_a_cycle_is_refused():
+    first = gold("gold.first", upstream=("gold.second",))
+    second = gold("gold.second", upstream=("gold.first",), task="gold_second")
+    with pytest.raises(CatalogError, match="cycle: gold.first -> gold.second -> gold.first"):
+        check(first, second)
