@@ -79,6 +79,18 @@ class Expected:
             for (campaign, hour), values in self.campaign_hourly().items()
         ]
 
+    def ad_type_hourly_rows(self) -> list[dict]:
+        counts: dict = defaultdict(Counter)
+        for event in self.events.values():
+            counts[(event["ad_type"], _utc(event["millis"] // HOUR_MS * HOUR_MS))][event["event_type"]] += 1
+        return [
+            {
+                "ad_type": ad_type, "hour_start": hour, "views": c["view"], "clicks": c["click"],
+                "purchases": c["purchase"], "ctr": c["click"] / c["view"] if c["view"] else None, "event_date": hour.date(),
+            }  # fmt: skip
+            for (ad_type, hour), c in counts.items()
+        ]
+
     def rows(self, table: str) -> list[dict]:
         """The expected rows of a gold table, each a dict of its columns."""
         if table not in GOLD:
@@ -90,6 +102,7 @@ class Expected:
 GOLD = {
     "gold.campaign_windows": Expected.campaign_windows_rows,
     "gold.campaign_hourly": Expected.campaign_hourly_rows,
+    "gold.ad_type_hourly": Expected.ad_type_hourly_rows,
 }
 
 
@@ -308,6 +321,7 @@ def expected_from_lines(
             continue
         expected.events[event["event_id"]] = {
             "campaign_id": ads[event["ad_id"]],
+            "ad_type": event["ad_type"],
             "millis": int(event["event_time"]),
             "event_type": event["event_type"],
             "user_id": event["user_id"],
