@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 from pyspark.sql import functions as F
@@ -36,6 +38,15 @@ def test_dirty_files_are_ingested_losslessly_and_classified(spark, lakehouse):
     (hour_dir / "drift-and-dupes.jsonl").write_text(
         event("e-5", ad, experiment="b") + "\n" + event("e-1", ad) + "\n"  # e-1 again: a duplicate
     )
+    # Two files joined with cat: the second one's byte-order mark now starts a line of the first.
+    (hour_dir / "appended.jsonl").write_bytes(f"{event('e-8', ad)}\n\ufeff{event('e-9', ad)}\n".encode())
+    contract = [
+        event("e-10", ad).replace(f'"{EVENT_MS}"', '"2026-11-20T00:00:05+01:00"'),  # used to stop silver
+        event("e-11", ad) + event("e-12", ad),  # two events on one line
+        event("e-13", ad) + " x",
+        event("", ad),  # an empty event id is no id
+    ]
+    (hour_dir / "contract.jsonl").write_text("\n".join(contract) + "\n")
     # A producer still writing: hidden until renamed, so it must be ignored, then picked up.
     half_written = hour_dir / ".late.jsonl.tmp"
     half_written.write_text(event("e-6", ad) + "\n" + event("e-7", ad)[:20])
@@ -44,29 +55,65 @@ def test_dirty_files_are_ingested_losslessly_and_classified(spark, lakehouse):
         run_job(job, lakehouse)
 
     bronze = table(spark, lakehouse, "bronze.ad_events")
-    assert bronze.count() == 2 + 4 + 1 + 2  # every line of every visible file, empty line included
+    assert bronze.count() == 2 + 4 + 1 + 2 + 2 + 4  # every line of every visible file, empty line included
     assert bronze.filter(F.col("source_file").contains(".late")).count() == 0
+    # Text columns are valid UTF-8; the exact bytes of a line that was not are in raw_bytes.
+    not_utf8 = event("e-4", ad).encode().replace(b"u-1", b"u-\xc3\x28")
+    raw = bronze.filter("raw_bytes IS NOT NULL").select(F.hex("raw_line").alias("line"), F.hex("raw_bytes").alias("b"))
+    assert [(bytes.fromhex(r.line), bytes.fromhex(r.b)) for r in raw.collect()] == [
+        (not_utf8.decode("utf-8", errors="replace").encode(), not_utf8)
+    ]
     silver = {r.event_id: r.rescued_data for r in table(spark, lakehouse, "silver.ad_events").collect()}
-    assert silver == {"e-1": None, "e-2": None, "e-5": '{"experiment":"b"}'}
+    assert silver == {"e-1": None, "e-2": None, "e-5": '{"experiment":"b"}', "e-8": None, "e-9": None}
     quarantine = table(spark, lakehouse, "silver.quarantine_ad_events")
-    rows = quarantine.select(F.hex(F.col("raw_line").cast("binary")).alias("hex"), "reason", "source_file").collect()
-    assert sorted((bytes.fromhex(r.hex), r.reason, Path(r.source_file).name) for r in rows) == sorted(
+    rows = quarantine.select(
+        F.hex(F.col("raw_line").cast("binary")).alias("hex"), F.hex("raw_bytes").alias("b"), "reason", "source_file"
+    ).collect()
+    assert sorted((bytes.fromhex(r.hex), r.b and bytes.fromhex(r.b), r.reason, Path(r.source_file).name) for r in rows) == sorted(
         [
-            (b"not json", "malformed_json", "only-bad.jsonl"),
-            (b'{"event_id": "e-9"}', "missing_required_field", "only-bad.jsonl"),
-            (b"", "empty_line", "only-bad.jsonl"),
-            (event("e-3", ad).encode()[:30], "malformed_json", "only-bad.jsonl"),
-            (event("e-4", ad).encode().replace(b"u-1", b"u-\xc3\x28"), "invalid_utf8", "invalid-utf8.jsonl"),
+            (b"not json", None, "malformed_json", "only-bad.jsonl"),
+            (b'{"event_id": "e-9"}', None, "missing_required_field", "only-bad.jsonl"),
+            (b"", None, "empty_line", "only-bad.jsonl"),
+            (event("e-3", ad).encode()[:30], None, "malformed_json", "only-bad.jsonl"),
+            (not_utf8.decode("utf-8", errors="replace").encode(), not_utf8, "invalid_utf8", "invalid-utf8.jsonl"),
+            (contract[0].encode(), None, "invalid_event_time", "contract.jsonl"),
+            (contract[1].encode(), None, "malformed_json", "contract.jsonl"),
+            (contract[2].encode(), None, "malformed_json", "contract.jsonl"),
+            (contract[3].encode(), None, "missing_required_field", "contract.jsonl"),
         ]
     )
     metrics = table(spark, lakehouse, "ops.silver_batch_metrics").collect()
-    assert [(m.lines, m.valid_lines, m.duplicates_in_batch, m.inserted, m.quarantined) for m in metrics] == [(9, 4, 1, 3, 5)]
-    assert metrics[0].quarantined_by_reason == {"malformed_json": 2, "missing_required_field": 1, "empty_line": 1, "invalid_utf8": 1}
+    assert [(m.lines, m.valid_lines, m.duplicates_in_batch, m.inserted, m.quarantined) for m in metrics] == [(15, 6, 1, 5, 9)]
+    assert metrics[0].quarantined_by_reason == {
+        "malformed_json": 4, "missing_required_field": 2, "empty_line": 1, "invalid_utf8": 1, "invalid_event_time": 1,
+    }  # fmt: skip
 
     # The producer finishes: the renamed file is read by the next run, once.
     half_written.write_text(event("e-6", ad) + "\n")
     half_written.rename(hour_dir / "late.jsonl")
     for job in ("bronze_ad_events", "silver_ad_events"):
         run_job(job, lakehouse)
-    assert table(spark, lakehouse, "bronze.ad_events").count() == 10
+    assert table(spark, lakehouse, "bronze.ad_events").count() == 16
     assert table(spark, lakehouse, "silver.ad_events").filter("event_id = 'e-6'").count() == 1
+
+
+def test_a_file_with_an_old_modification_time_is_still_read(spark, lakehouse):
+    """A file copied in late with an mtime weeks older than the newest file (a restored backup, a
+    re-delivered hour) is new data: the file source's default maxFileAge (7 days) would skip it forever."""
+    write_campaigns(lakehouse, seed=51)
+    ad = campaign_dimension(51)[0][0]
+    hour_dir = Path(lakehouse.landing_events, "2026-11-20", "10")
+    hour_dir.mkdir(parents=True)
+    (hour_dir / "new.jsonl").write_text(event("e-1", ad) + "\n")
+    for job in ("dim_campaigns", "bronze_ad_events", "silver_ad_events"):
+        run_job(job, lakehouse)
+
+    old = hour_dir / "restored.jsonl"
+    old.write_text(event("e-2", ad) + "\n")
+    month_ago = time.time() - 30 * 86_400
+    os.utime(old, (month_ago, month_ago))
+    for job in ("bronze_ad_events", "silver_ad_events"):
+        run_job(job, lakehouse)
+
+    assert sorted(r.event_id for r in table(spark, lakehouse, "silver.ad_events").collect()) == ["e-1", "e-2"]
+    assert table(spark, lakehouse, "bronze.ad_events").count() == 2
