@@ -1,0 +1,68 @@
+"""The streaming protocols as library code: one micro-batch of each flow, called directly on real Delta tables."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql import functions as F
+
+from helpers import START, table
+from lakehouse import catalog
+from lakehouse.flows.merge import MergeBatch
+from lakehouse.flows.recompute import touched_hours
+from lakehouse.hours import HourRange
+from lakehouse.sinks import ensure_table
+from lakehouse_tools.generator import campaign_dimension
+
+SILVER = catalog.get("silver.ad_events")
+
+
+def bronze_rows(spark, *lines: str):
+    at = datetime(2026, 11, 20, 10, 30)
+    rows = [(line, "file:/landing/a.jsonl", at) for line in lines]
+    frame = spark.createDataFrame(rows, "value string, source_file string, ingested_at timestamp")
+    return catalog.get("bronze.ad_events").transform(frame)
+
+
+def event(event_id: str, ad_id: str) -> str:
+    return (
+        f'{{"event_id": "{event_id}", "user_id": "u", "page_id": "p", "ad_id": "{ad_id}", "ad_type": "banner", '
+        f'"event_type": "view", "event_time": "1795168800000", "ip_address": "10.0.0.1"}}'
+    )
+
+
+def test_a_merge_batch_inserts_quarantines_and_accounts_once_even_when_replayed(spark, lakehouse):
+    (ad, campaign), *_ = campaign_dimension(3)
+    spark.createDataFrame([(ad, campaign)], "ad_id string, campaign_id string").write.format("delta").save(
+        lakehouse.table("dims.campaigns").path
+    )
+    for declared in catalog.written_by_task(SILVER):
+        ensure_table(spark, lakehouse.table(declared.name), declared)
+    on_batch = MergeBatch(spark, lakehouse, SILVER, generation=0)
+    batch = bronze_rows(spark, event("e-1", ad), event("e-1", ad), event("e-2", ad), "not json")
+
+    on_batch(batch, 0)
+    on_batch(batch, 0)  # Spark replays the last batch after a crash: nothing is written twice
+    on_batch(bronze_rows(spark, event("e-2", ad)), 1)  # a duplicate of an earlier batch
+
+    silver = table(spark, lakehouse, "silver.ad_events")
+    assert sorted(r.event_id for r in silver.collect()) == ["e-1", "e-2"]
+    assert [(r.reason, r.raw_line) for r in table(spark, lakehouse, "silver.quarantine_ad_events").collect()] == [
+        ("malformed_json", "not json")
+    ]
+    metrics = table(spark, lakehouse, "ops.silver_batch_metrics").orderBy("batch_id").collect()
+    assert [
+        (m.batch_id, m.lines, m.valid_lines, m.duplicates_in_batch, m.duplicates_of_earlier_batches, m.inserted,
+         dict(m.quarantined_by_reason))
+        for m in metrics
+    ] == [(0, 4, 3, 1, 0, 2, {"malformed_json": 1}), (1, 1, 1, 0, 1, 0, {})]  # fmt: skip
+    assert [m["batch_id"] for m in on_batch.processed] == [0, 1], "the replay was skipped"
+
+
+def test_touched_hours_are_the_event_hours_of_the_new_rows(spark):
+    rows = spark.createDataFrame(
+        [(datetime(2026, 11, 20, 0, 59, 59),), (datetime(2026, 11, 20, 1, 0),), (datetime(2026, 11, 20, 1, 30),)],
+        "event_time timestamp",
+    )
+    assert touched_hours(rows, SILVER) == HourRange.between(START, START.replace(hour=2))
+    assert touched_hours(rows.filter(F.lit(False)), SILVER) == HourRange(())
