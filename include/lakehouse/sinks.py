@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from lakehouse.catalog import Table
 from lakehouse.config import TablePaths
 from lakehouse.hours import HourRange
@@ -25,11 +26,57 @@ T = TypeVar("T")
 
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 def txn_app_id(table: TablePaths, generation: int, writer: str) -> str:
     """The Delta transaction app id of ``writer`` into ``table`` for a checkpoint generation."""
     return f"{writer}->{table.name}@gen{generation}"
+
+
+def committed_txns(spark: SparkSession, table: TablePaths) -> dict[str, int]:
+    """The Delta transaction versions ``table`` holds, per app id ({} when the table does not exist).
+
+    Read from the table's snapshot (Delta's own ``SetTransaction`` state, checkpoints of the log
+    included): the very record by which Delta skips a batch it already holds. A streaming Delta
+    sink's app id is its query id; the foreachBatch writers' ids are :func:`txn_app_id`'s.
+    """
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, table.path):
+        return {}
+    # Not in Delta's Python API: the snapshot through the JVM (a classic session, as spark-submit runs).
+    delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog  # noqa: SLF001
+    snapshot = delta_log.forTableWithSnapshot(spark._jsparkSession, table.path)._2()  # noqa: SLF001
+    found, txns = {}, snapshot.setTransactions().iterator()
+    while txns.hasNext():
+        txn = txns.next()
+        found[txn.appId()] = txn.version()
+    return found
+
+
+def txn_tag(app_id: str, batch_id: int) -> str:
+    """The ``userMetadata`` of a DML commit made under (``app_id``, ``batch_id``): finds it in the history."""
+    return f"txn {app_id} {batch_id}"
+
+
+def committed_merge_inserted(spark: SparkSession, table: TablePaths, app_id: str, batch_id: int) -> int | None:
+    """The rows that the MERGE committed under (``app_id``, ``batch_id``) inserted, from the table's history.
+
+    A replayed batch whose MERGE Delta skipped (it was committed before a crash) still needs its
+    figures for the batch's metrics row. None when the commit is not in the retained history.
+    """
+    from delta.tables import DeltaTable
+
+    history = DeltaTable.forPath(spark, table.path)
+    for limit in (50, None):  # the commit is recent: the newest ones first, the whole history if not
+        rows = (history.history(limit) if limit else history.history()).where(
+            F.col("userMetadata") == txn_tag(app_id, batch_id)
+        )
+        found = rows.select("operationMetrics").collect()
+        if found:
+            return int(found[0].operationMetrics["numTargetRowsInserted"])
+    return None
 
 
 def ensure_table(spark: SparkSession, table: TablePaths, declared: Table) -> None:
@@ -59,14 +106,19 @@ def append(df: DataFrame, table: TablePaths, app_id: str, batch_id: int, partiti
 
 @contextmanager
 def _dml_transaction(spark: SparkSession, app_id: str, batch_id: int) -> Iterator[None]:
-    """Make the next DML command (MERGE) idempotent: Delta reads the txn id from the session."""
+    """Make the next DML command (MERGE) idempotent: Delta reads the txn id from the session.
+
+    The commit is tagged with the txn id too (``userMetadata``), so that a replay can find it.
+    """
     spark.conf.set(_TXN_APP_ID, app_id)
     spark.conf.set(_TXN_VERSION, str(batch_id))
+    spark.conf.set(_USER_METADATA, txn_tag(app_id, batch_id))
     try:
         yield
     finally:
         spark.conf.unset(_TXN_APP_ID)
         spark.conf.unset(_TXN_VERSION)
+        spark.conf.unset(_USER_METADATA)
 
 
 def merge_new_rows(

@@ -38,7 +38,7 @@ from lakehouse.kafka_settings import (
     resolve_bootstrap_servers,
     validate_topic,
 )
-from lakehouse.runtime import JobArgs, run_available_now
+from lakehouse.runtime import JobArgs, Written, run_available_now
 from lakehouse.sources import (
     KafkaUnavailableError,
     kafka_lines_stream,
@@ -89,7 +89,10 @@ def run(table: Table, args: JobArgs, source: argparse.Namespace) -> dict:
         .partitionBy(*table.partition_by)
     )
     try:
-        return run_available_now(writer.option("path", target.path), checkpoint, name=table.name)
+        # The Delta sink's transaction app id is the query id: the check compares the checkpoint's.
+        return run_available_now(
+            writer.option("path", target.path), checkpoint, name=table.name, writes=[Written(target)]
+        )
     except StreamingQueryException as error:
         if source.source != "kafka":
             raise

@@ -22,8 +22,17 @@ from lakehouse.catalog import Table
 from lakehouse.config import Lakehouse, TablePaths
 from lakehouse.faults import fault_point
 from lakehouse.hours import HourRange
-from lakehouse.runtime import JobArgs, log, run_available_now
-from lakehouse.sinks import append, ensure_table, merge_new_rows, replace_hours, txn_app_id, with_conflict_retries
+from lakehouse.runtime import JobArgs, Written, log, run_available_now
+from lakehouse.sinks import (
+    append,
+    committed_merge_inserted,
+    committed_txns,
+    ensure_table,
+    merge_new_rows,
+    replace_hours,
+    txn_app_id,
+    with_conflict_retries,
+)
 from lakehouse.sources import batch_input, delta_stream, require_table
 from lakehouse.spark import build_spark_session
 
@@ -41,8 +50,11 @@ def rejected(classified: DataFrame, quarantine: Table) -> DataFrame:
     return classified.filter(F.col("reason").isNotNull()).select(*quarantine.column_names)
 
 
-def batch_metrics(generation: int, batch_id: int, by_reason: dict, unique: int, inserted: int) -> dict:
-    """The stored account of one micro-batch: every line is valid, a duplicate or quarantined."""
+def batch_metrics(generation: int, batch_id: int, by_reason: dict, unique: int, inserted: int | None) -> dict:
+    """The stored account of one micro-batch: every line is valid, a duplicate or quarantined.
+
+    ``inserted`` is None only when the MERGE of a replayed batch is no longer in the table's history.
+    """
     valid_lines = by_reason.get(None, 0)
     quarantined = {reason: count for reason, count in by_reason.items() if reason is not None}
     return {
@@ -52,7 +64,7 @@ def batch_metrics(generation: int, batch_id: int, by_reason: dict, unique: int, 
         "lines": sum(by_reason.values()),
         "valid_lines": valid_lines,
         "duplicates_in_batch": valid_lines - unique,
-        "duplicates_of_earlier_batches": unique - inserted,
+        "duplicates_of_earlier_batches": unique - inserted if inserted is not None else None,
         "inserted": inserted,
         "quarantined": sum(quarantined.values()),
         "quarantined_by_reason": quarantined,
@@ -109,9 +121,16 @@ class MergeBatch:
             valid.unpersist()
         finally:
             classified.unpersist()
-        if inserted is None:  # Delta skipped the MERGE: this batch was committed before a crash
-            log.info("%s batch %d: already committed before a restart; skipped", table.name, batch_id)
-            return
+        if inserted is None:  # Delta skipped the MERGE: this batch's data was committed before a crash
+            metrics_table = self.lakehouse.table(self.metrics.name)
+            if committed_txns(self.spark, metrics_table).get(self.app_ids[self.metrics.name], -1) >= batch_id:
+                log.info("%s batch %d: already committed before a restart; skipped", table.name, batch_id)
+                return
+            # The driver died between the MERGE and the metrics append: the row is written now, with
+            # the MERGE's own count (its metrics append carries a txn id too: never written twice).
+            inserted = committed_merge_inserted(self.spark, self.target, self.app_ids[table.name], batch_id)
+            log.info("%s batch %d: data committed before a restart, not its metrics row: writing it",
+                     table.name, batch_id)
         metrics = batch_metrics(self.generation, batch_id, by_reason, unique, inserted)
         append(
             self.spark.createDataFrame([metrics], self.metrics.spark_schema()),
@@ -121,8 +140,8 @@ class MergeBatch:
         )
         self.processed.append(metrics)
         log.info(
-            "%s batch %d: %d line(s): %d valid, %d duplicate(s) in the batch, %d of earlier batches, "
-            "%d inserted; %d quarantined %s; %s",
+            "%s batch %d: %d line(s): %d valid, %d duplicate(s) in the batch, %s of earlier batches, "
+            "%s inserted; %d quarantined %s; %s",
             table.name, batch_id, metrics["lines"], metrics["valid_lines"], metrics["duplicates_in_batch"],
             metrics["duplicates_of_earlier_batches"], inserted, metrics["quarantined"],
             metrics["quarantined_by_reason"], hours,
@@ -165,5 +184,6 @@ def run(table: Table, args: JobArgs) -> dict:
         delta_stream(spark, lakehouse.table(table.upstream[0])).writeStream.foreachBatch(on_batch),
         target.checkpoint(generation),
         name=table.name,
+        writes=[Written(lakehouse.table(name), app_id) for name, app_id in on_batch.app_ids.items()],
     )
     return {**summary, "batches": on_batch.processed}

@@ -19,7 +19,7 @@ from lakehouse.catalog import Table
 from lakehouse.config import Lakehouse, TablePaths
 from lakehouse.faults import fault_point
 from lakehouse.hours import HourRange
-from lakehouse.runtime import JobArgs, log, run_available_now
+from lakehouse.runtime import JobArgs, Written, log, run_available_now
 from lakehouse.sinks import ensure_table, replace_hours, txn_app_id, with_conflict_retries
 from lakehouse.sources import batch_input, delta_stream
 from lakehouse.spark import build_spark_session
@@ -82,6 +82,7 @@ def run(table: Table, args: JobArgs) -> dict:
         delta_stream(spark, lakehouse.table(streamed.name)).writeStream.foreachBatch(on_batch),
         target.checkpoint(generation),
         name=table.name,
+        writes=[Written(target, app_id)],
     )
     return {**summary, "recomputed": recomputed}
 
