@@ -14,16 +14,18 @@ source gives them). The invariants:
 * silver holds only events that satisfy the contract (checked here in plain Python);
 * every text column is valid UTF-8, and a line that was not keeps its exact bytes in ``raw_bytes``.
 
-CI runs a few examples with a fixed seed. A long run (``FUZZ_EXAMPLES``, ``FUZZ_PROGRESS=1`` prints
-each batch's counts)::
+CI runs a few examples with a fixed seed. A long run: more examples (``FUZZ_EXAMPLES``), each batch
+multiplied by lines bred from it (``FUZZ_SPLICE``: Hypothesis draws at most about a hundred lines
+per example), ``FUZZ_PROGRESS=1`` to print each batch's counts and the running totals::
 
-    FUZZ_EXAMPLES=400 FUZZ_PROGRESS=1 spark-slot python -m pytest tests/fuzz -s -q -p no:cacheprovider
+    FUZZ_EXAMPLES=80 FUZZ_SPLICE=10 FUZZ_PROGRESS=1 spark-slot python -m pytest tests/fuzz -s -q -p no:cacheprovider
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import tempfile
 from collections import Counter
@@ -49,6 +51,7 @@ pytestmark = [pytest.mark.integration]
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "3"))
 MIN_LINES = int(os.environ.get("FUZZ_MIN_LINES", "50"))
 MAX_LINES = int(os.environ.get("FUZZ_MAX_LINES", "200"))
+SPLICE = int(os.environ.get("FUZZ_SPLICE", "0"))  # bred lines per drawn line (long runs)
 PROGRESS = os.environ.get("FUZZ_PROGRESS") == "1"
 INGESTED = datetime(2026, 11, 20, 10, 30)
 INGESTED_MS = int(INGESTED.replace(tzinfo=timezone.utc).timestamp() * 1000)
@@ -170,12 +173,56 @@ def lines(draw) -> bytes | None:
     return line
 
 
+def spliced(batch: list[bytes | None], rng: random.Random, count: int) -> list[bytes]:
+    """``count`` more lines bred from ``batch``: events with fields crossed over, and byte splices.
+
+    Hypothesis draws at most about a hundred lines per example; a long run multiplies them this
+    way (FUZZ_SPLICE) to put many more lines through each Spark call.
+    """
+    sources = [line for line in batch if line is not None and len(line) < 100_000] or [b"{}"]
+    events = []
+    for line in sources:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    bred = []
+    for _ in range(count):
+        roll = rng.random()
+        if events and roll < 0.6:  # each field from one of a few parent events
+            parents = rng.sample(events, min(len(events), 3))
+            keys = {key for parent in parents for key in parent}
+            child = {}
+            for key in sorted(keys, key=lambda _: rng.random()):
+                parent = rng.choice(parents)
+                if key in parent:
+                    child[key] = parent[key]
+            if rng.random() < 0.5:  # a new id, so that silver grows
+                child["event_id"] = f"s-{rng.randrange(10**9)}"
+            text = json.dumps(child, ensure_ascii=rng.random() < 0.5, separators=rng.choice([(",", ":"), (", ", ": ")]))
+            bred.append(text.encode() + rng.choice([b"", b"", b"", b" ", b"x", b"}", b"\t"]))
+        elif roll < 0.85:  # the head of one line and the tail of another
+            head, tail = rng.choice(sources), rng.choice(sources)
+            bred.append(head[: rng.randint(0, len(head))] + tail[rng.randint(0, len(tail)) :])
+        else:  # a few bytes changed
+            data = bytearray(rng.choice(sources) or b" ")
+            for _ in range(rng.randint(1, 3)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            bred.append(bytes(data))
+    return bred
+
+
 @st.composite
 def batches(draw) -> list[bytes | None]:
     """A batch of lines, some sent again (an at-least-once producer), in any order."""
     batch = draw(st.lists(lines(), min_size=MIN_LINES, max_size=MAX_LINES))
     again = draw(st.lists(st.integers(0, len(batch) - 1), max_size=len(batch) // 10))
-    return draw(st.permutations(batch + [batch[index] for index in again]))
+    batch = draw(st.permutations(batch + [batch[index] for index in again]))
+    if SPLICE:
+        batch += spliced(batch, random.Random(draw(st.integers(0, 2**32))), SPLICE * len(batch))
+    return batch
 
 # ---- checks -------------------------------------------------------------------------------------
 
