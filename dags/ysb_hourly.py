@@ -43,6 +43,8 @@ from lakehouse import catalog  # noqa: E402
 from lakehouse.kafka_settings import DEFAULT_TOPIC, KAFKA_MACROS, SOURCES  # noqa: E402
 from lakehouse.orchestration import MACROS, SPARK_CONN_ID, job_path  # noqa: E402
 
+# A whole hour in ISO-8601 (UTC unless an offset is given): checked when a run is triggered.
+WHOLE_HOUR = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:00(:00)?(Z|[+-][0-9]{2}:?[0-9]{2})?$"
 RUN_ARGS = [
     "--lakehouse-root", "{{ lakehouse_root() }}",
     "--mode", "{{ lakehouse_mode(dag_run, params, logical_date) }}",
@@ -107,8 +109,14 @@ with DAG(
             enum=["incremental", "batch"],
             description="incremental: process what is new; batch: recompute the event hours [start, end).",
         ),
-        "start": Param(None, type=["null", "string"], description="batch mode: first event hour, e.g. 2026-11-20T13:00Z"),
-        "end": Param(None, type=["null", "string"], description="batch mode: end of the interval (exclusive)"),
+        "start": Param(
+            None, type=["null", "string"], pattern=WHOLE_HOUR,
+            description="batch mode: first event hour, ISO-8601, e.g. 2026-11-20T13:00Z",
+        ),
+        "end": Param(
+            None, type=["null", "string"], pattern=WHOLE_HOUR,
+            description="batch mode: end of the interval (exclusive), ISO-8601, e.g. 2026-11-20T16:00Z",
+        ),
         "source": Param(
             "files",
             enum=list(SOURCES),
@@ -125,8 +133,13 @@ with DAG(
 
     @task
     def preflight(params=None, dag_run=None, logical_date=None, conn=None) -> None:
-        """Fail before any JVM starts if the connection, landing zone, jars or params are wrong."""
+        """Fail before any JVM starts if the connection, landing zone, jars or params are wrong.
+
+        Every problem found here needs a person (a setting, a parameter, data to generate), so the
+        task fails at once instead of retrying.
+        """
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+        from airflow.sdk.exceptions import AirflowFailException
 
         from lakehouse.kafka_settings import source_problems
         from lakehouse.orchestration import preflight as check
@@ -137,7 +150,7 @@ with DAG(
             master = None
         problems = check(master, dict(params), dag_run.run_type, logical_date) + source_problems(params, conn)
         if problems:
-            raise ValueError("Preflight failed:\n- " + "\n- ".join(problems))
+            raise AirflowFailException("Preflight failed:\n- " + "\n- ".join(problems))
 
     @task.branch
     def choose_path(params=None, dag_run=None, logical_date=None) -> str:

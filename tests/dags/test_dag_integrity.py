@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -72,3 +73,26 @@ def test_hourly_dag_shape():
         assert [a.name for a in task.outlets] == [t.name for t in catalog.written_by_task(table)]
         assert [a.name for a in task.inlets] == list(table.upstream)
         assert all(a.uri == f"delta://{a.name}/" for a in [*task.outlets, *task.inlets])
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [{"start": "yesterday"}, {"start": "2026-11-20T13:30Z"}, {"end": "20.11.2026 14:00"}, {"mode": "stream"}],
+    ids=["not-a-time", "not-a-whole-hour", "not-iso", "unknown-mode"],
+)
+def test_a_bad_trigger_conf_is_refused_before_any_task_runs(conf):
+    """What the UI's trigger form, the REST API and `airflow dags trigger` validate when a run is created."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    dag = DagBag(dag_folder=str(DAGS_DIR)).dags["ysb_hourly"]
+
+    def validated(run_conf: dict) -> dict:
+        params = copy.deepcopy(dag.params)
+        params.update(run_conf)
+        return params.validate()
+
+    good = {"mode": "batch", "start": "2026-11-20T13:00Z", "end": "2026-11-20T14:00+00:00"}
+    assert validated(good) | good == validated(good)
+    with pytest.raises(ParamValidationError):
+        validated({**good, **conf})
