@@ -3,6 +3,7 @@
 Usage:
     python -m lakehouse_tools.fault_injection --trials 3 --seed 1 [--hours 2 --events-per-second 0.1] \
         [--workdir DIR] [--report faults.json] [--keep]
+    python -m lakehouse_tools.fault_injection --trials 0 --checkpoint-trials 20 [--in-process] ...
 
 Each trial builds a fresh lakehouse under the work folder, generates landing data with the
 generator's default disorder (duplicates, malformed and late events) and loads dims.campaigns in
@@ -37,6 +38,14 @@ be brought to success, else 0.
 The plan of a trial (its data seed, kill modes, target batches and delay fractions) depends on
 (seed, trial number) alone; where a random kill lands in wall-clock terms still depends on the
 machine's speed, which is the point of killing at random.
+
+Checkpoint trials (``--checkpoint-trials N``) damage a streaming job's checkpoint instead, one of
+:data:`CHECKPOINT_KINDS` (its folder moved away, its newest offsets file removed or truncated, the
+folder restored from an older copy), in one lakehouse that gains an hour of landing data per
+trial. Each trial runs the pipeline (the damaged job must refuse to start, exit 2, and write
+nothing), does exactly what the refusal's message says (:func:`follow_recovery`), runs the
+pipeline again and compares every table with the landing files and the oracle. Trials rotate
+through every (kind, job) pair. Jobs run as spark-submits, or in this process (``--in-process``).
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -55,7 +65,7 @@ import time
 import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from lakehouse import catalog, runner
@@ -99,7 +109,9 @@ JOB_ARGS = {task: ("--max-files-per-trigger", "1") for task in LAYER if catalog.
 DEFAULT_BATCH_SECONDS = {"bronze": 1.5, "silver": 5.0, "gold": 4.0}
 MERGE_STARTED = "MergeIntoCommand: DELTA: MERGE operation"
 PROBLEMS = ("lost", "duplicated", "unexpected", "mismatched")
-CHECKED_TABLES = tuple(name for targets in TARGETS.values() for name in targets)
+# The per-batch records of a query (silver's ops.silver_batch_metrics): one row per micro-batch.
+METRICS_TABLES = tuple(t.name for t in catalog.tables() if t.role == "metrics")
+CHECKED_TABLES = (*(name for targets in TARGETS.values() for name in targets), *METRICS_TABLES)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,8 +187,12 @@ class BatchClock:
             return self.seconds[layer]
 
 
-def spark_submit_command(job: str, lakehouse: Lakehouse) -> list[str]:
-    """The spark-submit line of a job, as the DAG's tasks run it (local[2]).
+# Jobs that are not a table's task: their own entry points.
+OPERATIONS = {"full_refresh": JOBS_DIR / "full_refresh.py"}
+
+
+def spark_submit_command(job: str, lakehouse: Lakehouse, *args: str) -> list[str]:
+    """The spark-submit line of a job (a task, or an operation such as full_refresh), as the DAG's tasks run it (local[2]).
 
     The driver JVM starts with the fast-start options (C1 JIT, the class-data-sharing archive of
     ``make driver-cds`` when built): a trial is eight short drivers, and these halve their CPU time
@@ -190,9 +206,10 @@ def spark_submit_command(job: str, lakehouse: Lakehouse) -> list[str]:
         "--conf", "spark.ui.enabled=false",
         "--conf", "spark.sql.shuffle.partitions=2",
         "--driver-java-options", fast_start_java_options(),
-        str(JOBS_DIR / "run.py"), job,
+        *([str(OPERATIONS[job])] if job in OPERATIONS else [str(JOBS_DIR / "run.py"), job]),
         "--lakehouse-root", lakehouse.root,
         *JOB_ARGS.get(job, ()),
+        *args,
     ]  # fmt: skip
 
 
@@ -412,6 +429,273 @@ def _tail(log: str, lines: int = 25) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# Checkpoint trials: damage a checkpoint, expect the refusal, follow its recovery to the letter
+
+# How a checkpoint is damaged; each must be refused before anything is written, and the recovery
+# the refusal prints must bring every table back to the oracle's.
+CHECKPOINT_KINDS = ("removed", "offsets_removed", "offsets_truncated", "restored_older")
+REFUSED = 2  # the exit status of a job that refuses to start (a ConfigError)
+STREAMED_TASKS = tuple(task for stage in STAGES for task in stage)
+
+
+class TaskRunner:
+    """Runs a task (a table's job, or full_refresh) to its end: (exit status, what it printed).
+
+    As a spark-submit (the default), or in this process on the harness's Spark session, where a
+    ConfigError stands for exit status 2, as ``runtime.run_job`` turns it into.
+    """
+
+    def __init__(self, lakehouse: Lakehouse, logs: Path, in_process: bool = False, timeout_s: float = 1800.0):
+        self.lakehouse, self.logs, self.in_process, self.timeout_s = lakehouse, logs, in_process, timeout_s
+        self.runs = 0
+
+    def __call__(self, task: str, *args: str) -> tuple[int, str]:
+        self.runs += 1
+        if self.in_process:
+            return self._in_process(task, args)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = self.logs / f"{self.runs:03d}-{task}.log"
+        with open(log, "wb") as out:
+            done = subprocess.run(
+                spark_submit_command(task, self.lakehouse, *args), env=job_environment(self.lakehouse),
+                cwd=PROJECT_DIR, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                timeout=self.timeout_s, start_new_session=True,
+            )  # fmt: skip
+        return done.returncode, log.read_text(errors="replace")
+
+    def _in_process(self, task: str, args: tuple[str, ...]) -> tuple[int, str]:
+        from lakehouse import refresh
+        from lakehouse.config import ConfigError
+
+        argv = ["--lakehouse-root", self.lakehouse.root, *JOB_ARGS.get(task, ()), *args]
+        try:
+            if task in OPERATIONS:
+                refresh.main(argv)
+            else:
+                runner.run(task, argv)
+        except ConfigError as error:
+            return REFUSED, f"ERROR lakehouse: {error}"
+        except Exception:
+            return 1, traceback.format_exc()
+        return 0, ""
+
+
+def refusal_message(output: str) -> str:
+    """The message a job that refused logged (``ERROR lakehouse: ...``, one line), or ''."""
+    lines = [line.split("ERROR lakehouse: ", 1)[1] for line in output.splitlines() if "ERROR lakehouse: " in line]
+    return lines[-1].strip() if lines else ""
+
+
+def follow_recovery(message: str, run_task: TaskRunner) -> str:
+    """Do exactly what a refusal's message says to recover (before the rerun it asks for); what was done.
+
+    The messages of ``lakehouse.runtime`` name one of: files to delete ("Recovery: delete A and B
+    (nothing else)"), a full refresh of a layer (``jobs/full_refresh.py --layer L``), or, after
+    another driver ran beside this one, nothing but the rerun.
+    """
+    deleting = re.search(r"Recovery: delete (.+?) \(nothing else\)", message)
+    if deleting:
+        files = deleting.group(1).split(" and ")
+        for name in files:
+            Path(name).unlink(missing_ok=True)  # a checksum file Spark never wrote is already deleted
+        return f"deleted {', '.join(files)}"
+    refresh = re.search(r"jobs/full_refresh\.py --layer (\w+)", message)
+    if refresh:
+        status, output = run_task("full_refresh", "--layer", refresh.group(1))
+        if status != 0:
+            raise RuntimeError(f"full refresh of {refresh.group(1)} failed ({status}): {output[-3000:]}")
+        return f"full refresh of {refresh.group(1)}"
+    if "make sure no other driver runs on this checkpoint" in message:
+        return "nothing: no other driver runs on the checkpoint"
+    raise RuntimeError(f"no recovery to follow in the message: {message!r}")
+
+
+def run_pipeline(run_task: TaskRunner) -> tuple[str, int, str] | None:
+    """Every streaming task in DAG order, as the DAG runs them; the first that fails (task, status, output), or None."""
+    for task in STREAMED_TASKS:
+        status, output = run_task(task)
+        if status != 0:
+            return task, status, output
+    return None
+
+
+def damage_checkpoint(kind: str, checkpoint: Path, aside: Path, older_copy: Path | None = None) -> str:
+    """Damage a checkpoint as ``kind`` says; what was done."""
+    newest = max(_batch_ids(checkpoint / "offsets"), default=None)
+    if kind == "removed":
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(checkpoint), str(aside))
+        return f"moved {checkpoint} to {aside}"
+    if kind == "restored_older":
+        shutil.rmtree(checkpoint)
+        shutil.copytree(older_copy, checkpoint)
+        return f"restored {checkpoint} from an older copy (newest offsets {max(_batch_ids(checkpoint / 'offsets'))}, was {newest})"
+    if newest is None:
+        raise RuntimeError(f"{checkpoint} has no offsets file to damage")
+    offsets = checkpoint / "offsets" / str(newest)
+    if kind == "offsets_removed":
+        offsets.unlink()
+        offsets.with_name(f".{newest}.crc").unlink(missing_ok=True)
+        return f"removed offsets/{newest} (commits/{newest} kept)"
+    if kind == "offsets_truncated":
+        data = offsets.read_bytes()
+        offsets.write_bytes(data[: len(data) // 2])
+        return f"truncated offsets/{newest} to {len(data) // 2} of {len(data)} bytes"
+    raise ValueError(f"unknown checkpoint damage {kind!r}; known: {', '.join(CHECKPOINT_KINDS)}")
+
+
+@dataclass
+class CheckpointTrialResult:
+    """One checkpoint trial: the damage, the refusal, the recovery followed, and the tables after it."""
+
+    trial: int
+    kind: str
+    job: str
+    damage: str = ""
+    refused_by: str = ""  # the task that exited 2
+    message: str = ""  # what it said
+    recovery: str = ""  # what the harness did, as the message said
+    tables: dict[str, dict[str, int]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        figures_ok = all(figures.get(k, 0) == 0 for figures in self.tables.values() for k in PROBLEMS)
+        return not self.errors and self.refused_by == self.job and bool(self.tables) and figures_ok
+
+
+def plan_checkpoint_trials(seed: int, count: int) -> list[tuple[str, str]]:
+    """(kind, job) of each checkpoint trial: every kind in turn, jobs rotating from a seeded start
+    (with 4 kinds and 5 jobs, 20 trials cover every pair)."""
+    first = random.Random(f"checkpoint-trials-{seed}").randrange(len(STREAMED_TASKS))
+    return [
+        (CHECKPOINT_KINDS[n % len(CHECKPOINT_KINDS)], STREAMED_TASKS[(first + n) % len(STREAMED_TASKS)])
+        for n in range(count)
+    ]
+
+
+def _versions(spark, lakehouse: Lakehouse, names) -> dict[str, int]:
+    from delta.tables import DeltaTable
+
+    return {
+        name: DeltaTable.forPath(spark, lakehouse.table(name).path).history(1).collect()[0].version
+        for name in names
+        if DeltaTable.isDeltaTable(spark, lakehouse.table(name).path)
+    }
+
+
+def run_checkpoint_trial(
+    trial: int, kind: str, job: str, lakehouse: Lakehouse, run_task: TaskRunner, spark, add_hour
+) -> CheckpointTrialResult:
+    """Damage ``job``'s checkpoint as ``kind`` says, expect its refusal, follow the recovery, check the tables.
+
+    ``lakehouse`` has been through the pipeline; ``add_hour()`` lands the next hour of data.
+    """
+    result = CheckpointTrialResult(trial, kind, job)
+    started = time.monotonic()
+    try:
+        checkpoint = Path(lakehouse.table(TARGETS[job][0]).checkpoint())
+        older = None
+        if kind == "restored_older":  # a copy of now, then the job moves on
+            older = Path(lakehouse.root) / "aside" / f"trial-{trial:03d}-{job}-older"
+            shutil.copytree(checkpoint, older)
+            add_hour()
+            failed = run_pipeline(run_task)
+            if failed:
+                raise RuntimeError(f"{failed[0]} failed ({failed[1]}) before the damage: {failed[2][-3000:]}")
+        aside = Path(lakehouse.root) / "aside" / f"trial-{trial:03d}-{job}-moved-away"
+        result.damage = damage_checkpoint(kind, checkpoint, aside, older)
+        add_hour()  # new input waiting for the damaged job
+        written = [t.name for t in catalog.written_by_task(catalog.task(job))]
+        before = _versions(spark, lakehouse, written)
+
+        failed = run_pipeline(run_task)
+        if failed is None:
+            raise RuntimeError(f"{job} ran on the damaged checkpoint ({result.damage}) instead of refusing")
+        result.refused_by, status, output = failed
+        result.message = refusal_message(output)
+        if result.refused_by != job or status != REFUSED or not result.message:
+            raise RuntimeError(f"{result.refused_by} failed with {status} (expected {job} to refuse): {output[-3000:]}")
+        if _versions(spark, lakehouse, written) != before:
+            raise RuntimeError(f"{job} wrote to its tables before refusing: {before} -> {_versions(spark, lakehouse, written)}")
+
+        result.recovery = follow_recovery(result.message, run_task)
+        failed = run_pipeline(run_task)
+        if failed:
+            raise RuntimeError(f"after the recovery ({result.recovery}), {failed[0]} failed ({failed[1]}): {failed[2][-3000:]}")
+        result.tables = check_tables(spark, lakehouse)
+    except Exception:
+        result.errors.append(traceback.format_exc())
+    result.seconds = round(time.monotonic() - started, 1)
+    return result
+
+
+def run_checkpoint_trials(options: argparse.Namespace, spark, workdir: Path) -> list[CheckpointTrialResult]:
+    """The checkpoint trials, in one lakehouse that has been through the pipeline and gains an hour per trial."""
+    root = workdir / "checkpoint-trials"
+    shutil.rmtree(root, ignore_errors=True)
+    lakehouse = Lakehouse(root=str(root))
+    run_task = TaskRunner(lakehouse, root / "logs", options.in_process, options.timeout)
+    data_seed = random.Random(f"checkpoint-trials-data-{options.seed}").randrange(1_000_000)
+    hours = iter(range(1_000_000))
+    add_hour = lambda: write_hours(  # noqa: E731
+        lakehouse, parse_hour(options.start) + timedelta(hours=next(hours)), 1, options.events_per_second, data_seed
+    )
+    results: list[CheckpointTrialResult] = []
+    write_campaigns(lakehouse, data_seed)
+    for _ in range(options.hours):
+        add_hour()
+    for table in catalog.tasks():
+        if not table.streamed:
+            run_task(table.task)
+    failed = run_pipeline(run_task)
+    if failed:
+        raise RuntimeError(f"the pipeline failed before any damage: {failed[0]} ({failed[1]}): {failed[2][-3000:]}")
+    plan = plan_checkpoint_trials(options.seed, options.checkpoint_trials)
+    for trial, (kind, job) in enumerate(plan):
+        result = run_checkpoint_trial(trial, kind, job, lakehouse, run_task, spark, add_hour)
+        results.append(result)
+        _print_checkpoint_trial(result, len(plan))
+        if not result.ok:
+            break  # the lakehouse is not known to be whole: later trials would test nothing
+    if all(r.ok for r in results) and len(results) == len(plan) and not options.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return results
+
+
+def summarise_checkpoint_trials(results: list[CheckpointTrialResult]) -> dict:
+    """Totals of the checkpoint trials: cases per kind, refusals, recoveries, rows lost or doubled."""
+    lost = sum(f.get("lost", 0) for r in results for f in r.tables.values())
+    duplicated = sum(f.get("duplicated", 0) for r in results for f in r.tables.values())
+    wrong = sum(f.get("unexpected", 0) + f.get("mismatched", 0) for r in results for f in r.tables.values())
+    return {
+        "cases": len(results),
+        "cases_per_kind": dict(Counter(r.kind for r in results)),
+        "cases_per_job": dict(Counter(r.job for r in results)),
+        "refused": sum(r.refused_by == r.job for r in results),
+        "recoveries": dict(Counter(re.sub(r"deleted .*", "deleted checkpoint files", r.recovery) for r in results)),
+        "failed": [r.trial for r in results if not r.ok],
+        "lost": lost,
+        "duplicated": duplicated,
+        "unexpected_or_mismatched": wrong,
+    }
+
+
+def _print_checkpoint_trial(result: CheckpointTrialResult, total: int) -> None:
+    verdict = "OK" if result.ok else "FAILED"
+    print(f"checkpoint trial {result.trial + 1}/{total}: {result.kind} on {result.job}: {verdict} in {result.seconds:.0f} s")
+    print(f"  damage: {result.damage}")
+    print(f"  refused by {result.refused_by or 'nobody'}: {result.message[:400]}")
+    print(f"  recovery followed: {result.recovery}")
+    for name, figures in result.tables.items():
+        print("  " + f"{name}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+    for error in result.errors:
+        print(f"  ERROR: {error}")
+    sys.stdout.flush()
+
+
+# ---------------------------------------------------------------------------------------------
 # Checking the tables
 
 
@@ -466,6 +750,33 @@ def check_tables(spark, lakehouse: Lakehouse) -> dict[str, dict[str, int]]:
         # would also show as one lost under its right reason).
         "duplicated": sum((Counter(reasons) - wanted).values()),
     }
+
+    # A query's per-batch records: one row per committed micro-batch of the current checkpoint
+    # generation (a batch whose metrics row is missing is "lost"), and together they account for
+    # every line the query read, every row it inserted and every line it quarantined.
+    for name in METRICS_TABLES:
+        writer = catalog.get(catalog.get(name).written_by)
+        paths = lakehouse.table(writer.name)
+        generation = paths.current_generation()
+        rows = read(name).where(f"generation = {generation}").collect()
+        batches = _batch_ids(Path(paths.checkpoint(generation)) / "commits")
+        seen = Counter(row.batch_id for row in rows)
+        totals = {
+            "lines": read(writer.upstream[0]).count(),
+            "inserted": read(writer.name).count(),
+            "quarantined": read(catalog.side(writer, "quarantine").name).count(),
+        }
+        figures[name] = {
+            "expected": len(batches),
+            "rows": len(rows),
+            "lost": len(batches - seen.keys()),
+            "duplicated": sum(n - 1 for n in seen.values()),
+            "unexpected": len(seen.keys() - batches),
+            "mismatched": sum(
+                any(row[column] is None for row in rows) or sum(row[column] for row in rows) != total
+                for column, total in totals.items()
+            ),
+        }
 
     # Gold tables: whole rows against the oracle's (a wrong value counts as one lost and one unexpected row).
     for table in catalog.tables():
@@ -591,9 +902,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--resume", action="store_true",
         help="keep the trials already in --report (same seed and data options) and run only the rest",
     )  # fmt: skip
+    parser.add_argument(
+        "--checkpoint-trials", type=int, default=0,
+        help=f"then this many checkpoint trials (damage: {', '.join(CHECKPOINT_KINDS)}; refusal, recovery, check)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--in-process", action="store_true", help="checkpoint trials: run the jobs in this process, not spark-submit"
+    )
     options = parser.parse_args(argv)
-    if options.trials < 1 or options.hours < 1 or options.events_per_second <= 0:
-        parser.error("--trials and --hours must be >= 1, --events-per-second > 0")
+    if options.trials < 0 or options.checkpoint_trials < 0 or options.trials + options.checkpoint_trials < 1:
+        parser.error("--trials and --checkpoint-trials must be >= 0, and one of them >= 1")
+    if options.hours < 1 or options.events_per_second <= 0:
+        parser.error("--hours must be >= 1, --events-per-second > 0")
     if options.resume and not options.report:
         parser.error("--resume needs --report: the trials run so far are read from it")
     return options
@@ -647,20 +967,44 @@ def run(options: argparse.Namespace, spark=None) -> dict:
             shutil.rmtree(result.root, ignore_errors=True)
         if options.report:
             _write_report(options, results, clock)
+    checkpoint_results = []
+    if options.checkpoint_trials:
+        print(f"checkpoint trials: {options.checkpoint_trials}, seed {options.seed}, "
+              f"jobs {'in this process' if options.in_process else 'as spark-submits'}")  # fmt: skip
+        checkpoint_results = run_checkpoint_trials(options, spark, workdir)
     summary = summarise(results, clock)
-    _print_summary(summary)
+    if results:
+        _print_summary(summary)
+    if options.checkpoint_trials:
+        summary["checkpoint"] = summarise_checkpoint_trials(checkpoint_results)
+        _print_checkpoint_summary(summary["checkpoint"], options.checkpoint_trials)
+        summary["checkpoint_trials"] = [asdict(r) | {"ok": r.ok} for r in checkpoint_results]
     if options.report:
-        _write_report(options, results, clock)
+        _write_report(options, results, clock, summary)
     summary["trials"] = [asdict(r) | {"ok": r.ok} for r in results]
     return summary
 
 
-def _write_report(options: argparse.Namespace, results: list[TrialResult], clock: BatchClock) -> None:
+def _print_checkpoint_summary(checkpoint: dict, planned: int) -> None:
+    print(f"checkpoint trials run: {checkpoint['cases']} of {planned}, failed: {checkpoint['failed'] or 'none'}")
+    print(f"  per kind: {checkpoint['cases_per_kind']}; per job: {checkpoint['cases_per_job']}")
+    print(f"  refused by the damaged job: {checkpoint['refused']}; recoveries followed: {checkpoint['recoveries']}")
+    print(f"  rows lost: {checkpoint['lost']}, rows duplicated: {checkpoint['duplicated']}, "
+          f"unexpected or mismatched: {checkpoint['unexpected_or_mismatched']}")  # fmt: skip
+    sys.stdout.flush()
+
+
+def _write_report(
+    options: argparse.Namespace, results: list[TrialResult], clock: BatchClock, summary: dict | None = None
+) -> None:
+    summary = dict(summary or summarise(results, clock))
+    checkpoint_trials = summary.pop("checkpoint_trials", [])
     report = {
         "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "options": vars(options),
-        "summary": summarise(results, clock),
+        "summary": summary,
         "trials": [asdict(r) | {"ok": r.ok} for r in results],
+        "checkpoint_trials": checkpoint_trials,
     }
     path = Path(options.report)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -670,8 +1014,12 @@ def _write_report(options: argparse.Namespace, results: list[TrialResult], clock
 
 
 def main(argv: list[str] | None = None) -> int:
-    summary = run(parse_args(argv))
+    options = parse_args(argv)
+    summary = run(options)
     failed = summary["trials_failed"] or summary["lost"] or summary["duplicated"] or summary["unexpected_or_mismatched"]
+    checkpoint = summary.get("checkpoint")
+    if checkpoint:
+        failed = failed or checkpoint["failed"] or checkpoint["cases"] < options.checkpoint_trials
     return 1 if failed else 0
 
 

@@ -1,0 +1,181 @@
+"""Checkpoints and tables must agree, or the job refuses; the recovery it prints, followed to the letter, is safe.
+
+Every damage is refused before anything is written (exit status 2, a ConfigError in process), the
+harness does exactly what the message says (``fault_injection.follow_recovery``), runs the pipeline
+again, and the tables are compared with the landing files and the plain-Python oracle.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from helpers import START, assert_tables_match_oracle
+from lakehouse import catalog
+from lakehouse.config import ConfigError, Lakehouse
+from lakehouse.flows.merge import MergeBatch
+from lakehouse.runtime import Written, run_available_now
+from lakehouse.sources import delta_stream
+from lakehouse_tools import fault_injection
+from lakehouse_tools.fault_injection import (
+    REFUSED,
+    TaskRunner,
+    check_tables,
+    follow_recovery,
+    refusal_message,
+    run_pipeline,
+)
+from lakehouse_tools.generator import write_campaigns, write_hours
+
+# A seed whose plan gives each kind of damage once, on the job where it hurt most when found by hand:
+# bronze's folder moved away (it appended every line again), silver's newest offsets file removed
+# (CONCURRENT_STREAM_LOG_UPDATE, then a silent skip), a gold one truncated, and another gold one
+# restored from an older copy.
+SEED = 6
+PLAN = [
+    ("removed", "bronze_ad_events"),
+    ("offsets_removed", "silver_ad_events"),
+    ("offsets_truncated", "gold_ad_type_hourly"),
+    ("restored_older", "gold_campaign_hourly"),
+]
+# What each refusal must say it found.
+FOUND = {
+    "removed": r"holds no batch \(moved away, deleted or never copied\), but the tables already hold this writer's",
+    "offsets_removed": r"commits/(\d+) exists but offsets/\1 does not",
+    "offsets_truncated": r"damaged \(truncated or not Spark's format\): offsets/\d+",
+    "restored_older": r"the checkpoint is older than its tables",
+}
+PROBLEMS = fault_injection.PROBLEMS
+
+
+def assert_whole(spark, lakehouse: Lakehouse) -> None:
+    """Every table equals the oracle, and silver's metrics account for every batch exactly once."""
+    assert_tables_match_oracle(spark, lakehouse)
+    figures = check_tables(spark, lakehouse)
+    assert all(f.get(k, 0) == 0 for f in figures.values() for k in PROBLEMS), figures
+
+
+def test_each_kind_of_checkpoint_damage_is_refused_and_its_recovery_restores_the_oracle(spark, tmp_path):
+    assert fault_injection.plan_checkpoint_trials(SEED, len(PLAN)) == PLAN
+    options = fault_injection.parse_args(
+        ["--trials", "0", "--checkpoint-trials", str(len(PLAN)), "--seed", str(SEED), "--hours", "1",
+         "--events-per-second", "0.02", "--in-process", "--keep", "--workdir", str(tmp_path)]
+    )  # fmt: skip
+    summary = fault_injection.run(options, spark=spark)
+
+    trials = summary["checkpoint_trials"]
+    details = "\n".join(str(t) for t in trials)
+    assert summary["checkpoint"]["cases"] == len(PLAN) and summary["checkpoint"]["failed"] == [], details
+    assert summary["checkpoint"]["lost"] == summary["checkpoint"]["duplicated"] == 0, details
+    for trial, (kind, job) in zip(trials, PLAN):
+        layer, name = catalog.task(job).layer, catalog.task(job).name
+        checkpoints = Lakehouse(str(tmp_path / "checkpoint-trials")).table(name).checkpoint_root
+        assert (trial["kind"], trial["job"], trial["refused_by"]) == (kind, job, job), trial
+        message = trial["message"]
+        assert re.match(rf"{name}: checkpoint {checkpoints}/gen=\d+ ", message), message
+        assert re.search(FOUND[kind], message), message
+        assert "Nothing was written." in message and f"jobs/full_refresh.py --layer {layer}" in message, message
+        assert trial["recovery"] == f"full refresh of {layer}", trial
+        assert all(f.get(k, 0) == 0 for f in trial["tables"].values() for k in PROBLEMS), trial
+    # The lakehouse as the last recovery left it, against the oracle once more (helpers' own comparison).
+    assert_whole(spark, Lakehouse(str(tmp_path / "checkpoint-trials")))
+
+
+def newest(folder: Path) -> int:
+    return max(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse):
+    """A batch no table holds yet may be planned again; a replaced checkpoint and a concurrent commit are not."""
+    run_task = TaskRunner(lakehouse, Path(lakehouse.root) / "logs", in_process=True)
+    hours = iter(range(100))
+
+    def add_hour() -> None:
+        write_hours(lakehouse, START + timedelta(hours=next(hours)), 1, events_per_second=0.02, seed=61)
+
+    def refused(job: str) -> str:
+        failed = run_pipeline(run_task)
+        assert failed is not None and failed[:2] == (job, REFUSED), failed
+        return refusal_message(failed[2])
+
+    def follow_and_check(message: str, expected_recovery: str) -> None:
+        assert follow_recovery(message, run_task) == expected_recovery, message
+        assert run_pipeline(run_task) is None
+        assert_whole(spark, lakehouse)
+
+    write_campaigns(lakehouse, seed=61)
+    add_hour()
+    assert run_task("dim_campaigns") == (0, "")
+    assert run_pipeline(run_task) is None
+
+    # A torn offsets file of a batch that was planned, but not written anywhere yet (a driver that
+    # died while writing it): that batch may be planned again.
+    silver = Path(lakehouse.table("silver.ad_events").checkpoint())
+    add_hour()
+    assert run_task("bronze_ad_events")[0] == 0
+    planned = newest(silver / "offsets") + 1
+    (silver / "offsets" / str(planned)).write_bytes((silver / "offsets" / str(planned - 1)).read_bytes()[:40])
+    message = refused("silver_ad_events")
+    torn = [str(silver / "offsets" / str(planned)), str(silver / "offsets" / f".{planned}.crc")]
+    assert f"damaged (truncated or not Spark's format): offsets/{planned}. No table holds batch {planned} yet." in message
+    assert f"Recovery: delete {torn[0]} and {torn[1]} (nothing else), then rerun silver_ad_events" in message
+    follow_and_check(message, f"deleted {', '.join(torn)}")
+
+    # A commit file of a batch that was never planned, and that no table holds.
+    windows = Path(lakehouse.table("gold.campaign_windows").checkpoint())
+    last = newest(windows / "commits")
+    shutil.copy(windows / "commits" / str(last), windows / "commits" / str(last + 1))
+    add_hour()
+    message = refused("gold_campaign_windows")
+    stray = [str(windows / "commits" / str(last + 1)), str(windows / "commits" / f".{last + 1}.crc")]
+    assert f"commits/{last + 1} exists but offsets/{last + 1} does not. No table holds batch {last + 1}." in message
+    follow_and_check(message, f"deleted {', '.join(stray)}")
+
+    # The damaged newest commit file of a batch whose offsets are intact: replayed, and skipped where held.
+    commits = Path(lakehouse.table("gold.campaign_hourly").checkpoint()) / "commits"
+    last = newest(commits)
+    (commits / str(last)).write_bytes(b"v1\n{")
+    add_hour()
+    message = refused("gold_campaign_hourly")
+    assert f"damaged (truncated or not Spark's format): commits/{last}. Recovery: delete {commits / str(last)}" in message
+    assert f"batch {last} is replayed with the same input (offsets/{last} is intact)" in message
+    follow_and_check(message, f"deleted {commits / str(last)}, {commits / f'.{last}.crc'}")
+
+    # Another query's checkpoint put in place of this one's (both read silver: Spark would resume it).
+    hourly = Path(lakehouse.table("gold.campaign_hourly").checkpoint())
+    shutil.rmtree(hourly)
+    shutil.copytree(windows, hourly)
+    add_hour()
+    message = refused("gold_campaign_hourly")
+    assert f"gold.campaign_hourly: checkpoint {hourly} belongs to another query: its metadata names query" in message
+    assert f"(recorded in {hourly}.identity.json)" in message
+    follow_and_check(message, "full refresh of gold")
+
+    # Another driver commits the batch this one is running (no shared lock between them): Spark's
+    # CONCURRENT_STREAM_LOG_UPDATE, translated. Silver's own micro-batch, then the other driver's commit.
+    add_hour()
+    assert run_task("bronze_ad_events")[0] == 0
+    table = catalog.get("silver.ad_events")
+    generation = lakehouse.table(table.name).current_generation()
+    silver = Path(lakehouse.table(table.name).checkpoint())
+    on_batch = MergeBatch(spark, lakehouse, table, generation)
+
+    def batch_then_another_driver_commits(rows, batch_id: int) -> None:
+        on_batch(rows, batch_id)
+        (silver / "commits" / str(batch_id)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+    writer = delta_stream(spark, lakehouse.table("bronze.ad_events")).writeStream.foreachBatch(
+        batch_then_another_driver_commits
+    )
+    writes = [Written(lakehouse.table(name), app_id) for name, app_id in on_batch.app_ids.items()]
+    with pytest.raises(ConfigError) as failure:
+        run_available_now(writer, str(silver), table.name, writes)
+    message = str(failure.value)
+    assert "silver.ad_events: while this driver ran batch" in message, message
+    assert "another driver ran the same query at the same time" in message, message
+    assert "CONCURRENT_STREAM_LOG_UPDATE" in message, message
+    follow_and_check(message, "nothing: no other driver runs on the checkpoint")
