@@ -120,7 +120,7 @@ MAX_FUTURE_SKEW_US = 86_400_000_000  # an event over a day ahead of its ingestio
 _BOM = "\ufeff"
 _JSON_WHITESPACE = " \t\r\n"
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")  # what Spark's line reader splits on, and nothing else
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # any surrogate, high or low
 # JSON that silver's parser (Jackson, default limits) refuses, though the grammar allows it:
 # nesting deeper than 1000 (999 for a line: silver parses it inside one more array), integers of
 # more than 1000 digits, other numbers of more than 1000 digits in all, names over 50,000 chars.

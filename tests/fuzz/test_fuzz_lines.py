@@ -193,9 +193,10 @@ def spliced(batch: list[bytes | None], rng: random.Random, count: int) -> list[b
         roll = rng.random()
         if events and roll < 0.6:  # each field from one of a few parent events
             parents = rng.sample(events, min(len(events), 3))
-            keys = {key for parent in parents for key in parent}
+            keys = sorted({key for parent in parents for key in parent})  # sorted: sets vary by process
+            rng.shuffle(keys)
             child = {}
-            for key in sorted(keys, key=lambda _: rng.random()):
+            for key in keys:
                 parent = rng.choice(parents)
                 if key in parent:
                     child[key] = parent[key]
@@ -270,10 +271,13 @@ def satisfies_contract(row) -> bool:
     )
 
 
-def classify_and_check(bronze, campaigns, expected, copies: dict, source: str) -> tuple[list, Counter]:
+def classify_and_check(
+    bronze, campaigns, expected, lines: list[bytes | None], reasons: list[str | None], copies: dict, source: str
+) -> tuple[list, Counter]:
     """Run the silver functions on ``bronze`` and check every invariant against the oracle's ``expected``.
 
-    ``copies`` maps an event id to what each valid line with that id says (silver keeps any one).
+    ``lines`` and ``reasons`` are the input lines and the oracle's reason for each; ``copies`` maps
+    an event id to what each valid line with that id says (silver keeps any one).
 
     Returns the quarantine rows and the silver rows' count by reason (for the progress totals).
     """
@@ -281,6 +285,10 @@ def classify_and_check(bronze, campaigns, expected, copies: dict, source: str) -
     try:
         silver = deduplicate_ad_events(valid_ad_events(classified)).collect()
         quarantine = quarantined_ad_events(classified).select("raw_line", "reason", "source_file").collect()
+        # Each quarantined line by its exact bytes, to name the lines where silver and the oracle differ.
+        exact = classified.filter("reason IS NOT NULL").select(
+            F.hex(F.coalesce("raw_bytes", F.col("raw_line").cast("binary"))).alias("line"), "raw_line", "reason"
+        ).collect()
         # Every text column valid UTF-8: raw_line and reason_detail of every row, the event fields of silver.
         valid_text = F.least(*[F.coalesce(F.is_valid_utf8(column), F.lit(True)) for column in TEXT_COLUMNS])
         totals = classified.select(
@@ -292,6 +300,14 @@ def classify_and_check(bronze, campaigns, expected, copies: dict, source: str) -
         classified.unpersist()
     bronze_count, valid_count, not_utf8 = totals.lines, totals.valid, totals.not_utf8
 
+    actual_lines = Counter((None if r.raw_line is None else bytes.fromhex(r.line), r.reason) for r in exact)
+    wanted_lines = Counter((line, reason) for line, reason in zip(lines, reasons) if reason)
+    differ = [(line, reason, n) for (line, reason), n in ((actual_lines - wanted_lines) + (wanted_lines - actual_lines)).items()]
+    assert not differ, f"{source}: silver and the oracle differ on: " + "; ".join(
+        f"{(line or b'')[:300]!r}: silver {Counter({k: v for k, v in actual_lines.items() if k[0] == line})} "
+        f"oracle {Counter({k: v for k, v in wanted_lines.items() if k[0] == line})}"
+        for line, _, _ in differ[:5]
+    )
     by_reason = Counter(row.reason for row in quarantine)
     duplicates = valid_count - len(silver)
     assert len(silver) + len(quarantine) + duplicates == bronze_count == expected.lines, source
@@ -340,8 +356,8 @@ def test_landing_lines_are_never_lost_and_never_fail(spark, campaigns, campaigns
         bronze = bronze_ad_events(read)
         expected = expected_from_landing(landing, campaigns_csv, INGESTED)
         file_lines = [line for path in landing_files for line in _file_lines(path)]
-        _, copies = per_line(file_lines, campaigns_csv)
-        _, counts = classify_and_check(bronze, campaigns, expected, copies, "files")
+        reasons, copies = per_line(file_lines, campaigns_csv)
+        _, counts = classify_and_check(bronze, campaigns, expected, file_lines, reasons, copies, "files")
         # bronze keeps the exact bytes of every line that is not UTF-8, and only of those
         raw = bronze.select(F.hex("raw_bytes").alias("b")).filter("b IS NOT NULL").collect()
         invalid = [line for line in file_lines if not _is_utf8(line)]
@@ -364,7 +380,7 @@ def test_kafka_records_are_never_lost_and_never_fail(spark, campaigns, campaigns
     bronze = bronze_ad_events(records.withColumn("value", F.col("value").cast("string")))
     expected = expected_from_lines(batch, campaigns_csv, INGESTED)
     reasons, copies = per_line(batch, campaigns_csv)
-    quarantine, counts = classify_and_check(bronze, campaigns, expected, copies, "kafka")
+    quarantine, counts = classify_and_check(bronze, campaigns, expected, batch, reasons, copies, "kafka")
 
     # Each record has the oracle's reason, and keeps its bytes when they are not UTF-8.
     actual = {int(row.source_file.rsplit("/", 1)[1]): row.reason for row in quarantine}

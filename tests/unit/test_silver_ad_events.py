@@ -102,6 +102,7 @@ BAD_LINES = [
     (event()[:-1] + ', "event_id": "e-2"}', "malformed_json", None),  # duplicate key
     (event()[:-1] + ', "x": {"k": 1, "k": 2}}', "malformed_json", None),  # duplicate key, nested
     (event()[:-1] + ', "x": "\\ud800"}', "malformed_json", None),  # an escaped lone surrogate
+    (event(page_id="p\udda2"), "malformed_json", None),  # a lone low surrogate (json.dumps escapes it)
     (event(user_id=None).replace('"page_id"', '"user_id": null, "page_id"'), "missing_required_field", "user_id"),
     (event(event_id=""), "missing_required_field", "event_id"),
     (event(event_id=" \t"), "missing_required_field", "event_id"),
