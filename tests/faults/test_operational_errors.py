@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 
 from helpers import START, run_job, table, table_version
 from lakehouse.config import ConfigError
+from lakehouse_tools.fault_injection import TaskRunner, follow_recovery
 from lakehouse_tools.generator import write_campaigns, write_hours
 from lakehouse.runtime import run_available_now
 from lakehouse.sources import delta_stream
@@ -62,32 +63,37 @@ def newest(folder: Path) -> Path:
     return max((p for p in folder.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
 
 
-def delete_log_file(path: Path) -> None:
-    """Delete a checkpoint log file with its hidden checksum file ``.N.crc``: one left behind makes
-    Spark's rename of the rewritten file fail ("Multiple streaming queries are concurrently using")."""
-    path.unlink()
-    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
-
-
-def fails_as_corrupted(spark, lakehouse, checkpoint: Path, version: int) -> str:
+def refused(spark, lakehouse, checkpoint: Path, version: int, found: str) -> str:
+    """Bronze refuses to start on its damaged checkpoint, says what it found, and writes nothing."""
     with pytest.raises(ConfigError) as failure:
         run_job("bronze_ad_events", lakehouse)
     message = str(failure.value)
-    assert f"bronze.ad_events: the checkpoint {checkpoint} has a corrupted log file" in message, message
-    assert "full_refresh.py --layer bronze" in message, message
+    assert message.startswith(f"bronze.ad_events: checkpoint {checkpoint} "), message
+    assert found in message, message
     assert table_version(spark, lakehouse, "bronze.ad_events") == version, "nothing may be written from a bad log"
     return message
 
 
-def test_a_corrupted_offsets_file_says_how_to_recover_and_a_full_refresh_does(spark, lakehouse):
+def follow(message: str, lakehouse) -> str:
+    """Do exactly what the message says (the fault harness's reading of it), then rerun bronze."""
+    done = follow_recovery(message, TaskRunner(lakehouse, Path(lakehouse.root) / "logs", in_process=True))
+    run_job("bronze_ad_events", lakehouse)
+    return done
+
+
+def test_a_corrupted_offsets_file_of_a_written_batch_is_refused_and_the_full_refresh_it_names_recovers(
+    spark, lakehouse
+):
     checkpoint, version = bronze_with_new_data_waiting(spark, lakehouse, seed=32)
     offsets = newest(checkpoint / "offsets")
     offsets.write_bytes(offsets.read_bytes()[:5])  # a torn write: "v1\n{" and a bit
 
-    fails_as_corrupted(spark, lakehouse, checkpoint, version)
+    damaged = f"does not agree with its tables: damaged (truncated or not Spark's format): offsets/{offsets.name}."
+    message = refused(spark, lakehouse, checkpoint, version, damaged)
+    # The batch is in the table: planning it again would have Delta skip it; only a rebuild is safe.
+    assert "Recovery: a full refresh of bronze" in message and "jobs/full_refresh.py --layer bronze" in message
 
-    run_job("full_refresh", lakehouse, "--layer", "bronze")
-    run_job("bronze_ad_events", lakehouse)
+    assert follow(message, lakehouse) == "full refresh of bronze"
     assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), "every landing line exactly once"
 
 
@@ -97,31 +103,32 @@ def test_a_corrupted_commit_file_is_recovered_by_deleting_it_alone(spark, lakeho
     commit = newest(checkpoint / "commits")
     commit.write_bytes(commit.read_bytes()[:5])
 
-    fails_as_corrupted(spark, lakehouse, checkpoint, version)
+    damaged = f"does not agree with its tables: damaged (truncated or not Spark's format): commits/{commit.name}."
+    message = refused(spark, lakehouse, checkpoint, version, damaged)
+    crc = commit.with_name(f".{commit.name}.crc")
+    assert f"Recovery: delete {commit} and {crc} (nothing else), then rerun bronze_ad_events" in message
 
-    delete_log_file(commit)
-    run_job("bronze_ad_events", lakehouse)
+    assert follow(message, lakehouse) == f"deleted {commit}, {crc}"
     assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), "every landing line exactly once"
 
 
-def test_deleting_the_newest_offsets_file_loses_the_input_that_arrived_since(spark, lakehouse):
-    """Why a damaged offsets file must not simply be deleted (as explain_query_failure advised).
-
-    Spark plans that batch id again with all input available now, new files included; the Delta
-    sink has already recorded the batch id, so it skips the whole batch: the new lines never reach
-    bronze. The same holds for the foreachBatch sinks of silver and gold (their transaction ids).
-    """
-    checkpoint, _ = bronze_with_new_data_waiting(spark, lakehouse, seed=35)
-    before = bronze_lines(spark, lakehouse)
+def test_deleting_the_newest_offsets_and_commit_files_by_hand_is_refused_instead_of_losing_input(spark, lakehouse):
+    """Once the newest batch's files are deleted, Spark would plan that batch id again with all the
+    input available now; the Delta sink holds the id already and would skip the whole batch, new
+    lines included (as it did before this check). The job refuses, and the full refresh it names
+    brings every line in exactly once."""
+    checkpoint, version = bronze_with_new_data_waiting(spark, lakehouse, seed=35)
     offsets = newest(checkpoint / "offsets")
-    delete_log_file(offsets)
-    delete_log_file(checkpoint / "commits" / offsets.name)
+    for log_file in (offsets, checkpoint / "commits" / offsets.name):
+        log_file.unlink()
+        log_file.with_name(f".{log_file.name}.crc").unlink(missing_ok=True)
 
-    run_job("bronze_ad_events", lakehouse)
+    # (One batch so far: the checkpoint holds none now; with more, it would be older than the table.)
+    held = f"bronze.ad_events holds batch {offsets.name} (Delta transaction "
+    message = refused(spark, lakehouse, checkpoint, version, held)
 
-    landed = landing_lines(lakehouse)
-    assert bronze_lines(spark, lakehouse) == before != landed, "the second hour's lines were skipped"
-    assert sum((landed - before).values()) > 0
+    assert follow(message, lakehouse) == "full refresh of bronze"
+    assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), "every landing line exactly once"
 
 
 def test_a_checkpoint_of_another_query_says_to_do_a_full_refresh(spark, lakehouse):
