@@ -192,7 +192,7 @@ OPERATIONS = {"full_refresh": JOBS_DIR / "full_refresh.py"}
 
 
 def spark_submit_command(job: str, lakehouse: Lakehouse, *args: str) -> list[str]:
-    """The spark-submit line of a job (a task, or an operation such as full_refresh), as the DAG's tasks run it (local[2]).
+    """The spark-submit line of a job (a task, or an operation: full_refresh), as the DAG's tasks run it (local[2]).
 
     The driver JVM starts with the fast-start options (C1 JIT, the class-data-sharing archive of
     ``make driver-cds`` when built): a trial is eight short drivers, and these halve their CPU time
@@ -529,7 +529,8 @@ def damage_checkpoint(kind: str, checkpoint: Path, aside: Path, older_copy: Path
     if kind == "restored_older":
         shutil.rmtree(checkpoint)
         shutil.copytree(older_copy, checkpoint)
-        return f"restored {checkpoint} from an older copy (newest offsets {max(_batch_ids(checkpoint / 'offsets'))}, was {newest})"
+        restored = max(_batch_ids(checkpoint / "offsets"))
+        return f"restored {checkpoint} from an older copy (newest offsets {restored}, was {newest})"
     if newest is None:
         raise RuntimeError(f"{checkpoint} has no offsets file to damage")
     offsets = checkpoint / "offsets" / str(newest)
@@ -618,12 +619,14 @@ def run_checkpoint_trial(
         if result.refused_by != job or status != REFUSED or not result.message:
             raise RuntimeError(f"{result.refused_by} failed with {status} (expected {job} to refuse): {output[-3000:]}")
         if _versions(spark, lakehouse, written) != before:
-            raise RuntimeError(f"{job} wrote to its tables before refusing: {before} -> {_versions(spark, lakehouse, written)}")
+            after = _versions(spark, lakehouse, written)
+            raise RuntimeError(f"{job} wrote to its tables before refusing: {before} -> {after}")
 
         result.recovery = follow_recovery(result.message, run_task)
         failed = run_pipeline(run_task)
         if failed:
-            raise RuntimeError(f"after the recovery ({result.recovery}), {failed[0]} failed ({failed[1]}): {failed[2][-3000:]}")
+            task, status, output = failed
+            raise RuntimeError(f"after the recovery ({result.recovery}), {task} failed ({status}): {output[-3000:]}")
         result.tables = check_tables(spark, lakehouse)
     except Exception:
         result.errors.append(traceback.format_exc())
@@ -684,7 +687,8 @@ def summarise_checkpoint_trials(results: list[CheckpointTrialResult]) -> dict:
 
 def _print_checkpoint_trial(result: CheckpointTrialResult, total: int) -> None:
     verdict = "OK" if result.ok else "FAILED"
-    print(f"checkpoint trial {result.trial + 1}/{total}: {result.kind} on {result.job}: {verdict} in {result.seconds:.0f} s")
+    where = f"{result.kind} on {result.job}"
+    print(f"checkpoint trial {result.trial + 1}/{total}: {where}: {verdict} in {result.seconds:.0f} s")
     print(f"  damage: {result.damage}")
     print(f"  refused by {result.refused_by or 'nobody'}: {result.message[:400]}")
     print(f"  recovery followed: {result.recovery}")
