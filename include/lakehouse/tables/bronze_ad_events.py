@@ -31,7 +31,7 @@ COLUMN_TYPES = {column.name: column.type for column in parse_columns(SCHEMA)}
     write=Write.APPEND,
 )
 def bronze_ad_events(lines: DataFrame) -> DataFrame:
-    """Lines from either source as bronze rows (``BRONZE_AD_EVENTS_SCHEMA``).
+    """Lines from either source as bronze rows (``SCHEMA``).
 
     ``lines`` is what a source gives: landing lines (``value``, ``source_file``, ``ingested_at``)
     or Kafka records (``value``, ``kafka_topic``, ``kafka_partition``, ``kafka_offset``,
