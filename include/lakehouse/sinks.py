@@ -93,10 +93,11 @@ def ensure_table(spark: SparkSession, table: TablePaths, declared: Table) -> Non
 
 
 def append(df: DataFrame, table: TablePaths, app_id: str, batch_id: int, partition_by: Sequence[str] = ()) -> None:
-    """Append ``df`` once per (app id, batch id)."""
+    """Append ``df`` once per (app id, batch id); columns declared since the table was created are added."""
     (
         df.write.format("delta")
         .mode("append")
+        .option("mergeSchema", "true")
         .option("txnAppId", app_id)
         .option("txnVersion", batch_id)
         .partitionBy(*partition_by)

@@ -22,8 +22,11 @@ SCHEMA = """
     rescued_data STRING, source_file STRING, ingested_at TIMESTAMP, event_date DATE, event_hour INT
 """  # rescued_data: fields beyond the event contract (schema drift), as a JSON object; null when none
 
+# raw_bytes: the exact bytes of a line that is not valid UTF-8 (raw_line holds it with U+FFFD); last, so
+# a quarantine created before it gains it by a schema merge.
 QUARANTINE_SCHEMA = """
-    raw_line STRING, reason STRING, reason_detail STRING, source_file STRING, ingested_at TIMESTAMP, ingest_date DATE
+    raw_line STRING, reason STRING, reason_detail STRING, source_file STRING, ingested_at TIMESTAMP, ingest_date DATE,
+    raw_bytes BINARY
 """
 
 # One row per silver micro-batch: what happened to its lines, for operators and alerts.
