@@ -79,7 +79,7 @@ $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
 demo: setup  ## generate sample data, run the hourly DAG through Airflow, print the gold tables
 	python -m lakehouse_tools.demo
 
-# The suite CI runs: every folder under tests/ (31 minutes in CI on 2 cores, most of it in
+# The suite CI runs: every folder under tests/ (22 minutes in CI on 2 cores before the catalog session, most of it in
 # the real-scheduler backfill, the Spark cluster, the hourly DAG and the fault-injection trial).
 TEST_PATHS ?= tests
 
