@@ -90,7 +90,8 @@ def newest(folder: Path) -> int:
 
 
 def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse):
-    """A batch no table holds yet may be planned again; a replaced checkpoint and a concurrent commit are not."""
+    """Deleting named files (a batch no table holds yet, or one replayed from intact offsets), the full refresh
+    of a replaced checkpoint, the rerun after a concurrent commit: each followed to the letter, then the oracle."""
     run_task = TaskRunner(lakehouse, Path(lakehouse.root) / "logs", in_process=True)
     hours = iter(range(100))
 
@@ -112,38 +113,40 @@ def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse)
     assert run_task("dim_campaigns") == (0, "")
     assert run_pipeline(run_task) is None
 
-    # A torn offsets file of a batch that was planned, but not written anywhere yet (a driver that
-    # died while writing it): that batch may be planned again.
-    silver = Path(lakehouse.table("silver.ad_events").checkpoint())
+    # Three checkpoints damaged at once, an hour of input waiting; each refuses in DAG order:
+    # * silver: a torn offsets file of a batch that was planned, but not written anywhere yet (a
+    #   driver that died while writing it): that batch may be planned again;
+    # * gold hourly: the damaged newest commit file of a batch whose offsets are intact: replayed,
+    #   and skipped where held;
+    # * gold windows: a commit file of a batch that was never planned, and that no table holds.
     add_hour()
     assert run_task("bronze_ad_events")[0] == 0
+    silver = Path(lakehouse.table("silver.ad_events").checkpoint())
     planned = newest(silver / "offsets") + 1
     (silver / "offsets" / str(planned)).write_bytes((silver / "offsets" / str(planned - 1)).read_bytes()[:40])
-    message = refused("silver_ad_events")
-    torn = [str(silver / "offsets" / str(planned)), str(silver / "offsets" / f".{planned}.crc")]
-    assert f"damaged (truncated or not Spark's format): offsets/{planned}. No table holds batch {planned} yet." in message
-    assert f"Recovery: delete {torn[0]} and {torn[1]} (nothing else), then rerun silver_ad_events" in message
-    follow_and_check(message, f"deleted {', '.join(torn)}")
-
-    # A commit file of a batch that was never planned, and that no table holds.
-    windows = Path(lakehouse.table("gold.campaign_windows").checkpoint())
-    last = newest(windows / "commits")
-    shutil.copy(windows / "commits" / str(last), windows / "commits" / str(last + 1))
-    add_hour()
-    message = refused("gold_campaign_windows")
-    stray = [str(windows / "commits" / str(last + 1)), str(windows / "commits" / f".{last + 1}.crc")]
-    assert f"commits/{last + 1} exists but offsets/{last + 1} does not. No table holds batch {last + 1}." in message
-    follow_and_check(message, f"deleted {', '.join(stray)}")
-
-    # The damaged newest commit file of a batch whose offsets are intact: replayed, and skipped where held.
     commits = Path(lakehouse.table("gold.campaign_hourly").checkpoint()) / "commits"
     last = newest(commits)
     (commits / str(last)).write_bytes(b"v1\n{")
-    add_hour()
+    windows = Path(lakehouse.table("gold.campaign_windows").checkpoint())
+    stray = newest(windows / "commits") + 1
+    shutil.copy(windows / "commits" / str(stray - 1), windows / "commits" / str(stray))
+
+    message = refused("silver_ad_events")
+    torn = [str(silver / "offsets" / str(planned)), str(silver / "offsets" / f".{planned}.crc")]
+    assert f"(truncated or not Spark's format): offsets/{planned}. No table holds batch {planned} yet" in message
+    assert f"Recovery: delete {torn[0]} and {torn[1]} (nothing else), then rerun silver_ad_events" in message
+    assert follow_recovery(message, run_task) == f"deleted {', '.join(torn)}"
+
     message = refused("gold_campaign_hourly")
-    assert f"damaged (truncated or not Spark's format): commits/{last}. Recovery: delete {commits / str(last)}" in message
+    damaged = [str(commits / str(last)), str(commits / f".{last}.crc")]
+    assert f"damaged (truncated or not Spark's format): commits/{last}. Recovery: delete {damaged[0]} and" in message
     assert f"batch {last} is replayed with the same input (offsets/{last} is intact)" in message
-    follow_and_check(message, f"deleted {commits / str(last)}, {commits / f'.{last}.crc'}")
+    assert follow_recovery(message, run_task) == f"deleted {', '.join(damaged)}"
+
+    message = refused("gold_campaign_windows")
+    files = [str(windows / "commits" / str(stray)), str(windows / "commits" / f".{stray}.crc")]
+    assert f"commits/{stray} exists but offsets/{stray} does not. No table holds batch {stray}." in message
+    follow_and_check(message, f"deleted {', '.join(files)}")
 
     # Another query's checkpoint put in place of this one's (both read silver: Spark would resume it).
     hourly = Path(lakehouse.table("gold.campaign_hourly").checkpoint())
