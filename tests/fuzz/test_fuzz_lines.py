@@ -18,7 +18,7 @@ CI runs a few examples with a fixed seed. A long run: more examples (``FUZZ_EXAM
 multiplied by lines bred from it (``FUZZ_SPLICE``: Hypothesis draws at most about a hundred lines
 per example), ``FUZZ_PROGRESS=1`` to print each batch's counts and the running totals::
 
-    FUZZ_EXAMPLES=80 FUZZ_SPLICE=10 FUZZ_PROGRESS=1 spark-slot python -m pytest tests/fuzz -s -q -p no:cacheprovider
+    FUZZ_EXAMPLES=80 FUZZ_SPLICE=10 FUZZ_PROGRESS=1 python -m pytest tests/fuzz -s -q -p no:cacheprovider
 """
 
 from __future__ import annotations
