@@ -431,8 +431,8 @@ def explain_query_failure(error: Exception, name: str, checkpoint: str) -> Excep
                     "STATE_STORE_", "STREAMING_STATEFUL_OPERATOR")  # fmt: skip
     if any(marker in message for marker in incompatible):
         return ConfigError(
-            f"{table}: the query no longer matches its checkpoint {checkpoint} ({first[:200]}). To start over: "
-            f"{_refresh(layer)}"
+            f"{table}: the query no longer matches its checkpoint {checkpoint} ({first[:200]}). Nothing was "
+            f"written. {_refresh(layer)}"
         )
     return error
 
