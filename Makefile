@@ -26,8 +26,17 @@ export AIRFLOW__CORE__EXECUTOR         ?= LocalExecutor
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
 # SQLite (the embedded default) fails writers after 5 s of lock wait; see include/lakehouse_tools/airflow_sqlite.py.
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS ?= lakehouse_tools.airflow_sqlite.CONNECT_ARGS
-# The JSON form: a URI such as spark://local[2] makes the Spark provider fall back to yarn.
-export AIRFLOW_CONN_SPARK_LAKEHOUSE    ?= {"conn_type": "spark", "host": "local[2]"}
+# The warm engine (a Spark Connect server, make engine-up) runs every job by default; its token is
+# made once per clone (.local/engine/token). LAKEHOUSE_ENGINE=local gives each job its own driver.
+ENGINE_TOKEN := $(shell mkdir -p .local/engine && (test -s .local/engine/token || \
+                  od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > .local/engine/token) && cat .local/engine/token)
+export LAKEHOUSE_ENGINE                ?= connect
+export LAKEHOUSE_ENGINE_PORT           ?= 15002
+export LAKEHOUSE_ENGINE_TOKEN          ?= $(ENGINE_TOKEN)
+# Airflow's Spark tasks run as clients of the engine (a spark_connect connection; the token is its
+# password). A {"conn_type": "spark", "host": "local[2]" or "spark://HOST:7077"} connection makes them
+# spark-submit instead (the JSON form: a URI such as spark://local[2] makes the provider fall back to yarn).
+export AIRFLOW_CONN_SPARK_LAKEHOUSE    ?= {"conn_type": "spark_connect", "host": "localhost", "port": $(LAKEHOUSE_ENGINE_PORT), "password": "$(LAKEHOUSE_ENGINE_TOKEN)"}
 
 # Each optional component (Kafka, the Spark cluster, Postgres, compose checks, benchmarks) keeps
 # its targets in a file of its own; one may add to TEST_PREREQS what the test suite needs (the
@@ -35,7 +44,8 @@ export AIRFLOW_CONN_SPARK_LAKEHOUSE    ?= {"conn_type": "spark", "host": "local[
 TEST_PREREQS := driver-cds
 -include include/make/*.mk
 
-.PHONY: help setup venv jars driver-cds airflow-db demo test test-fast env airflow-ui lock clean clean-data
+.PHONY: help setup venv jars driver-cds airflow-db demo test test-fast env airflow-ui lock clean clean-data \
+        engine-up engine-down engine-status
 
 help:  ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -69,6 +79,15 @@ $(DRIVER_CDS): $(VENV)/.installed $(JARS_DIR)/.fetched include/lakehouse_tools/j
 	@# -Xshare:on fails, rather than skips, an archive this JVM and classpath cannot map.
 	spark-submit --driver-java-options "-Xshare:on -XX:SharedArchiveFile=$@" --version > /dev/null 2>&1 \
 	    || (rm -f $@; echo "the archive does not map: see $(JARS_DIR)/driver-cds.log"; exit 1)
+
+engine-up: venv jars  ## start the warm engine (Spark Connect on 127.0.0.1:$LAKEHOUSE_ENGINE_PORT), unless it runs
+	python -m lakehouse_tools.engine up
+
+engine-down:  ## stop the warm engine (its process group)
+	python -m lakehouse_tools.engine down
+
+engine-status:  ## does the warm engine answer? (exit 1 if not)
+	python -m lakehouse_tools.engine status
 
 airflow-db: $(AIRFLOW_HOME)/.migrated  ## the embedded SQLite metadata DB
 $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed

@@ -105,3 +105,29 @@ def jar_paths() -> list[str]:
     if not any("delta-spark" in Path(j).name for j in jars):
         raise ConfigError(f"No Delta jars in {jars_dir()}: run `make jars` (or set LAKEHOUSE_JARS_DIR).")
     return jars
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Where the warm engine (a Spark Connect server, ``make engine-up``) listens, and its client token."""
+
+    port: int
+    token: str | None
+    url: str  # what a client connects to, token included
+
+    @property
+    def display_url(self) -> str:
+        """The URL without its token (for logs and messages)."""
+        return self.url.split(";token=")[0].split("/;")[0]
+
+
+def engine_settings() -> EngineSettings:
+    """The engine's settings: ``$LAKEHOUSE_ENGINE_URL`` if set, else localhost on ``$LAKEHOUSE_ENGINE_PORT``.
+
+    The token (``$LAKEHOUSE_ENGINE_TOKEN``) goes with a ``localhost`` URL: the Connect client sends
+    a token without TLS only to a host named localhost.
+    """
+    port = int(os.environ.get("LAKEHOUSE_ENGINE_PORT") or 15002)
+    token = os.environ.get("LAKEHOUSE_ENGINE_TOKEN") or None
+    url = os.environ.get("LAKEHOUSE_ENGINE_URL") or f"sc://localhost:{port}/" + (f";token={token}" if token else "")
+    return EngineSettings(port=port, token=token, url=url)

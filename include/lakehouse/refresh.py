@@ -13,7 +13,7 @@ incremental run then re-reads its source from the beginning.
 
 import argparse
 
-from lakehouse import catalog
+from lakehouse import catalog, delta_log
 from lakehouse.config import ConfigError, Lakehouse
 from lakehouse.runtime import log
 from lakehouse.spark import build_spark_session
@@ -40,12 +40,10 @@ def main(argv: list[str] | None = None) -> None:
     names = tables_to_refresh(args.layer)
     spark = build_spark_session("full_refresh")
 
-    from delta.tables import DeltaTable
-
     for name in names:
         table = lakehouse.table(name)
-        if DeltaTable.isDeltaTable(spark, table.path):
-            DeltaTable.forPath(spark, table.path).delete()
+        if delta_log.is_delta_table(table.path):
+            spark.sql(f"DELETE FROM delta.`{table.path}`")
         if catalog.get(name).written_by is None:  # a side table lives under its writer's checkpoint
             old = table.current_generation()
             new = table.start_new_generation()

@@ -19,6 +19,7 @@ from lakehouse import catalog
 from lakehouse.catalog import Write
 from lakehouse.config import ConfigError
 from lakehouse.runtime import log, parse_job_args
+from lakehouse.spark import release_engine_sessions
 
 FLOWS = {
     Write.OVERWRITE: "lakehouse.flows.snapshot",
@@ -38,10 +39,13 @@ def run(task: str, argv: list[str]) -> dict:
     table = catalog.task(task)
     flow_module = flow(table)
     description = f"{table.name}: {flow_module.__doc__.splitlines()[0]}"
-    if table.write is Write.APPEND:
-        source, rest = flow_module.source_options().parse_known_args(argv)
-        return flow_module.run(table, parse_job_args(description, rest, batch=False), source)
-    return flow_module.run(table, parse_job_args(description, argv, batch=table.batch))
+    try:
+        if table.write is Write.APPEND:
+            source, rest = flow_module.source_options().parse_known_args(argv)
+            return flow_module.run(table, parse_job_args(description, rest, batch=False), source)
+        return flow_module.run(table, parse_job_args(description, argv, batch=table.batch))
+    finally:
+        release_engine_sessions()
 
 
 def main(argv: list[str]) -> dict:

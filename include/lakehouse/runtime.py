@@ -17,6 +17,7 @@ import re
 import socket
 import sys
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,7 +89,7 @@ class CheckpointBusy(ConfigError):
 
 
 @contextmanager
-def checkpoint_lock(checkpoint: str, name: str) -> Iterator[None]:
+def checkpoint_lock(checkpoint: str, name: str) -> Iterator[str]:
     """Hold an exclusive lock on ``checkpoint`` for this driver's lifetime, or fail fast.
 
     Spark does not stop two drivers from running one checkpoint at the same time. The sinks'
@@ -96,6 +97,10 @@ def checkpoint_lock(checkpoint: str, name: str) -> Iterator[None]:
     racing on the offset log fail late and confusingly; this lock makes the second one fail at
     once with a clear message. The kernel drops the lock when the holder dies, even by SIGKILL.
     (A POSIX lock: it covers drivers on one machine or a shared POSIX file system.)
+
+    Yields the lease: a token written into the lock file, which the query's batches check
+    (:func:`guarded_batches`): on the warm engine a query outlives a client killed -9, and must not
+    go on writing unattended, nor beside the client that takes over.
     """
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     lock_path = Path(checkpoint) / ".driver.lock"
@@ -110,25 +115,137 @@ def checkpoint_lock(checkpoint: str, name: str) -> Iterator[None]:
                 f"{name}: another driver is already running on checkpoint {checkpoint} ({holder}). "
                 "Not starting a second writer; let it finish (an Airflow retry will run after it)."
             ) from None
+        lease = uuid.uuid4().hex
         handle.seek(0)
         handle.truncate()
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+        handle.write(
+            f"pid {os.getpid()} on {socket.gethostname()} since "
+            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} lease {lease}"
+        )
         handle.flush()
-        yield
+        _wait_for_running_batch(checkpoint, name)
+        yield lease
     finally:
         handle.close()
 
 
+class QueryOrphaned(RuntimeError):
+    """A query's client is gone (killed) or another client took its checkpoint over: the query stops."""
+
+
+BATCH_WAIT_S = 600
+
+
+def _wait_for_running_batch(checkpoint: str, name: str) -> None:
+    """Wait until no batch of this checkpoint runs: one of a killed client's query may still be on the engine.
+
+    Its next batch sees the new lease and stops; checking the checkpoint while it writes would see
+    a state that is only half way from one batch to the next.
+    """
+    with open(Path(checkpoint) / ".batch.lock", "a+") as batch_lock:
+        try:
+            fcntl.flock(batch_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            log.warning("%s: a batch of an earlier run of this query is still running on the engine; waiting", name)
+        deadline = time.monotonic() + BATCH_WAIT_S
+        while time.monotonic() < deadline:
+            time.sleep(1)
+            try:
+                fcntl.flock(batch_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                continue
+        raise CheckpointBusy(
+            f"{name}: a batch of an earlier run on checkpoint {checkpoint} has been running for {BATCH_WAIT_S} s "
+            "more; not starting beside it. If no run of this query is active, the engine may hang: restart it "
+            "(make engine-down engine-up)."
+        )
+
+
+def guarded_batches(on_batch: Callable, checkpoint: str, lease: str, name: str) -> Callable:
+    """``on_batch`` for foreachBatch, run only while its client holds ``lease``; its summary is noted.
+
+    Each batch holds the checkpoint's batch lock while it runs (a client taking over waits for it),
+    and first checks that its client still holds the driver lock with this lease: a query whose
+    client died or was replaced stops at its next batch instead of writing on. What ``on_batch``
+    returns (a dict) is the batch's note (:func:`read_batch_notes`): on the warm engine the
+    function runs in the server's Python worker, whose log the task never sees.
+    """
+
+    def guarded(rows, batch_id: int) -> None:
+        with open(Path(checkpoint) / ".batch.lock", "a+") as batch_lock:
+            fcntl.flock(batch_lock, fcntl.LOCK_EX)
+            _check_lease(checkpoint, lease, name, batch_id)
+            note = on_batch(rows, batch_id)
+        if note is not None:
+            _write_note(checkpoint, batch_id, note)
+
+    return guarded
+
+
+def _check_lease(checkpoint: str, lease: str, name: str, batch_id: int) -> None:
+    with open(Path(checkpoint) / ".driver.lock", "a+") as driver_lock:
+        try:
+            fcntl.flock(driver_lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            driver_lock.seek(0)
+            if f"lease {lease}" in driver_lock.read():
+                return  # its client holds the lock: go on
+            raise QueryOrphaned(f"{name} batch {batch_id}: another client took checkpoint {checkpoint} over; stopping")
+        raise QueryOrphaned(f"{name} batch {batch_id}: its client is gone (checkpoint {checkpoint}); stopping")
+
+
+def _notes_dir(checkpoint: str) -> Path:
+    path = Path(checkpoint)
+    return path.with_name(path.name + ".batches")
+
+
+def _write_note(checkpoint: str, batch_id: int, note: dict) -> None:
+    folder = _notes_dir(checkpoint)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{batch_id}.tmp"
+    tmp.write_text(json.dumps(note, default=str))
+    os.replace(tmp, folder / f"{batch_id}.json")
+
+
+def read_batch_notes(checkpoint: str, batch_ids: list[int]) -> list[dict]:
+    """The notes of these batches (what each batch's function returned), in batch order."""
+    notes = []
+    for batch_id in sorted(batch_ids):
+        try:
+            notes.append(json.loads((_notes_dir(checkpoint) / f"{batch_id}.json").read_text()))
+        except (OSError, ValueError):
+            continue
+    return notes
+
+
 def run_available_now(
-    writer: DataStreamWriter, checkpoint: str, name: str, writes: tuple["Written", ...] | list["Written"] = ()
+    writer: DataStreamWriter | Callable[[str], DataStreamWriter],
+    checkpoint: str,
+    name: str,
+    writes: tuple["Written", ...] | list["Written"] = (),
+    caught_up: Callable[[], str | None] | None = None,
 ) -> dict:
     """Process everything new since the checkpoint, then stop (``trigger(availableNow=True)``); a summary.
 
-    ``writes`` are the tables the query writes and the Delta transaction app ids it writes with:
-    the checkpoint must agree with them (:func:`check_checkpoint`) or the query does not start.
+    ``writer`` is the query's writer, or a function of the lease that makes it (a foreachBatch
+    query wraps its batch function with :func:`guarded_batches`). ``writes`` are the tables the
+    query writes and the Delta transaction app ids it writes with: the checkpoint must agree with
+    them (:func:`check_checkpoint`) or the query does not start. The summary holds the notes of
+    the batches run (what each batch function returned), each also logged here.
+
+    ``caught_up`` (:mod:`lakehouse.freshness`) says why there is nothing new, from files alone:
+    the query is then not started at all (an hourly run with nothing new costs no Spark job).
     """
-    with checkpoint_lock(checkpoint, name):
-        check_checkpoint(SparkSession.active(), checkpoint, name, writes)
+    with checkpoint_lock(checkpoint, name) as lease:
+        check_checkpoint(checkpoint, name, writes)
+        why = caught_up() if caught_up else None
+        if why:
+            log.info("%s: nothing new (%s); the query was not started", name, why)
+            return {"table": name, "micro_batches": 0, "input_rows": 0, "batches": [], "not_started": why}
+        if callable(writer):  # a writer factory: it wraps its batch function with the lease
+            writer = writer(lease)
         query = writer.queryName(name).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
         record_identity(checkpoint, name, str(query.id))
         try:
@@ -138,10 +255,13 @@ def run_available_now(
             if explained is error:
                 raise
             raise explained from error
-    batches = [p for p in query.recentProgress if p.get("batchId") is not None]
-    rows = sum(p.get("numInputRows", 0) for p in batches)
-    log.info("%s: %d micro-batch(es), %d input row(s), checkpoint %s", name, len(batches), rows, checkpoint)
-    return {"table": name, "micro_batches": len(batches), "input_rows": rows}
+        progress = [p for p in query.recentProgress if p.batchId is not None and p.numInputRows]
+    rows = sum(p.numInputRows for p in progress)
+    notes = read_batch_notes(checkpoint, [p.batchId for p in progress])
+    for note in notes:
+        log.info("%s batch %s: %s", name, note.get("batch_id", "?"), note.get("summary", note))
+    log.info("%s: %d micro-batch(es), %d input row(s), checkpoint %s", name, len(progress), rows, checkpoint)
+    return {"table": name, "micro_batches": len(progress), "input_rows": rows, "batches": notes}
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,7 +333,7 @@ class CheckpointLog:
         if query_id is None and (path / "metadata").exists():
             damaged.append("metadata")
         logs = {}
-        for folder in ("offsets", "commits"):
+        for folder in ("commits", "offsets"):  # commits first: see check_checkpoint
             ids = _log_ids(path / folder)
             damaged += [f"{folder}/{n}" for n in ids if not _log_file_readable(path / folder / str(n), folder)]
             logs[folder] = ids
@@ -273,7 +393,7 @@ def _delete(files: list[str], task: str, why: str) -> str:
     return f"Recovery: delete {' and '.join(files)} (nothing else), then rerun {task}: {why}."
 
 
-def check_checkpoint(spark: SparkSession, checkpoint: str, name: str, writes=()) -> None:
+def check_checkpoint(checkpoint: str, name: str, writes=(), retained: int = 100) -> None:
     """Refuse to start a query whose checkpoint does not agree with what its tables recorded of it.
 
     The tables' record is Delta's transaction state (:func:`lakehouse.sinks.committed_txns`): the
@@ -283,9 +403,9 @@ def check_checkpoint(spark: SparkSession, checkpoint: str, name: str, writes=())
     than its tables, offsets or commit files missing or damaged) fails with a
     :class:`CheckpointMismatch` that names what was found and a recovery that is safe to follow.
     """
-    from lakehouse import catalog
-    from lakehouse.sinks import committed_txns
+    from lakehouse import catalog, delta_log
 
+    txns_of = {written.table.name: delta_log.committed_txns(written.table.path) for written in writes}
     layer = name.split(".")[0]
     try:
         task = catalog.task(name).task
@@ -311,7 +431,7 @@ def check_checkpoint(spark: SparkSession, checkpoint: str, name: str, writes=())
     held: dict[str, tuple[str, int]] = {}  # table -> (app id, batch)
     unattributed: dict[str, tuple[str, int]] = {}
     for written in writes:
-        txns = committed_txns(spark, written.table)
+        txns = txns_of[written.table.name]
         if written.app_id is not None:
             held[written.table.name] = (written.app_id, txns.get(written.app_id, -1))
         elif sink_query:
@@ -354,7 +474,6 @@ def check_checkpoint(spark: SparkSession, checkpoint: str, name: str, writes=())
     planned, committed = state.planned, state.committed
     # Spark purges log files older than its retained batches (in no particular order, so a driver
     # killed while purging may leave holes there): only the retained window must be whole.
-    retained = int(spark.conf.get("spark.sql.streaming.minBatchesToRetain", "100"))
     for folder, ids in (("offsets", state.offsets), ("commits", state.commits)):
         window = [n for n in ids if n >= max(planned, committed) - retained + 2]
         missing = sorted(set(range(window[0], window[-1] + 1)) - set(window)) if window else []

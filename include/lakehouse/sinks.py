@@ -17,6 +17,7 @@ from typing import Callable, Iterator, Sequence, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from lakehouse import delta_log
 from lakehouse.catalog import Table
 from lakehouse.config import TablePaths
 from lakehouse.hours import HourRange
@@ -34,25 +35,15 @@ def txn_app_id(table: TablePaths, generation: int, writer: str) -> str:
     return f"{writer}->{table.name}@gen{generation}"
 
 
-def committed_txns(spark: SparkSession, table: TablePaths) -> dict[str, int]:
+def committed_txns(spark: SparkSession, table: TablePaths) -> dict[str, int]:  # noqa: ARG001
     """The Delta transaction versions ``table`` holds, per app id ({} when the table does not exist).
 
-    Read from the table's snapshot (Delta's own ``SetTransaction`` state, checkpoints of the log
-    included): the very record by which Delta skips a batch it already holds. A streaming Delta
-    sink's app id is its query id; the foreachBatch writers' ids are :func:`txn_app_id`'s.
+    Delta's own ``SetTransaction`` state (checkpoints of the log included), read from the log
+    (:mod:`lakehouse.delta_log`): the very record by which Delta skips a batch it already holds.
+    A streaming Delta sink's app id is its query id; the foreachBatch writers' ids are
+    :func:`txn_app_id`'s.
     """
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, table.path):
-        return {}
-    # Not in Delta's Python API: the snapshot through the JVM (a classic session, as spark-submit runs).
-    delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog  # noqa: SLF001
-    snapshot = delta_log.forTableWithSnapshot(spark._jsparkSession, table.path)._2()  # noqa: SLF001
-    found, txns = {}, snapshot.setTransactions().iterator()
-    while txns.hasNext():
-        txn = txns.next()
-        found[txn.appId()] = txn.version()
-    return found
+    return delta_log.committed_txns(table.path)
 
 
 def txn_tag(app_id: str, batch_id: int) -> str:
@@ -66,30 +57,28 @@ def committed_merge_inserted(spark: SparkSession, table: TablePaths, app_id: str
     A replayed batch whose MERGE Delta skipped (it was committed before a crash) still needs its
     figures for the batch's metrics row. None when the commit is not in the retained history.
     """
-    from delta.tables import DeltaTable
-
-    history = DeltaTable.forPath(spark, table.path)
-    for limit in (50, None):  # the commit is recent: the newest ones first, the whole history if not
-        rows = (history.history(limit) if limit else history.history()).where(
-            F.col("userMetadata") == txn_tag(app_id, batch_id)
+    for limit in (" LIMIT 50", ""):  # the commit is recent: the newest ones first, the whole history if not
+        found = (
+            spark.sql(f"DESCRIBE HISTORY delta.`{table.path}`{limit}")
+            .where(F.col("userMetadata") == txn_tag(app_id, batch_id))
+            .select("operationMetrics")
+            .collect()
         )
-        found = rows.select("operationMetrics").collect()
         if found:
             return int(found[0].operationMetrics["numTargetRowsInserted"])
     return None
 
 
 def ensure_table(spark: SparkSession, table: TablePaths, declared: Table) -> None:
-    """Create the empty Delta table as the catalog declares it, unless it exists (readers need it from day one)."""
-    from delta.tables import DeltaTable
+    """Create the empty Delta table as the catalog declares it, unless it exists (readers need it from day one).
 
-    (
-        DeltaTable.createIfNotExists(spark)
-        .location(table.path)
-        .addColumns(declared.spark_schema())
-        .partitionedBy(*declared.partition_by)
-        .execute()
-    )
+    Delta's SQL, not its Python API: the same statement works in a local session and over Spark Connect.
+    """
+    if delta_log.is_delta_table(table.path):
+        return
+    columns = ", ".join(f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in declared.columns)
+    partitioned = f" PARTITIONED BY ({', '.join(declared.partition_by)})" if declared.partition_by else ""
+    spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{table.path}` ({columns}) USING delta{partitioned}")
 
 
 def append(df: DataFrame, table: TablePaths, app_id: str, batch_id: int, partition_by: Sequence[str] = ()) -> None:
@@ -133,13 +122,14 @@ def merge_new_rows(
     to the table (schema evolution). Returns the number of rows inserted (None when Delta skipped
     the batch as already committed).
     """
-    from delta.tables import DeltaTable
-
-    target = DeltaTable.forPath(spark, table.path).alias("t")
     condition = f"t.{key} = s.{key} AND ({_qualify(hours.silver_predicate(), 't')})"
     with _dml_transaction(spark, app_id, batch_id):
-        metrics = target.merge(rows.alias("s"), condition).whenNotMatchedInsertAll().withSchemaEvolution().execute()
-    first = metrics.first() if metrics is not None else None
+        metrics = spark.sql(
+            f"MERGE WITH SCHEMA EVOLUTION INTO delta.`{table.path}` AS t USING {{rows}} AS s ON {condition} "
+            "WHEN NOT MATCHED THEN INSERT *",
+            rows=rows,
+        ).collect()
+    first = metrics[0] if metrics else None
     return first["num_inserted_rows"] if first is not None and "num_inserted_rows" in first else None
 
 

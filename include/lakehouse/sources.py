@@ -9,10 +9,14 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse import catalog
+from lakehouse import catalog, delta_log
 from lakehouse.config import ConfigError, TablePaths
 from lakehouse.hours import HourRange
 from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S
+
+
+# The landing zone's layout: <date>/<hour>/<part>.jsonl.
+LANDING_FILES = "*/*/*.jsonl"
 
 
 def landing_lines_stream(spark: SparkSession, landing_dir: str, max_files_per_trigger: int) -> DataFrame:
@@ -36,7 +40,7 @@ def landing_lines_stream(spark: SparkSession, landing_dir: str, max_files_per_tr
         # has read in memory, as its checkpoint log already does. (latestFirst stays false: with
         # it, maxFilesPerTrigger would also disable the age limit, but read newest files first.)
         .option("maxFileAge", "100000d")
-        .load(f"{landing_dir}/*/*/*.jsonl")
+        .load(f"{landing_dir}/{LANDING_FILES}")
     )
     return lines.select(
         "value",
@@ -158,9 +162,7 @@ def kafka_unavailable(error: BaseException) -> bool:
 
 def require_table(spark: SparkSession, table: TablePaths) -> None:
     """Fail fast, naming the job to run, when an upstream Delta table does not exist yet."""
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, table.path):
+    if not delta_log.is_delta_table(table.path):
         raise ConfigError(
             f"Table {table.name} does not exist at {table.path}: run its job first "
             f"(jobs/run.py {catalog.get(table.name).task}, or the DAG task of that name)."

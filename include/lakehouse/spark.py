@@ -1,16 +1,28 @@
 """The one SparkSession factory: Delta, small-machine defaults, never the master.
 
-spark-submit (through Airflow's connection) or the test fixture decides the master; jobs call
-:func:`build_spark_session` and get the same configuration everywhere.
+A job's session is one of two kinds, chosen by ``$LAKEHOUSE_ENGINE`` (or the ``engine`` argument):
+
+* ``connect`` (the project's default): a thin client of the warm engine, a Spark Connect server
+  (``make engine-up``, :mod:`lakehouse_tools.engine`) at :func:`lakehouse.config.engine_settings`'s
+  URL. Each job gets a session of its own (``create()``), released when the job ends, so nothing
+  (temporary views, cached data, session settings) passes from one run to the next.
+* ``local``: a driver JVM in this process, as spark-submit (a real cluster) or a test fixture
+  starts it; spark-submit decides the master. Under spark-submit the session is always this kind.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import threading
 from pathlib import Path
+from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
-from lakehouse.config import jar_paths, jars_dir
+from lakehouse.config import ConfigError, engine_settings, jar_paths, jars_dir
+
+ENGINES = ("connect", "local")
 
 # Defaults sized for 2 cores; a cluster deployment overrides them with --conf.
 DEFAULT_CONF = {
@@ -29,8 +41,33 @@ DEFAULT_CONF = {
 }
 
 
-def build_spark_session(app_name: str, extra_conf: dict[str, str] | None = None) -> SparkSession:
+# What a client may set in its own session; the rest is the server's (lakehouse_tools.engine).
+SESSION_CONF_PREFIXES = ("spark.sql.session.", "spark.sql.shuffle.", "spark.databricks.delta.snapshotPartitions")
+
+_engine_sessions: list[SparkSession] = []
+
+
+def engine() -> str:
+    """Which kind of session jobs get: ``local`` under spark-submit, else ``$LAKEHOUSE_ENGINE`` (default local)."""
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # spark-submit started this Python with its JVM
+        return "local"
+    chosen = os.environ.get("LAKEHOUSE_ENGINE") or "local"
+    if chosen not in ENGINES:
+        raise ConfigError(f"LAKEHOUSE_ENGINE={chosen!r}: use one of {', '.join(ENGINES)}.")
+    return chosen
+
+
+def is_remote(spark: SparkSession) -> bool:
+    """True for a Spark Connect client session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def build_spark_session(
+    app_name: str, extra_conf: dict[str, str] | None = None, engine_kind: str | None = None
+) -> SparkSession:
     """A Delta-enabled session named ``app_name``; ``extra_conf`` overrides the defaults."""
+    if (engine_kind or engine()) == "connect":
+        return _engine_session(app_name, extra_conf)
     builder = SparkSession.builder.appName(app_name)
     conf = {**DEFAULT_CONF, **(extra_conf or {})}
     # spark.jars set here only matters when no JVM runs yet (tests, python -m); spark-submit
@@ -39,6 +76,69 @@ def build_spark_session(app_name: str, extra_conf: dict[str, str] | None = None)
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _engine_session(app_name: str, extra_conf: dict[str, str] | None) -> SparkSession:
+    settings = engine_settings()
+    problem = check_engine(settings.url, timeout_s=3, query=False)
+    if problem:
+        raise ConfigError(
+            f"The Spark engine at {settings.display_url} does not answer ({problem}): start it with "
+            "`make engine-up`, or run the job with its own driver (LAKEHOUSE_ENGINE=local, or spark-submit)."
+        )
+    spark = SparkSession.builder.remote(settings.url).config("spark.sql.session.timeZone", "UTC").create()
+    for key, value in {**DEFAULT_CONF, **(extra_conf or {})}.items():
+        if key.startswith(SESSION_CONF_PREFIXES):
+            spark.conf.set(key, value)
+    # Shown in the engine's log and Spark UI beside each query and job of this session.
+    spark.addTag(f"lakehouse-{app_name}".replace(".", "-").replace("_", "-"))
+    _engine_sessions.append(spark)
+    return spark
+
+
+def release_engine_sessions() -> None:
+    """End the engine sessions this process opened (a job's last step; a no-op for local sessions)."""
+    while _engine_sessions:
+        session = _engine_sessions.pop()
+        try:
+            session.stop()
+        except Exception:  # noqa: BLE001 - a server already gone has nothing to release
+            pass
+
+
+def check_engine(url: str, timeout_s: float = 10, query: bool = True) -> str | None:
+    """None when the Spark Connect server at ``url`` answers a query within ``timeout_s``, else why not.
+
+    ``query`` False: only that its port listens.
+    A port that does not listen is reported at once; the client's own retries would wait minutes.
+    """
+    parsed = urlparse(url.replace("sc://", "http://", 1).split(";")[0])
+    host, port = parsed.hostname or "localhost", parsed.port or 15002
+    try:
+        socket.create_connection((host, port), timeout=min(timeout_s, 3)).close()
+    except OSError as error:
+        return f"nothing listens on {host}:{port}: {error.strerror or error}"
+    if not query:
+        return None
+    outcome: list[str | None] = []
+
+    def probe() -> None:
+        try:
+            session = SparkSession.builder.remote(url).create()
+            try:
+                session.range(1).collect()
+            finally:
+                session.stop()
+            outcome.append(None)
+        except Exception as error:  # noqa: BLE001 - the reason is the answer
+            outcome.append(str(error).splitlines()[0][:300] if str(error) else type(error).__name__)
+
+    worker = threading.Thread(target=probe, daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if not outcome:
+        return f"no answer within {timeout_s:.0f} s"
+    return outcome[0]
 
 
 # Short-lived drivers (an hourly availableNow run, a fault-injection rerun) spend most of their CPU

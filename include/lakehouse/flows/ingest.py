@@ -30,6 +30,7 @@ from pyspark.errors import StreamingQueryException
 
 from lakehouse.catalog import Table
 from lakehouse.config import ConfigError
+from lakehouse.freshness import file_source_caught_up
 from lakehouse.kafka_settings import (
     DEFAULT_MAX_OFFSETS_PER_TRIGGER,
     DEFAULT_TOPIC,
@@ -44,6 +45,7 @@ from lakehouse.sources import (
     kafka_lines_stream,
     kafka_source_changed,
     kafka_unavailable,
+    LANDING_FILES,
     landing_lines_stream,
     require_kafka_topic,
 )
@@ -91,8 +93,11 @@ def run(table: Table, args: JobArgs, source: argparse.Namespace) -> dict:
     try:
         # The Delta sink's transaction app id is the query id: the check compares the checkpoint's.
         return run_available_now(
-            writer.option("path", target.path), checkpoint, name=table.name, writes=[Written(target)]
-        )
+            writer.option("path", target.path), checkpoint, name=table.name, writes=[Written(target)],
+            caught_up=None if source.source == "kafka" else (
+                lambda: file_source_caught_up(checkpoint, args.lakehouse.landing(table.source), LANDING_FILES)
+            ),
+        )  # fmt: skip
     except StreamingQueryException as error:
         if source.source != "kafka":
             raise

@@ -21,8 +21,9 @@ from lakehouse import catalog
 from lakehouse.catalog import Table
 from lakehouse.config import Lakehouse, TablePaths
 from lakehouse.faults import fault_point
+from lakehouse.freshness import delta_source_caught_up
 from lakehouse.hours import HourRange
-from lakehouse.runtime import JobArgs, Written, log, run_available_now
+from lakehouse.runtime import JobArgs, Written, guarded_batches, log, run_available_now
 from lakehouse.sinks import (
     append,
     committed_merge_inserted,
@@ -72,10 +73,14 @@ def batch_metrics(generation: int, batch_id: int, by_reason: dict, unique: int, 
 
 
 class MergeBatch:
-    """What one micro-batch of a MERGE_NEW table does: classify, merge, quarantine, account."""
+    """What one micro-batch of a MERGE_NEW table does: classify, merge, quarantine, account.
 
-    def __init__(self, spark: SparkSession, lakehouse: Lakehouse, table: Table, generation: int) -> None:
-        self.spark, self.lakehouse, self.table, self.generation = spark, lakehouse, table, generation
+    Called by foreachBatch, possibly in the engine's Python worker (so it holds no session: it
+    uses the batch's), it returns the batch's metrics row as its note, None for a batch it skipped.
+    """
+
+    def __init__(self, lakehouse: Lakehouse, table: Table, generation: int) -> None:
+        self.lakehouse, self.table, self.generation = lakehouse, table, generation
         self.target = lakehouse.table(table.name)
         self.quarantine = catalog.side(table, "quarantine")
         self.metrics = catalog.side(table, "metrics")
@@ -84,15 +89,14 @@ class MergeBatch:
             for name in (table.name, self.quarantine.name, self.metrics.name)
         }
         self.app_ids[self.metrics.name] = txn_app_id(lakehouse.table(self.metrics.name), generation, f"{table.layer}-stream")
-        self.processed: list[dict] = []
 
-    def static_inputs(self) -> list[DataFrame]:
+    def static_inputs(self, spark: SparkSession) -> list[DataFrame]:
         """The upstream tables after the streamed one, read afresh for every micro-batch."""
-        return [self.spark.read.format("delta").load(self.lakehouse.table(name).path) for name in self.table.upstream[1:]]
+        return [spark.read.format("delta").load(self.lakehouse.table(name).path) for name in self.table.upstream[1:]]
 
-    def __call__(self, rows: DataFrame, batch_id: int) -> None:
-        table, layer = self.table, self.table.layer
-        classified = table.transform(rows, *self.static_inputs()).persist()
+    def __call__(self, rows: DataFrame, batch_id: int) -> dict | None:
+        table, layer, spark = self.table, self.table.layer, rows.sparkSession
+        classified = table.transform(rows, *self.static_inputs(spark)).persist()
         try:
             by_reason = {row.reason: row["count"] for row in classified.groupBy("reason").count().collect()}
             valid = accepted(classified, table).persist()
@@ -104,7 +108,7 @@ class MergeBatch:
             if hours:
                 inserted = with_conflict_retries(
                     lambda: merge_new_rows(
-                        self.spark, valid, self.target, table.key, hours, self.app_ids[table.name], batch_id
+                        spark, valid, self.target, table.key, hours, self.app_ids[table.name], batch_id
                     ),
                     f"{table.name} batch {batch_id}",
                 )
@@ -123,29 +127,28 @@ class MergeBatch:
             classified.unpersist()
         if inserted is None:  # Delta skipped the MERGE: this batch's data was committed before a crash
             metrics_table = self.lakehouse.table(self.metrics.name)
-            if committed_txns(self.spark, metrics_table).get(self.app_ids[self.metrics.name], -1) >= batch_id:
+            if committed_txns(spark, metrics_table).get(self.app_ids[self.metrics.name], -1) >= batch_id:
                 log.info("%s batch %d: already committed before a restart; skipped", table.name, batch_id)
-                return
+                return None
             # The driver died between the MERGE and the metrics append: the row is written now, with
             # the MERGE's own count (its metrics append carries a txn id too: never written twice).
-            inserted = committed_merge_inserted(self.spark, self.target, self.app_ids[table.name], batch_id)
+            inserted = committed_merge_inserted(spark, self.target, self.app_ids[table.name], batch_id)
             log.info("%s batch %d: data committed before a restart, not its metrics row: writing it",
                      table.name, batch_id)
         metrics = batch_metrics(self.generation, batch_id, by_reason, unique, inserted)
         append(
-            self.spark.createDataFrame([metrics], self.metrics.spark_schema()),
+            spark.createDataFrame([metrics], self.metrics.spark_schema()),
             self.lakehouse.table(self.metrics.name),
             self.app_ids[self.metrics.name],
             batch_id,
         )
-        self.processed.append(metrics)
-        log.info(
-            "%s batch %d: %d line(s): %d valid, %d duplicate(s) in the batch, %s of earlier batches, "
-            "%s inserted; %d quarantined %s; %s",
-            table.name, batch_id, metrics["lines"], metrics["valid_lines"], metrics["duplicates_in_batch"],
-            metrics["duplicates_of_earlier_batches"], inserted, metrics["quarantined"],
-            metrics["quarantined_by_reason"], hours,
-        )  # fmt: skip
+        summary = (
+            f"{metrics['lines']} line(s): {metrics['valid_lines']} valid, {metrics['duplicates_in_batch']} duplicate(s) "
+            f"in the batch, {metrics['duplicates_of_earlier_batches']} of earlier batches, {inserted} inserted; "
+            f"{metrics['quarantined']} quarantined {metrics['quarantined_by_reason']}; {hours}"
+        )
+        log.info("%s batch %d: %s", table.name, batch_id, summary)
+        return {**metrics, "summary": summary}
 
 
 def recompute(
@@ -179,11 +182,14 @@ def run(table: Table, args: JobArgs) -> dict:
 
     target = lakehouse.table(table.name)
     generation = args.generation_of(target)
-    on_batch = MergeBatch(spark, lakehouse, table, generation)
-    summary = run_available_now(
-        delta_stream(spark, lakehouse.table(table.upstream[0])).writeStream.foreachBatch(on_batch),
-        target.checkpoint(generation),
+    on_batch = MergeBatch(lakehouse, table, generation)
+    checkpoint = target.checkpoint(generation)
+    streamed = lakehouse.table(table.upstream[0])
+    rows = delta_stream(spark, streamed)
+    return run_available_now(
+        lambda lease: rows.writeStream.foreachBatch(guarded_batches(on_batch, checkpoint, lease, table.name)),
+        checkpoint,
         name=table.name,
         writes=[Written(lakehouse.table(name), app_id) for name, app_id in on_batch.app_ids.items()],
+        caught_up=lambda: delta_source_caught_up(checkpoint, streamed.path),
     )
-    return {**summary, "batches": on_batch.processed}

@@ -18,8 +18,9 @@ from lakehouse import catalog
 from lakehouse.catalog import Table
 from lakehouse.config import Lakehouse, TablePaths
 from lakehouse.faults import fault_point
+from lakehouse.freshness import delta_source_caught_up
 from lakehouse.hours import HourRange
-from lakehouse.runtime import JobArgs, Written, log, run_available_now
+from lakehouse.runtime import JobArgs, Written, guarded_batches, log, run_available_now
 from lakehouse.sinks import ensure_table, replace_hours, txn_app_id, with_conflict_retries
 from lakehouse.sources import batch_input, delta_stream
 from lakehouse.spark import build_spark_session
@@ -69,20 +70,23 @@ def run(table: Table, args: JobArgs) -> dict:
     generation = args.generation_of(target)
     app_id = txn_app_id(target, generation, "stream")
     streamed = catalog.get(table.upstream[0])
-    recomputed: list[str] = []
 
-    def on_batch(new_rows: DataFrame, batch_id: int) -> None:
+    def on_batch(new_rows: DataFrame, batch_id: int) -> dict:
+        # Runs where foreachBatch runs (the engine's Python worker): the batch's session, not the job's.
         hours = touched_hours(new_rows, streamed)
         fault_point(f"{table.layer}.before_replace", batch_id)
-        recompute(spark, lakehouse, table, hours, app_id=app_id, batch_id=batch_id)
+        recompute(new_rows.sparkSession, lakehouse, table, hours, app_id=app_id, batch_id=batch_id)
         fault_point(f"{table.layer}.after_replace", batch_id)
-        recomputed.append(str(hours))
+        return {"batch_id": batch_id, "hours": str(hours), "summary": f"recomputed {hours}"}
 
-    summary = run_available_now(
-        delta_stream(spark, lakehouse.table(streamed.name)).writeStream.foreachBatch(on_batch),
-        target.checkpoint(generation),
+    checkpoint = target.checkpoint(generation)
+    upstream = lakehouse.table(streamed.name)
+    rows = delta_stream(spark, upstream)
+    return run_available_now(
+        lambda lease: rows.writeStream.foreachBatch(guarded_batches(on_batch, checkpoint, lease, table.name)),
+        checkpoint,
         name=table.name,
         writes=[Written(target, app_id)],
+        caught_up=lambda: delta_source_caught_up(checkpoint, upstream.path),
     )
-    return {**summary, "recomputed": recomputed}
 

@@ -1,0 +1,98 @@
+"""What a Delta table's log records, read straight from ``_delta_log`` (no Spark, no JVM).
+
+The checks before a streaming query starts need Delta's transaction state (the ``txn`` actions:
+the newest batch id each writer committed), which neither Delta's SQL nor its Python API exposes,
+and which a Spark Connect client cannot reach through a JVM. The log is Delta's public protocol
+(PROTOCOL.md): the newest checkpoint (Parquet, named by ``_last_checkpoint``) holds the state up
+to its version, and the JSON commits after it hold each later commit's actions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d{10}\.\d{10})?\.parquet$")
+
+
+def is_delta_table(path: str) -> bool:
+    """True when ``path`` holds a Delta table (a log with at least one commit or checkpoint)."""
+    log = Path(path) / "_delta_log"
+    try:
+        return any(_COMMIT.match(p.name) or _CHECKPOINT.match(p.name) for p in log.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def committed_txns(path: str) -> dict[str, int]:
+    """App id -> the newest transaction version committed under it ({} when there is no table)."""
+    log = Path(path) / "_delta_log"
+    try:
+        names = [p.name for p in log.iterdir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    txns: dict[str, int] = {}
+    checkpoint = _newest_checkpoint(log, names)
+    if checkpoint is not None:
+        import pyarrow.parquet as pq  # pyspark's client needs pyarrow: always installed
+
+        parts = sorted(n for n in names if (m := _CHECKPOINT.match(n)) and int(m[1]) == checkpoint)
+        for part in parts:
+            table = pq.read_table(log / part)
+            if "txn" not in table.column_names:
+                continue
+            for txn in table.column("txn").to_pylist():
+                if txn:
+                    txns[txn["appId"]] = txn["version"]
+    after = checkpoint if checkpoint is not None else -1
+    commits = sorted(int(m[1]) for n in names if (m := _COMMIT.match(n)) and int(m[1]) > after)
+    for version in commits:
+        with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
+            for line in commit:
+                if '"txn"' in line:
+                    action = json.loads(line).get("txn")
+                    if action:
+                        txns[action["appId"]] = action["version"]
+    return txns
+
+
+def _newest_checkpoint(log: Path, names: list[str]) -> int | None:
+    """The version of the newest complete checkpoint (``_last_checkpoint`` says which; else the files do)."""
+    try:
+        return int(json.loads((log / "_last_checkpoint").read_text())["version"])
+    except (OSError, ValueError, KeyError):
+        versions = {}
+        for name in names:
+            match = _CHECKPOINT.match(name)
+            if match:
+                versions.setdefault(int(match[1]), []).append(name)
+        # A multi-part checkpoint is complete when all its parts exist (".<part>.<parts>.parquet").
+        complete = [
+            v for v, files in versions.items()
+            if len(files) == 1 and ".checkpoint.parquet" in files[0] or len(files) == int(files[0].split(".")[-2])
+        ]  # fmt: skip
+        return max(complete, default=None)
+
+
+def latest_version(path: str) -> int | None:
+    """The newest committed version of the table at ``path`` (None: no table)."""
+    log = Path(path) / "_delta_log"
+    try:
+        versions = [int(m[1]) for p in log.iterdir() if (m := _COMMIT.match(p.name))]
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return max(versions, default=None)
+
+
+def latest_commit_info(path: str) -> dict:
+    """The ``commitInfo`` of the newest commit ({} when there is none)."""
+    version = latest_version(path)
+    if version is None:
+        return {}
+    with open(Path(path) / "_delta_log" / f"{version:020d}.json", encoding="utf-8") as commit:
+        for line in commit:
+            if '"commitInfo"' in line:
+                return json.loads(line).get("commitInfo") or {}
+    return {}

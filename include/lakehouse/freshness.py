@@ -1,0 +1,90 @@
+"""Is there anything new for a query? Answered from files, before any query starts.
+
+An hourly run that finds nothing new should cost next to nothing: each check below reads a few
+small files (a checkpoint's logs, a Delta log, a directory listing) and says why a query has
+nothing to do, or None when it may have. None is always the safe answer: the query then runs
+and finds out itself. A pending batch (planned, not committed) is never skipped: it must be
+replayed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from lakehouse import delta_log
+
+
+def _committed_offsets(checkpoint: str) -> list[str] | None:
+    """The source offsets (one JSON line per source) of the newest batch, if it is committed."""
+    offsets, commits = Path(checkpoint) / "offsets", Path(checkpoint) / "commits"
+    try:
+        planned = max((int(p.name) for p in offsets.iterdir() if p.name.isdigit()), default=None)
+    except FileNotFoundError:
+        return None
+    if planned is None or not (commits / str(planned)).is_file():
+        return None
+    try:
+        lines = (offsets / str(planned)).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    return lines[2:]  # a version line, the batch's metadata, then the sources
+
+
+def delta_source_caught_up(checkpoint: str, upstream_path: str) -> str | None:
+    """Why a query reading the Delta table at ``upstream_path`` has nothing new, or None.
+
+    Its newest committed offset points at the start of the version after the table's newest
+    (Delta's offset ``(v, index -1)``: every version before ``v`` read).
+    """
+    sources = _committed_offsets(checkpoint)
+    latest = delta_log.latest_version(upstream_path)
+    if not sources or len(sources) != 1 or latest is None:
+        return None
+    try:
+        offset = json.loads(sources[0])
+    except ValueError:
+        return None
+    if offset.get("index") == -1 and offset.get("reservoirVersion") == latest + 1:
+        return f"every version of the upstream table read (newest: {latest})"
+    return None
+
+
+def file_source_caught_up(checkpoint: str, pattern_root: str, pattern: str) -> str | None:
+    """Why a file-source query (``pattern`` under ``pattern_root``) has nothing new, or None.
+
+    Every non-hidden file the pattern matches is in the source's log of files read (the
+    newest compacted file and the batch files after it).
+    """
+    if _committed_offsets(checkpoint) is None:
+        return None
+    log = Path(checkpoint) / "sources" / "0"
+    try:
+        entries = sorted(log.iterdir(), key=lambda p: int(p.name.split(".")[0]) if p.name.split(".")[0].isdigit() else -1)
+    except FileNotFoundError:
+        return None
+    compacted = [i for i, p in enumerate(entries) if p.name.endswith(".compact")]
+    seen: set[str] = set()
+    for entry in entries[compacted[-1] if compacted else 0:]:
+        if not entry.name.split(".")[0].isdigit():
+            continue
+        for line in entry.read_text(encoding="utf-8").splitlines()[1:]:
+            seen.add(json.loads(line)["path"])
+    landed = {p.as_uri() for p in Path(pattern_root).glob(pattern) if not p.name.startswith((".", "_"))}
+    if landed <= seen:
+        return f"no new file among the {len(landed)} landed"
+    return None
+
+
+def file_fingerprint(path: str) -> str:
+    """The SHA-256 of a (small) file's bytes: what a snapshot table records of its source."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def snapshot_unchanged(table_path: str, fingerprint: str) -> str | None:
+    """Why a snapshot of a file with ``fingerprint`` need not be reloaded into ``table_path``, or None."""
+    recorded = delta_log.latest_commit_info(table_path).get("userMetadata") or ""
+    if recorded == f"source sha256 {fingerprint}":
+        return "its source file is unchanged since the last load"
+    return None

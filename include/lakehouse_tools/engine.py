@@ -1,0 +1,185 @@
+"""The warm engine: one Spark Connect server that every job talks to as a thin client.
+
+Usage (``make engine-up`` / ``make engine-down`` / ``make engine-status`` run these):
+    python -m lakehouse_tools.engine up        # start it (supervised) unless it already answers
+    python -m lakehouse_tools.engine down      # stop it: its whole process group
+    python -m lakehouse_tools.engine status    # exit 0 when it answers a query, 1 when not
+
+The server is ``spark-submit --class SparkConnectServer`` (pyspark's pip package has no
+``sbin/start-connect-server.sh``) with the Delta jars and the session factory's settings,
+``local[2]``, bound to 127.0.0.1 on ``$LAKEHOUSE_ENGINE_PORT`` (default 15002), its Spark UI off
+(``LAKEHOUSE_ENGINE_UI=1`` turns it on), its log in ``$LAKEHOUSE_ENGINE_DIR/engine.log``. Clients
+authenticate with a token (``$LAKEHOUSE_ENGINE_TOKEN``); the server gets it by environment, never on
+its command line. The project's package is on the server's ``PYTHONPATH``: the ``foreachBatch``
+functions of the jobs run in Python workers that the server starts, and they import ``lakehouse``
+from there (the files on disk when a query starts: no restart after a code change).
+
+A supervisor process (the leader of the engine's process group) restarts the server when it dies,
+at most ``MAX_RESTARTS`` times in ``RESTART_WINDOW_S`` seconds; ``down`` stops the group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lakehouse.config import engine_settings, jar_paths
+from lakehouse.spark import DEFAULT_CONF, check_engine
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+MAX_RESTARTS, RESTART_WINDOW_S = 5, 300
+START_TIMEOUT_S = 240
+
+
+def state_dir() -> Path:
+    path = Path(os.environ.get("LAKEHOUSE_ENGINE_DIR") or PROJECT_DIR / ".local" / "engine")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def server_command() -> list[str]:
+    settings = engine_settings()
+    conf = {
+        **DEFAULT_CONF,
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(settings.port),
+        "spark.ui.enabled": "true" if os.environ.get("LAKEHOUSE_ENGINE_UI") == "1" else "false",
+        # A dead client's session (and its queries) is closed after this long without a request.
+        "spark.connect.session.manager.defaultSessionTimeout": "30min",
+        "spark.sql.shuffle.partitions": os.environ.get("LAKEHOUSE_ENGINE_SHUFFLE_PARTITIONS", "4"),
+        "spark.python.worker.faulthandler.enabled": "true",
+    }
+    command = [
+        "spark-submit", "--master", os.environ.get("LAKEHOUSE_ENGINE_MASTER", "local[2]"),
+        "--class", SERVER_CLASS, "--name", "lakehouse-engine",
+        "--driver-memory", os.environ.get("LAKEHOUSE_ENGINE_MEMORY", "3g"),
+        "--jars", ",".join(jar_paths()),
+    ]  # fmt: skip
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    return command
+
+
+def server_env() -> dict[str, str]:
+    settings = engine_settings()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_DIR / "include"), env.get("PYTHONPATH")]))
+    env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON") or sys.executable
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    if settings.token:
+        env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = settings.token
+    env.pop("LAKEHOUSE_ENGINE_TOKEN", None)
+    return env
+
+
+def supervise() -> None:
+    """Run the server and restart it when it dies, until SIGTERM (``down``) stops the group."""
+    log = open(state_dir() / "engine.log", "ab", buffering=0)
+    child: subprocess.Popen | None = None
+    stopping = False
+
+    def stop(signum, frame):  # noqa: ARG001
+        nonlocal stopping
+        stopping = True
+        if child and child.poll() is None:
+            child.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    restarts: list[float] = []
+    while not stopping:
+        log.write(f"--- engine: starting the Spark Connect server ({time.strftime('%FT%TZ', time.gmtime())})\n".encode())
+        child = subprocess.Popen(server_command(), env=server_env(), stdout=log, stderr=log)
+        code = child.wait()
+        if stopping:
+            break
+        now = time.monotonic()
+        restarts = [t for t in restarts if now - t < RESTART_WINDOW_S] + [now]
+        log.write(f"--- engine: the server exited with {code}; restart {len(restarts)}/{MAX_RESTARTS}\n".encode())
+        if len(restarts) > MAX_RESTARTS:
+            log.write(b"--- engine: too many restarts; giving up (see the log above)\n")
+            sys.exit(1)
+        time.sleep(2)
+
+
+def _pid_file() -> Path:
+    return state_dir() / "supervisor.pid"
+
+
+def _running_group() -> int | None:
+    try:
+        pid = int(_pid_file().read_text())
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError):
+        return None
+
+
+def up(timeout_s: float = START_TIMEOUT_S) -> None:
+    settings = engine_settings()
+    if check_engine(settings.url, timeout_s=5) is None:
+        print(f"engine: already up at {settings.display_url}")
+        return
+    if _running_group() is None:
+        jar_paths()  # fail fast, with its message, before anything starts
+        log_path = state_dir() / "engine.log"
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", "lakehouse_tools.engine", "supervise"],
+            start_new_session=True,  # its own process group: `down` stops exactly it
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log_path, "ab"),
+        )  # fmt: skip
+        _pid_file().write_text(str(supervisor.pid))
+        print(f"engine: starting (process group {supervisor.pid}, log {log_path})", flush=True)
+    started, problem = time.monotonic(), None
+    while time.monotonic() - started < timeout_s:
+        problem = check_engine(settings.url, timeout_s=5)
+        if problem is None:
+            print(f"engine: up at {settings.display_url} after {time.monotonic() - started:.0f} s")
+            return
+        if _running_group() is None:
+            break
+        time.sleep(2)
+    sys.exit(f"engine: not answering after {time.monotonic() - started:.0f} s ({problem}); see {state_dir() / 'engine.log'}")
+
+
+def down() -> None:
+    group = _running_group()
+    if group is None:
+        print("engine: not running")
+        return
+    os.killpg(group, signal.SIGTERM)
+    for _ in range(60):
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.5)
+    else:
+        os.killpg(group, signal.SIGKILL)
+    _pid_file().unlink(missing_ok=True)
+    print(f"engine: stopped (process group {group})")
+
+
+def status() -> None:
+    settings = engine_settings()
+    problem = check_engine(settings.url, timeout_s=10)
+    if problem:
+        sys.exit(f"engine: not answering at {settings.display_url}: {problem}")
+    print(f"engine: up at {settings.display_url} (process group {_running_group()}, log {state_dir() / 'engine.log'})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=("up", "down", "status", "supervise"))
+    command = parser.parse_args().command
+    {"up": up, "down": down, "status": status, "supervise": supervise}[command]()
+
+
+if __name__ == "__main__":
+    main()
