@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 
 import pendulum
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "include"))  # see ysb_hourly.py
 
-from lakehouse.orchestration import MACROS, SPARK_CONN_ID, job_path  # noqa: E402
+from lakehouse.operators import SparkJobOperator  # noqa: E402
+from lakehouse.orchestration import MACROS  # noqa: E402
 
 with DAG(
     dag_id="ysb_consistency_check",
@@ -32,13 +32,9 @@ with DAG(
         "end": Param(type="string", description="end of the interval (exclusive), e.g. 2026-11-20T03:00Z"),
     },
 ):
-    SparkSubmitOperator(
+    SparkJobOperator(
         task_id="consistency_check",
-        application=job_path("consistency_check"),
-        name="consistency_check",
-        conn_id=SPARK_CONN_ID,
-        jars="{{ lakehouse_jars() }}",
-        py_files="{{ lakehouse_py_files() }}",
+        job="consistency_check",
         application_args=[
             "--lakehouse-root", "{{ lakehouse_root() }}", "--start", "{{ params.start }}", "--end", "{{ params.end }}",
         ],  # fmt: skip

@@ -22,7 +22,9 @@ it). A manual run with `full_refresh` = `bronze`, `silver` or `gold` first empti
 the layers computed from it and moves their streaming queries to a new checkpoint generation
 (the old checkpoint is kept), so the run rebuilds them from upstream.
 
-Spark master: the `spark_lakehouse` connection (`AIRFLOW_CONN_SPARK_LAKEHOUSE`, JSON form).
+Spark: the `spark_lakehouse` connection (`AIRFLOW_CONN_SPARK_LAKEHOUSE`, JSON form). A `spark_connect`
+connection (the default) runs each task as a thin client of the warm engine (`make engine-up`); a
+`spark` connection (master `local[2]` or `spark://HOST:7077`) runs each task by spark-submit.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import sys
 from pathlib import Path
 
 import pendulum
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, Param, TriggerRule, task
 
@@ -41,7 +42,8 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "include"))
 
 from lakehouse import catalog  # noqa: E402
 from lakehouse.kafka_settings import DEFAULT_TOPIC, KAFKA_MACROS, SOURCES  # noqa: E402
-from lakehouse.orchestration import MACROS, SPARK_CONN_ID, job_path  # noqa: E402
+from lakehouse.operators import SparkJobOperator  # noqa: E402
+from lakehouse.orchestration import MACROS  # noqa: E402
 
 # A whole hour in ISO-8601 (UTC unless an offset is given): checked when a run is triggered.
 WHOLE_HOUR = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:00(:00)?(Z|[+-][0-9]{2}:?[0-9]{2})?$"
@@ -66,21 +68,12 @@ def asset(table: catalog.Table) -> Asset:
     return Asset(name=table.name, uri=table.asset_uri, group="lakehouse")
 
 
-def spark_job(name: str, application: str, args: list[str], **kwargs) -> SparkSubmitOperator:
-    """A spark-submit of ``jobs/<application>.py`` through the lakehouse's Spark connection."""
-    return SparkSubmitOperator(
-        task_id=name,
-        application=job_path(application),
-        name=name,
-        conn_id=SPARK_CONN_ID,
-        jars="{{ lakehouse_jars() }}",
-        py_files="{{ lakehouse_py_files() }}",
-        application_args=args,
-        **kwargs,
-    )
+def spark_job(name: str, job: str, args: list[str], **kwargs) -> SparkJobOperator:
+    """``jobs/<job>.py`` on the engine or by spark-submit, as the lakehouse's Spark connection says."""
+    return SparkJobOperator(task_id=name, job=job, application_args=args, **kwargs)
 
 
-def table_job(table: catalog.Table, **kwargs) -> SparkSubmitOperator:
+def table_job(table: catalog.Table, **kwargs) -> SparkJobOperator:
     """The task that runs ``table``'s query (``jobs/run.py <task>``), with its tables as Assets."""
     args = RUN_ARGS if table.batch else SOURCE_ARGS if table.source and table.streamed else INCREMENTAL_ARGS
     return spark_job(
@@ -138,17 +131,13 @@ with DAG(
         Every problem found here needs a person (a setting, a parameter, data to generate), so the
         task fails at once instead of retrying.
         """
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
         from airflow.sdk.exceptions import AirflowFailException
 
         from lakehouse.kafka_settings import source_problems
+        from lakehouse.operators import spark_problems
         from lakehouse.orchestration import preflight as check
 
-        try:
-            master = SparkSubmitHook(conn_id=SPARK_CONN_ID)._connection["master"]
-        except Exception:  # the hook cannot resolve the connection: report it below
-            master = None
-        problems = check(master, dict(params), dag_run.run_type, logical_date) + source_problems(params, conn)
+        problems = spark_problems() + check(dict(params), dag_run.run_type, logical_date) + source_problems(params, conn)
         if problems:
             raise AirflowFailException("Preflight failed:\n- " + "\n- ".join(problems))
 

@@ -8,11 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lakehouse.config import Lakehouse
-from lakehouse.spark import fast_start_java_options
+from lakehouse.config import Lakehouse, engine_settings
+from lakehouse.spark import engine, fast_start_java_options
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
+
+
+def spark_connection() -> str:
+    """The Spark connection of the tests' Airflow: the warm engine when jobs run there (make's default)."""
+    if engine() == "connect":
+        settings = engine_settings()
+        return json.dumps({"conn_type": "spark_connect", "host": "localhost", "port": settings.port, "password": settings.token})
+    return json.dumps({"conn_type": "spark", "host": "local[2]"})
 
 
 def airflow_environment(airflow_home: Path, lakehouse: Lakehouse, **extra: str) -> dict[str, str]:
@@ -26,7 +34,7 @@ def airflow_environment(airflow_home: Path, lakehouse: Lakehouse, **extra: str) 
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
         AIRFLOW__LOGGING__LOGGING_LEVEL="INFO",
         AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS="lakehouse_tools.airflow_sqlite.CONNECT_ARGS",
-        AIRFLOW_CONN_SPARK_LAKEHOUSE=json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        AIRFLOW_CONN_SPARK_LAKEHOUSE=spark_connection(),
         LAKEHOUSE_ROOT=lakehouse.root,
         LAKEHOUSE_JARS_DIR=os.environ.get("LAKEHOUSE_JARS_DIR", str(PROJECT_DIR / ".jars")),
         PYTHONPATH=os.pathsep.join([str(PROJECT_DIR / "include"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),

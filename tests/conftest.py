@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -63,12 +64,37 @@ TEST_SPARK_CONF = {
 
 @pytest.fixture(scope="session")
 def spark():
+    """A local session in the test process: the tests read tables with it (jobs run where LAKEHOUSE_ENGINE says)."""
     from lakehouse.spark import build_spark_session
 
-    session = build_spark_session("lakehouse-tests", TEST_SPARK_CONF)
+    session = build_spark_session("lakehouse-tests", TEST_SPARK_CONF, engine_kind="local")
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def engine():
+    """The warm engine the jobs run on (make's default, LAKEHOUSE_ENGINE=connect): started for this
+    session unless it already answers, and then stopped when the session ends."""
+    from lakehouse.config import engine_settings
+    from lakehouse.spark import check_engine
+
+    if check_engine(engine_settings().url, timeout_s=5) is None:
+        yield engine_settings()
+        return
+    subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
+    yield engine_settings()
+    subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "down"], check=False)
+
+
+@pytest.fixture(autouse=True)
+def _engine_for_jobs(request):
+    """Tests beyond the unit tier run jobs: on the engine, when that is the configured kind of session."""
+    from lakehouse.spark import engine as engine_kind
+
+    if engine_kind() == "connect" and request.node.get_closest_marker("unit") is None:
+        request.getfixturevalue("engine")
 
 
 @pytest.fixture

@@ -92,24 +92,24 @@ MACROS = {
 }
 
 
-def preflight(conn_master: str | None, params: dict, run_type: str, logical_date: datetime | None) -> list[str]:
-    """Everything that would make the Spark tasks fail late, checked before any JVM starts.
-
-    Returns the problems found (empty when the run can go); the DAG's preflight task raises
-    with all of them at once, each saying what to fix.
-    """
-    problems = []
-    if not conn_master:
-        problems.append(
-            f"No Airflow connection {SPARK_CONN_ID!r}: set AIRFLOW_CONN_{SPARK_CONN_ID.upper()}="
-            '\'{"conn_type": "spark", "host": "local[2]"}\' (the JSON form; a spark://local[2] URI '
-            "silently falls back to yarn)."
-        )
-    elif conn_master == "yarn" or conn_master.startswith("spark://local"):
-        problems.append(
+def master_problems(conn_master: str | None) -> list[str]:
+    """What is wrong with a ``spark`` connection's master (the spark-submit kind of task)."""
+    if conn_master == "yarn" or (conn_master or "").startswith("spark://local") or not conn_master:
+        return [
             f"Connection {SPARK_CONN_ID!r} resolves to master {conn_master!r}; give the master in the "
             'connection host, e.g. {"conn_type": "spark", "host": "local[2]"} or "spark://HOST:7077".'
-        )
+        ]
+    return []
+
+
+def preflight(params: dict, run_type: str, logical_date: datetime | None) -> list[str]:
+    """Everything that would make the Spark tasks fail late, checked before any of them starts.
+
+    Returns the problems found (empty when the run can go); the DAG's preflight task raises
+    with all of them at once, each saying what to fix. The Spark connection is checked by
+    :func:`lakehouse.operators.spark_problems`.
+    """
+    problems = []
     try:
         lakehouse = Lakehouse.from_env()
         if (params or {}).get("source", "files") == "files" and not Path(lakehouse.landing_events).is_dir():

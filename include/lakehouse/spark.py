@@ -45,6 +45,9 @@ DEFAULT_CONF = {
 SESSION_CONF_PREFIXES = ("spark.sql.session.", "spark.sql.shuffle.", "spark.databricks.delta.snapshotPartitions")
 
 _engine_sessions: list[SparkSession] = []
+# pyspark marks a process that opened a Connect session as Connect-only (functions then build
+# Connect columns); a process that also holds a local session (the tests) gets its mode back.
+_connect_mode_before: list[bool] = []
 
 
 def engine() -> str:
@@ -86,6 +89,8 @@ def _engine_session(app_name: str, extra_conf: dict[str, str] | None) -> SparkSe
             f"The Spark engine at {settings.display_url} does not answer ({problem}): start it with "
             "`make engine-up`, or run the job with its own driver (LAKEHOUSE_ENGINE=local, or spark-submit)."
         )
+    if not _engine_sessions:
+        _connect_mode_before.append("SPARK_CONNECT_MODE_ENABLED" in os.environ)
     spark = SparkSession.builder.remote(settings.url).config("spark.sql.session.timeZone", "UTC").create()
     for key, value in {**DEFAULT_CONF, **(extra_conf or {})}.items():
         if key.startswith(SESSION_CONF_PREFIXES):
@@ -104,6 +109,8 @@ def release_engine_sessions() -> None:
             session.stop()
         except Exception:  # noqa: BLE001 - a server already gone has nothing to release
             pass
+    if _connect_mode_before and not _connect_mode_before.pop():
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
 
 
 def check_engine(url: str, timeout_s: float = 10, query: bool = True) -> str | None:
@@ -123,12 +130,15 @@ def check_engine(url: str, timeout_s: float = 10, query: bool = True) -> str | N
     outcome: list[str | None] = []
 
     def probe() -> None:
+        connect_mode_before = "SPARK_CONNECT_MODE_ENABLED" in os.environ
         try:
             session = SparkSession.builder.remote(url).create()
             try:
                 session.range(1).collect()
             finally:
                 session.stop()
+                if not connect_mode_before:
+                    os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
             outcome.append(None)
         except Exception as error:  # noqa: BLE001 - the reason is the answer
             outcome.append(str(error).splitlines()[0][:300] if str(error) else type(error).__name__)

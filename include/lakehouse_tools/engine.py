@@ -35,6 +35,7 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 MAX_RESTARTS, RESTART_WINDOW_S = 5, 300
 START_TIMEOUT_S = 240
+LOG_CONFIG = Path(__file__).with_name("engine-log4j2.properties")
 
 
 def state_dir() -> Path:
@@ -60,6 +61,8 @@ def server_command() -> list[str]:
         "--class", SERVER_CLASS, "--name", "lakehouse-engine",
         "--driver-memory", os.environ.get("LAKEHOUSE_ENGINE_MEMORY", "3g"),
         "--jars", ",".join(jar_paths()),
+        "--driver-java-options",
+        f"-Dlog4j2.configurationFile={LOG_CONFIG} -Dlakehouse.engine.level={os.environ.get('LAKEHOUSE_ENGINE_LOG_LEVEL', 'WARN')}",
     ]  # fmt: skip
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
@@ -119,6 +122,18 @@ def _running_group() -> int | None:
         return pid
     except (OSError, ValueError):
         return None
+
+
+def server_pid() -> int | None:
+    """The running server's process id (the supervisor's child), if any."""
+    group = _running_group()
+    if group is None:
+        return None
+    try:
+        children = Path(f"/proc/{group}/task/{group}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
 
 
 def up(timeout_s: float = START_TIMEOUT_S) -> None:

@@ -1,0 +1,121 @@
+"""The Airflow task that runs a job: as a client of the warm engine, or by spark-submit.
+
+Which one is the Spark connection's business (``spark_lakehouse``), decided when the task runs,
+so the DAG's shape never depends on it:
+
+* ``spark_connect`` (the project's default): the job runs in the task's own process as a thin
+  Spark Connect client of the engine (``make engine-up``); what the job logs, and its summary
+  (the task's return value, an XCom), are the task's.
+* ``spark``: ``spark-submit jobs/<job>.py`` with the connection's master (``local[2]``, a
+  standalone cluster), as before the engine existed.
+
+Nothing here imports Spark until a task runs (DAG files import this module at parse time).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator
+
+from lakehouse.orchestration import SPARK_CONN_ID, jars_arg, job_path, py_files_arg
+
+# The job files of jobs/ and the function each one runs (with its command-line arguments).
+JOB_MAINS = {
+    "run": "lakehouse.runner:main",
+    "full_refresh": "lakehouse.refresh:main",
+    "consistency_check": "lakehouse.consistency:main",
+}
+CONNECT = "spark_connect"
+
+
+def spark_connection(conn_id: str = SPARK_CONN_ID):
+    from airflow.sdk import BaseHook
+
+    return BaseHook.get_connection(conn_id)
+
+
+def engine_url(conn_id: str = SPARK_CONN_ID) -> str:
+    """The Spark Connect URL of a ``spark_connect`` connection (its password is the token)."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    return SparkConnectHook(conn_id).get_connection_url()
+
+
+def spark_problems(conn_id: str = SPARK_CONN_ID) -> list[str]:
+    """What stops the Spark tasks: no connection, an engine that does not answer, a wrong master."""
+    from lakehouse.orchestration import master_problems
+
+    try:
+        connection = spark_connection(conn_id)
+    except Exception:  # noqa: BLE001 - any lookup failure means the same to the user
+        return [
+            f"No Airflow connection {conn_id!r}: set AIRFLOW_CONN_{conn_id.upper()} (the Makefile's default: "
+            '{"conn_type": "spark_connect", "host": "localhost", "port": 15002, "password": <token>}; or '
+            '{"conn_type": "spark", "host": "local[2]"} for spark-submit; the JSON form).'
+        ]
+    if connection.conn_type == CONNECT:
+        from lakehouse.config import EngineSettings
+        from lakehouse.spark import check_engine
+
+        url = engine_url(conn_id)
+        problem = check_engine(url, timeout_s=15)
+        if problem:
+            shown = EngineSettings(port=0, token=None, url=url).display_url
+            return [
+                f"The Spark engine at {shown} (connection {conn_id!r}) does not answer: {problem}. "
+                "Start it with `make engine-up` (its log: .local/engine/engine.log)."
+            ]
+        return []
+    try:
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        master = SparkSubmitHook(conn_id=conn_id)._connection["master"]  # noqa: SLF001
+    except Exception:  # noqa: BLE001 - reported as a wrong master below
+        master = None
+    return master_problems(master)
+
+
+class SparkJobOperator(BaseOperator):
+    """Run ``jobs/<job>.py`` with ``application_args`` (templated) on the connection's kind of Spark."""
+
+    template_fields: Sequence[str] = ("application_args",)
+    ui_color = "#e8f1fb"
+
+    def __init__(self, *, job: str, application_args: list[str], conn_id: str = SPARK_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if job not in JOB_MAINS:
+            raise ValueError(f"unknown job {job!r}: one of {', '.join(JOB_MAINS)}")
+        self.job, self.application_args, self.conn_id = job, application_args, conn_id
+
+    def execute(self, context) -> Any:
+        if spark_connection(self.conn_id).conn_type == CONNECT:
+            return self.run_on_engine()
+        return self.spark_submit()
+
+    def run_on_engine(self) -> Any:
+        from lakehouse.spark import release_engine_sessions
+
+        os.environ["LAKEHOUSE_ENGINE"] = "connect"
+        os.environ["LAKEHOUSE_ENGINE_URL"] = engine_url(self.conn_id)
+        module, function = JOB_MAINS[self.job].split(":")
+        main = getattr(importlib.import_module(module), function)
+        try:
+            return main(list(self.application_args))
+        finally:
+            release_engine_sessions()
+
+    def spark_submit(self) -> None:
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        hook = SparkSubmitHook(
+            conn_id=self.conn_id,
+            jars=jars_arg(),
+            py_files=py_files_arg() or None,
+            name=self.task_id,
+            application_args=list(self.application_args),
+            env_vars={"LAKEHOUSE_ENGINE": "local"},
+        )
+        hook.submit(job_path(self.job))
