@@ -95,7 +95,7 @@ $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
 	airflow db migrate > $(AIRFLOW_HOME)/db-migrate.log 2>&1 || (tail -30 $(AIRFLOW_HOME)/db-migrate.log; exit 1)
 	touch $@
 
-demo: setup  ## generate sample data, run the hourly DAG through Airflow, print the gold tables
+demo: setup engine-up  ## generate sample data, run the hourly DAG through Airflow on the warm engine, print the gold tables
 	python -m lakehouse_tools.demo
 
 # The suite CI runs: every folder under tests/ (22 minutes in CI on 2 cores before the catalog session, most of it in
@@ -115,7 +115,7 @@ test: setup $(TEST_PREREQS)  ## the test suite (what CI runs)
 env:  ## print the environment, e.g. eval "$$(make -s env)"
 	@for v in $(ENV_VARS) KAFKA_BOOTSTRAP_SERVERS; do printf "export %s='%s'\n" "$$v" "$${!v}"; done
 
-airflow-ui: setup  ## the Airflow UI on http://127.0.0.1:8080 (Ctrl-C stops every component)
+airflow-ui: setup engine-up  ## the Airflow UI on http://127.0.0.1:8080 (Ctrl-C stops every component)
 	include/scripts/airflow_ui.sh
 
 lock:  ## re-resolve constraints.txt from requirements.txt

@@ -2,7 +2,7 @@
 
 Usage:
     python -m lakehouse_tools.fault_injection --trials 3 --seed 1 [--hours 2 --events-per-second 0.1] \
-        [--workdir DIR] [--report faults.json] [--keep]
+        [--workdir DIR] [--report faults.json] [--keep] [--engine spark-submit|connect]
     python -m lakehouse_tools.fault_injection --trials 0 --checkpoint-trials 20 [--in-process] ...
 
 Each trial builds a fresh lakehouse under the work folder, generates landing data with the
@@ -35,8 +35,31 @@ count per reason, and both gold tables the oracle's rows. Every trial and the to
 them as JSON. The exit status is 1 when any row was lost, duplicated or wrong, or a job could not
 be brought to success, else 0.
 
+On the warm engine (``--engine connect``) every job attempt is a Spark Connect client instead,
+``python jobs/run.py <task>`` with ``LAKEHOUSE_ENGINE=connect`` in a process group of its own, and
+the streaming query runs inside the engine's server. The harness starts an engine of its own
+(``python -m lakehouse_tools.engine up`` with ``LAKEHOUSE_ENGINE_PORT`` = :data:`ENGINE_PORT` and
+``LAKEHOUSE_ENGINE_DIR`` = ``<workdir>/engine``), so it never disturbs other users of the default
+engine, and stops it (``down``) when it ends, also on an error. It also loads the dimension and
+reads the tables for the checks through that engine. A job is killed in one of two ways
+(:data:`CONNECT_KILL_MODES`), both anchored on a micro-batch as above:
+
+* ``random``: the client's process group is SIGKILLed. Its query goes on in the server; the
+  rerun waits for the orphan's running batch, checks the checkpoint against the tables and starts
+  the query, which stops the orphan (and the orphan's next batch refuses, its lease being gone).
+* ``engine``: the engine's server process (:func:`lakehouse_tools.engine.server_pid`) is SIGKILLed;
+  its supervisor starts a new one, and the rerun waits until it answers
+  (:func:`lakehouse.spark.check_engine`). Every other client on the engine at that moment (the
+  other gold jobs of the stage) fails with it: that is recorded as ``collateral`` and followed by
+  reruns, which, like the reruns after any engine kill, do not count against ``--max-attempts``.
+
+The named fault points are not offered on the engine: :mod:`lakehouse.faults` fires in the process
+that runs the batch, which on the engine is the server's Python worker; it was started by the
+server, not by the client, so it never sees the ``LAKEHOUSE_FAULT_*`` variables the harness sets
+on a job's process (and setting them on the shared server would make every query die there).
+
 The plan of a trial (its data seed, kill modes, target batches and delay fractions) depends on
-(seed, trial number) alone; where a random kill lands in wall-clock terms still depends on the
+(seed, trial number, engine) alone (its data seed on (seed, trial number) only); where a random kill lands in wall-clock terms still depends on the
 machine's speed, which is the point of killing at random.
 
 Checkpoint trials (``--checkpoint-trials N``) damage a streaming job's checkpoint instead, one of
@@ -68,16 +91,23 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from contextlib import contextmanager
+
 from lakehouse import catalog, runner
-from lakehouse.config import Lakehouse, jar_paths
+from lakehouse.config import Lakehouse, engine_settings, jar_paths
 from lakehouse.faults import ENV_BATCH, ENV_POINT
-from lakehouse.spark import fast_start_java_options
+from lakehouse.spark import check_engine, fast_start_java_options
 from lakehouse_tools.generator import parse_hour, write_campaigns, write_hours
 from lakehouse_tools.oracle import Expected, expected_from_landing
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT_DIR / "jobs"
 RANDOM = "random"
+ENGINE = "engine"  # connect mode: the engine's server process is killed
+ENGINES = ("spark-submit", "connect")
+# The harness's own engine (connect mode): not the default port, so other users of the default
+# engine are never disturbed by its kills.
+ENGINE_PORT = 15003
 
 
 def _stages() -> tuple[tuple[str, ...], ...]:
@@ -101,6 +131,8 @@ KILL_MODES = {
     task: (*(f"{LAYER[task]}.{point}" for point in runner.flow(catalog.task(task)).FAULT_POINTS), RANDOM)
     for task in LAYER
 }
+# On the engine: the client killed, or the server (fault points do not fire there; see the docstring).
+CONNECT_KILL_MODES = {task: (RANDOM, ENGINE) for task in LAYER}
 # Source-fed tasks read one landing file per micro-batch, so that random kills land mid-stream.
 JOB_ARGS = {task: ("--max-files-per-trigger", "1") for task in LAYER if catalog.task(task).source}
 # First guesses of a micro-batch's duration (s) with the fast-start driver JVM, on the short side
@@ -132,6 +164,8 @@ class Attempt:
     phase: str = ""  # what was committed when the driver died
     seconds: float = 0.0
     log: str = ""
+    # Connect mode: the engine was killed under this attempt by another job's plan (it failed with it).
+    collateral: str = ""
 
 
 def _batch_ids(folder: Path) -> set[int]:
@@ -226,14 +260,164 @@ def job_environment(lakehouse: Lakehouse, fault: dict[str, str] | None = None) -
     return env
 
 
-def start_job(job: str, lakehouse: Lakehouse, log: Path, fault: dict[str, str] | None = None) -> subprocess.Popen:
-    """spark-submit ``job`` in a process group of its own (JVM and Python driver), output to ``log``."""
+def client_command(job: str, lakehouse: Lakehouse, *args: str) -> list[str]:
+    """The command of a job as a client of the warm engine (what an Airflow task runs in-process)."""
+    return [
+        sys.executable, str(JOBS_DIR / "run.py"), job, "--lakehouse-root", lakehouse.root, *JOB_ARGS.get(job, ()), *args
+    ]  # fmt: skip
+
+
+def client_environment(lakehouse: Lakehouse) -> dict[str, str]:
+    """A client job's environment: the engine of ``$LAKEHOUSE_ENGINE_PORT``, never a driver of its own."""
+    env = job_environment(lakehouse)
+    for key in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "LAKEHOUSE_ENGINE_URL"):
+        env.pop(key, None)
+    env["LAKEHOUSE_ENGINE"] = "connect"
+    return env
+
+
+def start_job(
+    job: str, lakehouse: Lakehouse, log: Path, fault: dict[str, str] | None = None, connect: bool = False
+) -> subprocess.Popen:
+    """spark-submit ``job`` (or, ``connect``, run it as an engine client) in a process group of its own
+    (JVM and Python driver, or the client), output to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    command = client_command(job, lakehouse) if connect else spark_submit_command(job, lakehouse)
+    env = client_environment(lakehouse) if connect else job_environment(lakehouse, fault)
     with open(log, "ab") as out:
         return subprocess.Popen(
-            spark_submit_command(job, lakehouse), env=job_environment(lakehouse, fault), cwd=PROJECT_DIR,
+            command, env=env, cwd=PROJECT_DIR,
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
+
+
+class HarnessEngine:
+    """The harness's own warm engine (connect mode): started, killed, awaited, stopped.
+
+    It is addressed through the process environment, which :func:`engine_environment` sets for the
+    whole run (``LAKEHOUSE_ENGINE_PORT``, ``LAKEHOUSE_ENGINE_DIR``), as ``lakehouse_tools.engine``
+    and the jobs read it. Its kills are recorded, so an attempt can tell that the server died under it.
+    """
+
+    READY_TIMEOUT_S = 900.0
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.kills: list[tuple[float, str, int]] = []  # (monotonic time, the job whose plan it was, server pid)
+        self._lock = threading.Lock()
+
+    def _tool(self, command: str, check: bool = True) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "lakehouse_tools.engine", command], env=dict(os.environ), cwd=PROJECT_DIR,
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=self.READY_TIMEOUT_S,
+        )  # fmt: skip
+        if check and done.returncode != 0:
+            raise RuntimeError(
+                f"engine {command} failed ({done.returncode}): {(done.stdout + done.stderr)[-2000:]}; "
+                f"see {self.folder / 'engine.log'}"
+            )
+
+    def up(self) -> None:
+        self._tool("up")
+
+    def down(self) -> None:
+        self._tool("down", check=False)
+
+    @property
+    def url(self) -> str:
+        return engine_settings().url
+
+    def wait_ready(self) -> None:
+        """Return once the engine answers a query; start it again if its supervisor gave up."""
+        with self._lock:  # one `up` at a time: parallel reruns must not start two supervisors
+            if check_engine(self.url, timeout_s=20) is None:
+                return
+            self._tool("up")  # waits for a restarting server; starts a new supervisor if there is none
+
+    def kill_server(self, job: str) -> int | None:
+        """SIGKILL the engine's server process; returns its pid once it is gone (None: no server found)."""
+        from lakehouse_tools.engine import server_pid
+
+        pid = server_pid()
+        if pid is None:
+            return None
+        with self._lock:
+            self.kills.append((time.monotonic(), job, pid))
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return pid
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.1)
+        return pid
+
+    def killed_between(self, start: float, end: float, but: str | None = None) -> list[str]:
+        """The jobs whose plan killed the server between ``start`` and ``end`` (other than ``but``'s own kill)."""
+        with self._lock:
+            return [job for at, job, _ in self.kills if start <= at <= end and job != but]
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, dead but not yet reaped by its parent, is not alive)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@contextmanager
+def engine_environment(workdir: Path):
+    """This process's environment pointed at the harness's engine (connect mode), restored afterwards."""
+    wanted = {
+        "LAKEHOUSE_ENGINE": "connect",
+        "LAKEHOUSE_ENGINE_PORT": str(ENGINE_PORT),
+        "LAKEHOUSE_ENGINE_DIR": str(workdir / "engine"),
+        "LAKEHOUSE_ENGINE_URL": None,  # an explicit URL would win over the port
+    }
+    before = {key: os.environ.get(key) for key in wanted}
+    try:
+        for key, value in wanted.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextmanager
+def local_sessions():
+    """Sessions built in this process are local ones (spark-submit mode: no engine anywhere)."""
+    before = os.environ.get("LAKEHOUSE_ENGINE")
+    os.environ["LAKEHOUSE_ENGINE"] = "local"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("LAKEHOUSE_ENGINE", None)
+        else:
+            os.environ["LAKEHOUSE_ENGINE"] = before
+
+
+def _batch_running(checkpoint: Path) -> bool:
+    """True while a batch of the checkpoint's query holds its batch lock (on the engine, after its client died)."""
+    import fcntl
+
+    path = checkpoint / ".batch.lock"
+    if not path.exists():
+        return False
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
 
 
 def kill_group(process: subprocess.Popen) -> None:
@@ -244,6 +428,10 @@ def kill_group(process: subprocess.Popen) -> None:
         pass
 
 
+# Connect mode: how long a client may take to fail after its engine was killed under it.
+CLIENT_AFTER_ENGINE_KILL_S = 600.0
+
+
 def run_attempt(
     attempt: Attempt,
     lakehouse: Lakehouse,
@@ -251,20 +439,27 @@ def run_attempt(
     clock: BatchClock,
     fraction: float = 0.0,
     timeout_s: float = 1800.0,
+    engine: HarnessEngine | None = None,
 ) -> Attempt:
-    """Run one spark-submit of ``attempt.job``; kill it as ``attempt.mode`` says; fill in how it ended."""
+    """Run one spark-submit of ``attempt.job`` (with ``engine``: one engine client); kill it as
+    ``attempt.mode`` says; fill in how it ended."""
     job, layer = attempt.job, LAYER[attempt.job]
     checkpoint = Path(lakehouse.table(TARGETS[job][0]).checkpoint())
     fault = None
-    if attempt.mode not in (None, RANDOM):
+    if attempt.mode not in (None, RANDOM, ENGINE):
+        if engine is not None:
+            raise ValueError(f"{attempt.mode}: fault points do not fire on the engine (see the module's docstring)")
         fault = {ENV_POINT: attempt.mode, ENV_BATCH: str(attempt.batch)}
+    if attempt.mode == ENGINE and engine is None:
+        raise ValueError("an engine kill needs the harness's engine (--engine connect)")
     attempt.log = str(log)
     # Batches already in the checkpoint are neither timed nor aimed at.
     known = _batch_ids(checkpoint / "offsets") | _batch_ids(checkpoint / "commits")
     started = time.monotonic()
-    process = start_job(job, lakehouse, log, fault)
+    process = start_job(job, lakehouse, log, fault, connect=engine is not None)
     planned_at: dict[int, float] = {}
     kill_at = None
+    server_killed = False
     try:
         while process.poll() is None:
             now = time.monotonic()
@@ -275,10 +470,21 @@ def run_attempt(
                 break
             for batch in _batch_ids(checkpoint / "offsets") - planned_at.keys() - known:
                 planned_at[batch] = now
-            if attempt.mode == RANDOM and kill_at is None and attempt.batch in planned_at:
+            if attempt.mode in (RANDOM, ENGINE) and kill_at is None and attempt.batch in planned_at:
                 attempt.delay_s = round(fraction * clock.of(layer), 2)
                 kill_at = planned_at[attempt.batch] + attempt.delay_s
             if kill_at is not None and now >= kill_at:
+                if attempt.mode == ENGINE:
+                    # The server dies; the client fails when it notices (its phase is the server's at the kill).
+                    server_killed = engine.kill_server(job) is not None
+                    attempt.phase = describe_phase(lakehouse, job, log) if server_killed else ""
+                    try:
+                        process.wait(timeout=CLIENT_AFTER_ENGINE_KILL_S)
+                    except subprocess.TimeoutExpired:
+                        kill_group(process)
+                        process.wait()
+                        attempt.phase += f" (the client was still running {CLIENT_AFTER_ENGINE_KILL_S:.0f} s later: killed)"
+                    break
                 kill_group(process)
                 process.wait()
                 break
@@ -292,10 +498,21 @@ def run_attempt(
             kill_group(process)
             process.wait()
     attempt.returncode = process.returncode
-    attempt.killed = process.returncode == -signal.SIGKILL and not attempt.phase
-    if attempt.killed:
-        kill_group(process)  # a fault point kills the JVM and the driver; any Python worker left goes too
-        attempt.phase = describe_phase(lakehouse, job, log)
+    if server_killed:
+        attempt.killed = process.returncode != 0
+        attempt.phase = f"engine killed: {attempt.phase}"
+    else:
+        attempt.killed = process.returncode == -signal.SIGKILL and not attempt.phase
+        if attempt.killed:
+            kill_group(process)  # a fault point kills the JVM and the driver; any Python worker left goes too
+            attempt.phase = describe_phase(lakehouse, job, log)
+            if engine is not None and _batch_running(checkpoint):
+                attempt.phase += " (its batch still running on the engine)"
+    if engine is not None and process.returncode != 0 and not attempt.killed:
+        # Another job's engine kill: this client failed with the server (the plan of the kill says whose).
+        others = engine.killed_between(started, time.monotonic(), but=job if server_killed else None)
+        if others:
+            attempt.collateral = f"the engine was killed under it ({', '.join(others)}'s plan)"
     attempt.seconds = round(time.monotonic() - started, 1)
     return attempt
 
