@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -74,15 +75,24 @@ def spark():
 
 
 @pytest.fixture(scope="session")
-def engine():
-    """The warm engine the jobs run on (make's default, LAKEHOUSE_ENGINE=connect): started for this
-    session unless it already answers, and then stopped when the session ends."""
+def engine(tmp_path_factory):
+    """The warm engine the jobs run on (make's default, LAKEHOUSE_ENGINE=connect).
+
+    This clone's engine when it already answers (after `make demo` or `make engine-up`); else one
+    of the session's own, on a free port, stopped when the session ends (a port held by another
+    clone's engine, whose token differs, is never mistaken for ours).
+    """
     from lakehouse.config import engine_settings
     from lakehouse.spark import check_engine
 
     if check_engine(engine_settings().url, timeout_s=5) is None:
         yield engine_settings()
         return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    os.environ["LAKEHOUSE_ENGINE_PORT"] = str(port)
+    os.environ["LAKEHOUSE_ENGINE_DIR"] = str(tmp_path_factory.mktemp("engine"))
     subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
     yield engine_settings()
     subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "down"], check=False)

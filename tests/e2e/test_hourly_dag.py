@@ -1,4 +1,4 @@
-"""The hourly DAG run by a real Airflow (its own tasks, spark-submit and all) over generated data."""
+"""The hourly DAG run by a real Airflow (its own tasks, on the warm engine or by spark-submit) over generated data."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import sys
 from datetime import timedelta
 
 from airflow_env import airflow, airflow_environment
-from helpers import START, assert_tables_match_oracle, table
+from helpers import START, assert_tables_match_oracle, oracle, table
 from lakehouse import catalog
+from lakehouse.spark import engine
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 # What Airflow's metadata DB knows of the lakehouse's Assets: each table, the tasks that write and
@@ -17,6 +18,7 @@ from lakehouse_tools.generator import write_campaigns, write_hours
 READ_ASSETS = """
 import json
 from airflow.models.asset import AssetEvent, AssetModel, TaskInletAssetReference, TaskOutletAssetReference
+from airflow.models.xcom import XComModel
 from airflow.utils.session import create_session
 with create_session() as session:
     names = {asset.id: asset.name for asset in session.query(AssetModel)}
@@ -25,8 +27,13 @@ with create_session() as session:
         "outlets": sorted([r.task_id, names[r.asset_id]] for r in session.query(TaskOutletAssetReference)),
         "inlets": sorted([r.task_id, names[r.asset_id]] for r in session.query(TaskInletAssetReference)),
         "events": sorted({names[e.asset_id] for e in session.query(AssetEvent)}),
+        "summaries": {x.task_id: x.value for x in session.query(XComModel).filter(XComModel.key == "return_value")},
     }))
 """
+
+
+def expected_lines(lakehouse) -> int:
+    return oracle(lakehouse).lines
 
 
 def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_home):
@@ -40,8 +47,6 @@ def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_
     assert result.returncode == 0 and "state=success" in output, output[-5000:]
 
     assert_tables_match_oracle(spark, lakehouse)
-    # The tasks ran spark-submit against the local[2] master of the JSON connection.
-    assert "local[2]" in output
     assert all(table(spark, lakehouse, t.name).count() > 0 for t in catalog.tables() if t.layer == "gold")
 
     # Every table is an Asset with its lineage (writer and readers), and the run emitted an event for each.
@@ -52,3 +57,15 @@ def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_
     assert assets["outlets"] == sorted([t.task, t.name] for t in catalog.tables())
     assert assets["inlets"] == sorted([t.task, up] for t in catalog.tasks() for up in t.upstream)
     assert assets["events"] == sorted(t.name for t in catalog.tables())
+
+    # On the engine each Spark task returned its job's summary (an XCom the UI shows), silver's with
+    # the account of every batch it ran; by spark-submit the tasks return nothing.
+    summaries = {task: json.loads(value) if isinstance(value, str) else value for task, value in assets["summaries"].items()}
+    if engine() == "connect":
+        silver = summaries["silver_ad_events"]
+        lines = expected_lines(lakehouse)
+        assert silver["table"] == "silver.ad_events" and silver["input_rows"] == lines, silver
+        assert sum(batch["lines"] for batch in silver["batches"]) == lines, silver
+        assert {summaries[t.task]["table"] for t in catalog.tasks() if t.streamed} == {t.name for t in catalog.tasks() if t.streamed}
+    else:
+        assert "local[2]" in output  # spark-submit against the master of the JSON connection
