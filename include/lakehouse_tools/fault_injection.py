@@ -53,6 +53,10 @@ reads the tables for the checks through that engine. A job is killed in one of t
   other gold jobs of the stage) fails with it: that is recorded as ``collateral`` and followed by
   reruns, which, like the reruns after any engine kill, do not count against ``--max-attempts``.
 
+A query the engine itself fails to start (:data:`ENGINE_FAILURES`: its foreachBatch Python worker
+not connecting back within Spark's fixed 10 s on a loaded machine) is run again with the same plan,
+and counted in the report (``engine_failures_run_again``).
+
 The named fault points are not offered on the engine: :mod:`lakehouse.faults` fires in the process
 that runs the batch, which on the engine is the server's Python worker; it was started by the
 server, not by the client, so it never sees the ``LAKEHOUSE_FAULT_*`` variables the harness sets
@@ -166,6 +170,8 @@ class Attempt:
     log: str = ""
     # Connect mode: the engine was killed under this attempt by another job's plan (it failed with it).
     collateral: str = ""
+    # Connect mode: the engine failed the query for a reason of its own (ENGINE_FAILURES), not a kill.
+    engine_failure: str = ""
 
 
 def _batch_ids(folder: Path) -> set[int]:
@@ -430,6 +436,12 @@ def kill_group(process: subprocess.Popen) -> None:
 
 # Connect mode: how long a client may take to fail after its engine was killed under it.
 CLIENT_AFTER_ENGINE_KILL_S = 600.0
+# Connect mode: failures of the engine itself, not of the job nor of a kill, after which the attempt
+# is run again (as an Airflow retry would) and the failure is counted in the report. The Python
+# worker a foreachBatch query needs is started by the server when the query starts and must connect
+# back within a fixed 10 s (PythonWorkerFactory.createSimpleWorker): three gold queries starting at
+# once on a loaded 2-core machine (the harness runs niced) miss it.
+ENGINE_FAILURES = ("Timed out while waiting for the Python worker to connect back",)
 
 
 def run_attempt(
@@ -474,6 +486,9 @@ def run_attempt(
                 attempt.delay_s = round(fraction * clock.of(layer), 2)
                 kill_at = planned_at[attempt.batch] + attempt.delay_s
             if kill_at is not None and now >= kill_at:
+                if attempt.mode == ENGINE and engine.killed_between(started, now):
+                    kill_at = float("inf")  # another job's kill was first: this client fails with that server
+                    continue
                 if attempt.mode == ENGINE:
                     # The server dies; the client fails when it notices (its phase is the server's at the kill).
                     server_killed = engine.kill_server(job) is not None
@@ -513,6 +528,9 @@ def run_attempt(
         others = engine.killed_between(started, time.monotonic(), but=job if server_killed else None)
         if others:
             attempt.collateral = f"the engine was killed under it ({', '.join(others)}'s plan)"
+        else:
+            output = _tail(str(log), 400)
+            attempt.engine_failure = next((failure for failure in ENGINE_FAILURES if failure in output), "")
     attempt.seconds = round(time.monotonic() - started, 1)
     return attempt
 
@@ -550,12 +568,12 @@ class TrialResult:
         return not self.errors and all(figures.get(k, 0) == 0 for figures in self.tables.values() for k in PROBLEMS)
 
 
-def plan_trial(seed: int, trial: int, landing_files: int) -> tuple[int, list[JobPlan]]:
-    """The data seed and per-job kill plan of a trial: a function of (seed, trial) alone."""
+def plan_trial(seed: int, trial: int, landing_files: int, engine: str = "spark-submit") -> tuple[int, list[JobPlan]]:
+    """The data seed and per-job kill plan of a trial: a function of (seed, trial, engine) alone."""
     rng = random.Random(f"fault-injection-{seed}-{trial}")
     data_seed = rng.randrange(1_000_000)
     plans = []
-    for job, modes in KILL_MODES.items():
+    for job, modes in (CONNECT_KILL_MODES if engine == "connect" else KILL_MODES).items():
         # Rotate through the modes from a seeded start: every mode comes up once per len(modes) trials.
         first = random.Random(f"fault-injection-{seed}-{job}").randrange(len(modes))
         mode = modes[(first + trial) % len(modes)]
@@ -565,10 +583,16 @@ def plan_trial(seed: int, trial: int, landing_files: int) -> tuple[int, list[Job
     return data_seed, plans
 
 
-def run_trial(options: argparse.Namespace, trial: int, spark, clock: BatchClock, workdir: Path) -> TrialResult:
-    """Generate data, run the pipeline with one kill per streaming job and reruns, check the tables."""
+def run_trial(
+    options: argparse.Namespace, trial: int, spark, clock: BatchClock, workdir: Path, engine: HarnessEngine | None = None
+) -> TrialResult:
+    """Generate data, run the pipeline with one kill per streaming job and reruns, check the tables.
+
+    With ``engine`` (connect mode) the jobs are its clients, and so are the dimension's load and,
+    when ``spark`` is None, the checks (a session of this process, released after them).
+    """
     files_per_hour = 4
-    data_seed, plans = plan_trial(options.seed, trial, options.hours * files_per_hour)
+    data_seed, plans = plan_trial(options.seed, trial, options.hours * files_per_hour, options.engine)
     root = workdir / f"trial-{trial:03d}"
     shutil.rmtree(root, ignore_errors=True)
     lakehouse = Lakehouse(root=str(root))
@@ -581,6 +605,8 @@ def run_trial(options: argparse.Namespace, trial: int, spark, clock: BatchClock,
         landing = sorted(Path(lakehouse.landing_events).rglob("*.jsonl"))
         result.landing_files = len(landing)
         result.landing_lines = sum(len(_lines(p)) for p in landing)
+        if engine is not None:
+            engine.wait_ready()
         for table in catalog.tasks():  # what is not streamed (the dimension) is loaded here, not under test
             if not table.streamed:
                 runner.run(table.task, ["--lakehouse-root", lakehouse.root])
@@ -588,7 +614,9 @@ def run_trial(options: argparse.Namespace, trial: int, spark, clock: BatchClock,
         by_job = {plan.job: plan for plan in plans}
         for stage in STAGES:
             threads = [
-                threading.Thread(target=_kill_then_retry, args=(by_job[job], lakehouse, clock, options, result))
+                threading.Thread(
+                    target=_kill_then_retry, args=(by_job[job], lakehouse, clock, options, result, engine)
+                )
                 for job in stage
             ]
             for thread in threads:
@@ -598,39 +626,86 @@ def run_trial(options: argparse.Namespace, trial: int, spark, clock: BatchClock,
             if result.errors:
                 break
         if not result.errors:
-            result.tables = check_tables(spark, lakehouse)
+            if spark is None:  # connect mode: the checks read through the harness's engine
+                from lakehouse.spark import build_spark_session, release_engine_sessions
+
+                engine.wait_ready()
+                try:
+                    result.tables = check_tables(build_spark_session("fault-injection-check"), lakehouse)
+                finally:
+                    release_engine_sessions()
+            else:
+                result.tables = check_tables(spark, lakehouse)
     except Exception:  # a broken trial is reported, and the next one still runs
         result.errors.append(traceback.format_exc())
     result.seconds = round(time.monotonic() - started, 1)
     return result
 
 
-def _kill_then_retry(plan: JobPlan, lakehouse: Lakehouse, clock: BatchClock, options, result: TrialResult) -> None:
+def _kill_then_retry(
+    plan: JobPlan, lakehouse: Lakehouse, clock: BatchClock, options, result: TrialResult, engine=None
+) -> None:
     """One run killed as planned, then reruns without faults until one exits 0 (bounded)."""
     try:
-        _kill_then_rerun(plan, lakehouse, clock, options, result)
+        _kill_then_rerun(plan, lakehouse, clock, options, result, engine)
     except Exception:  # in a thread: record it, or the trial would go on as if the job had run
         result.errors.append(f"{plan.job}: {traceback.format_exc()}")
 
 
-def _kill_then_rerun(plan: JobPlan, lakehouse: Lakehouse, clock: BatchClock, options, result: TrialResult) -> None:
+# Connect mode: attempts that failed only because another job's plan killed the engine under them,
+# or because of one of ENGINE_FAILURES, are run again and not counted against --max-attempts, up to
+# this many per job (three gold jobs share a stage).
+MAX_ENGINE_RERUNS = 6
+
+
+def _kill_then_rerun(
+    plan: JobPlan, lakehouse: Lakehouse, clock: BatchClock, options, result: TrialResult, engine=None
+) -> None:
     logs = Path(lakehouse.root) / "logs"
-    first = Attempt(plan.job, 1, plan.mode, batch=plan.batch)
-    run_attempt(first, lakehouse, logs / f"{plan.job}.1.log", clock, plan.fraction, options.timeout)
-    result.attempts.append(first)
+    number = 0
+    engine_failures = 0
+    while True:  # the planned kill; again after a failure of the engine's own (the plan still to carry out)
+        number += 1
+        first = Attempt(plan.job, number, plan.mode, batch=plan.batch)
+        if engine is not None and number > 1:
+            engine.wait_ready()
+        run_attempt(first, lakehouse, logs / f"{plan.job}.{number}.log", clock, plan.fraction, options.timeout, engine)
+        result.attempts.append(first)
+        if not first.engine_failure or engine_failures >= MAX_ENGINE_RERUNS:
+            break
+        engine_failures += 1
     if first.returncode == 0:
         return  # the kill came too late (the job had finished): nothing to resume
-    if not first.killed:
-        result.errors.append(f"{plan.job} attempt 1 ended with {first.returncode} {first.phase}: {_tail(first.log)}")
+    if not first.killed and not first.collateral:
+        result.errors.append(
+            f"{plan.job} attempt {number} ended with {first.returncode} {first.phase}: {_tail(first.log)}"
+        )
         return
-    for number in range(2, options.max_attempts + 2):
+    failed, collateral = 0, engine_failures
+    while failed < options.max_attempts and collateral <= MAX_ENGINE_RERUNS:
+        number += 1
         log = logs / f"{plan.job}.{number}.log"
-        rerun = run_attempt(Attempt(plan.job, number, None), lakehouse, log, clock, timeout_s=options.timeout)
+        waited_from = time.monotonic()
+        if engine is not None:
+            engine.wait_ready()  # as a retry would find it: the supervisor restarts a killed server
+        rerun = run_attempt(Attempt(plan.job, number, None), lakehouse, log, clock, timeout_s=options.timeout,
+                            engine=engine)  # fmt: skip
+        if engine is not None and rerun.returncode != 0 and not rerun.collateral:
+            others = engine.killed_between(waited_from, time.monotonic())
+            if others:
+                rerun.collateral = f"the engine was killed under it ({', '.join(others)}'s plan)"
         result.attempts.append(rerun)
         if rerun.returncode == 0:
             return
+        if rerun.collateral or rerun.engine_failure:
+            collateral += 1
+        else:
+            failed += 1
     last = result.attempts[-1].log
-    result.errors.append(f"{plan.job}: no success in {options.max_attempts} rerun(s): {_tail(last)}")
+    result.errors.append(
+        f"{plan.job}: no success in {failed + collateral} run(s) ({collateral} failed with the engine): "
+        f"{_tail(last)}"
+    )
 
 
 def _lines(path: Path) -> list[str]:
@@ -1022,22 +1097,34 @@ def check_tables(spark, lakehouse: Lakehouse) -> dict[str, dict[str, int]]:
 # Summary and entry point
 
 
-def summarise(results: list[TrialResult], clock: BatchClock) -> dict:
+def _mode_label(attempt_or_plan) -> str:
+    """A kill mode as the totals count it: a fault point, or 'random (layer)' / 'engine (layer)'."""
+    mode = attempt_or_plan.mode
+    return f"{mode} ({LAYER[attempt_or_plan.job]})" if mode in (RANDOM, ENGINE) else mode
+
+
+def summarise(results: list[TrialResult], clock: BatchClock, engine: str = "spark-submit") -> dict:
     """Totals over the trials: kills per layer and fault point, where kills landed, rows lost or doubled."""
     kills_per_layer: Counter = Counter()
     kills_per_mode: Counter = Counter()
     phases: Counter = Counter()
     missed: Counter = Counter()
+    collateral: Counter = Counter()
+    engine_failures: Counter = Counter()
     reruns = 0
     tables: dict[str, Counter] = {name: Counter() for name in CHECKED_TABLES}
     for result in results:
         for attempt in result.attempts:
+            if attempt.collateral:
+                collateral[f"{attempt.job} ({'rerun' if attempt.mode is None else attempt.mode + ' planned'})"] += 1
+            if attempt.engine_failure:
+                engine_failures[f"{attempt.job}: {attempt.engine_failure}"] += 1
+                continue  # run again: neither a kill nor a rerun
             if attempt.mode is None:
                 reruns += 1
             elif attempt.killed:
                 kills_per_layer[LAYER[attempt.job]] += 1
-                mode = attempt.mode if attempt.mode != RANDOM else f"random ({LAYER[attempt.job]})"
-                kills_per_mode[mode] += 1
+                kills_per_mode[_mode_label(attempt)] += 1
                 phases[f"{attempt.job}: {_phase_kind(attempt.phase)}"] += 1
             elif attempt.returncode == 0:
                 missed[f"{attempt.job} {attempt.mode}"] += 1  # the job finished before the kill
@@ -1045,6 +1132,7 @@ def summarise(results: list[TrialResult], clock: BatchClock) -> dict:
             tables[name].update({k: v for k, v in figures.items() if k != "expected" and k != "rows"})
     failed = [r.trial for r in results if not r.ok]
     return {
+        "engine": engine,
         "trials_run": len(results),
         "trials_failed": failed,
         "kills_per_layer": {layer: kills_per_layer[layer] for layer in ("bronze", "silver", "gold")},
@@ -1052,6 +1140,9 @@ def summarise(results: list[TrialResult], clock: BatchClock) -> dict:
         "kills_landed": dict(sorted(phases.items())),
         "not_killed_job_finished_first": dict(sorted(missed.items())),
         "reruns": reruns,
+        "engine_kills": sum(1 for r in results for a in r.attempts if a.mode == ENGINE and a.killed),
+        "failed_with_a_killed_engine": dict(sorted(collateral.items())),
+        "engine_failures_run_again": dict(sorted(engine_failures.items())),
         "rows": {name: {k: counts[k] for k in PROBLEMS} for name, counts in tables.items()},
         "lost": sum(c["lost"] for c in tables.values()),
         "duplicated": sum(c["duplicated"] for c in tables.values()),
@@ -1062,14 +1153,17 @@ def summarise(results: list[TrialResult], clock: BatchClock) -> dict:
 
 def _phase_kind(phase: str) -> str:
     """A phase without its batch number, e.g. 'silver.ad_events committed, checkpoint not'."""
+    if phase.startswith("engine killed: "):
+        return "engine killed: " + _phase_kind(phase.removeprefix("engine killed: "))
     return phase.split(": ", 1)[1] if phase.startswith("batch ") and ": " in phase else (
-        "between batches (previous one checkpointed)" if phase.endswith("checkpointed") else phase
+        "between batches (previous one checkpointed)" if "checkpointed" in phase else phase
     )
 
 
 def _print_trial(result: TrialResult, total: int) -> None:
     kills = "; ".join(
-        f"{a.job} {a.mode}" + (f"@batch {a.batch}+{a.delay_s}s" if a.mode == RANDOM else "") + f" -> {a.phase}"
+        f"{a.job} {a.mode}" + (f"@batch {a.batch}+{a.delay_s}s" if a.mode in (RANDOM, ENGINE) else "")
+        + f" -> {a.phase}"
         for a in result.kills
     )
     reruns = sum(1 for a in result.attempts if a.mode is None)
@@ -1082,6 +1176,10 @@ def _print_trial(result: TrialResult, total: int) -> None:
     missed = [a for a in result.attempts if a.mode is not None and a.returncode == 0]
     for attempt in missed:
         print(f"  not killed, the job finished first: {attempt.job} {attempt.mode}")
+    for attempt in result.attempts:
+        if attempt.collateral or attempt.engine_failure:
+            why = attempt.collateral or f"the engine: {attempt.engine_failure} (run again)"
+            print(f"  {attempt.job} attempt {attempt.attempt} failed: {why}")
     for name, figures in result.tables.items():
         print("  " + f"{name}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
     for error in result.errors:
@@ -1091,6 +1189,7 @@ def _print_trial(result: TrialResult, total: int) -> None:
 
 def _print_summary(summary: dict) -> None:
     failed = summary["trials_failed"]
+    print(f"engine: {_engine_description(summary['engine'])}")
     print(f"trials run: {summary['trials_run']}, failed: {len(failed)}" + (f" (trials {failed})" if failed else ""))
     print(f"kills per layer: {summary['kills_per_layer']}")
     print(f"kills per fault point: {summary['kills_per_fault_point']}")
@@ -1100,11 +1199,21 @@ def _print_summary(summary: dict) -> None:
     if summary["not_killed_job_finished_first"]:
         print(f"planned kills that did not happen (the job finished first): {summary['not_killed_job_finished_first']}")
     print(f"reruns: {summary['reruns']}")
+    if summary["engine"] == "connect":
+        print(f"engine server kills: {summary['engine_kills']}; attempts that failed with a killed engine "
+              f"(another job's kill): {summary['failed_with_a_killed_engine'] or 'none'}")  # fmt: skip
+        print(f"failures of the engine's own, run again: {summary['engine_failures_run_again'] or 'none'}")
     for name, figures in summary["rows"].items():
         print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
     print(f"rows lost: {summary['lost']}, rows duplicated: {summary['duplicated']}, "
           f"unexpected or mismatched: {summary['unexpected_or_mismatched']}")  # fmt: skip
     sys.stdout.flush()
+
+
+def _engine_description(engine: str) -> str:
+    if engine == "connect":
+        return f"connect (every job a client of the harness's own Spark Connect server, port {ENGINE_PORT})"
+    return "spark-submit (every job with its own driver, local[2])"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -1119,6 +1228,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep every trial's lakehouse (failed ones are kept)")
     parser.add_argument("--max-attempts", type=int, default=3, help="reruns allowed after a kill")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds one spark-submit may take")
+    parser.add_argument(
+        "--engine", choices=ENGINES, default="spark-submit",
+        help="spark-submit: every job its own driver (kills: fault points and random); connect: every job a client "
+             f"of the harness's own warm engine on port {ENGINE_PORT} (kills: the client or the server, at random)",
+    )  # fmt: skip
     parser.add_argument(
         "--resume", action="store_true",
         help="keep the trials already in --report (same seed and data options) and run only the rest",
@@ -1137,11 +1251,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--hours must be >= 1, --events-per-second > 0")
     if options.resume and not options.report:
         parser.error("--resume needs --report: the trials run so far are read from it")
+    if options.engine == "connect" and options.checkpoint_trials:
+        parser.error("--checkpoint-trials run jobs as spark-submits or in this process, not with --engine connect")
     return options
 
 
 # The options that decide a trial's plan and data: a resumed run must not mix trials of others.
-PLAN_OPTIONS = ("seed", "hours", "events_per_second", "start")
+PLAN_OPTIONS = ("seed", "hours", "events_per_second", "start", "engine")
+# What a report written before an option existed ran with.
+OPTION_DEFAULTS = {"engine": "spark-submit"}
 
 
 def _earlier_run(options: argparse.Namespace) -> tuple[list[TrialResult], dict[str, float] | None]:
@@ -1151,9 +1269,10 @@ def _earlier_run(options: argparse.Namespace) -> tuple[list[TrialResult], dict[s
         return [], None
     report = json.loads(path.read_text())
     for key in PLAN_OPTIONS:
-        if report["options"].get(key) != getattr(options, key):
+        earlier = report["options"].get(key, OPTION_DEFAULTS.get(key))
+        if earlier != getattr(options, key):
             raise SystemExit(
-                f"--resume: {path} was written with --{key.replace('_', '-')} {report['options'].get(key)}, "
+                f"--resume: {path} was written with --{key.replace('_', '-')} {earlier}, "
                 f"not {getattr(options, key)}; use another --report or the same options."
             )
     trials = []
@@ -1165,35 +1284,63 @@ def _earlier_run(options: argparse.Namespace) -> tuple[list[TrialResult], dict[s
 
 
 def run(options: argparse.Namespace, spark=None) -> dict:
-    """Run the trials; returns the summary (with every trial's details under ``trials``)."""
+    """Run the trials; returns the summary (with every trial's details under ``trials``).
+
+    ``spark``: the session that reads the tables for the checks (spark-submit mode: a local one is
+    made when None; connect mode: None reads them through the harness's engine).
+    """
+    options.engine = getattr(options, "engine", "spark-submit")
     workdir = Path(options.workdir or tempfile.mkdtemp(prefix="fault-injection-")).absolute()
     workdir.mkdir(parents=True, exist_ok=True)
+    results, learned = _earlier_run(options) if options.resume else ([], None)
+    clock = BatchClock(learned)
+    print(f"fault injection: {options.trials} trial(s), seed {options.seed}, work folder {workdir}"
+          + (f"; {len(results)} already run (--resume)" if results else ""))  # fmt: skip
+    print(f"engine: {_engine_description(options.engine)}")
+    sys.stdout.flush()
+    if options.engine == "connect":
+        with engine_environment(workdir):
+            engine = HarnessEngine(workdir / "engine")
+            try:
+                engine.up()
+                print(f"engine: up at {engine_settings().display_url} (log {workdir / 'engine' / 'engine.log'})")
+                sys.stdout.flush()
+                _run_trials(options, results, clock, workdir, spark, engine)
+            finally:
+                engine.down()
+        return _finish(options, results, clock, [])
     if spark is None:
         from lakehouse.spark import build_spark_session
 
         spark = build_spark_session(
             "fault-injection",
             {"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
+            engine_kind="local",
         )
         spark.sparkContext.setLogLevel("ERROR")
-    results, learned = _earlier_run(options) if options.resume else ([], None)
-    clock = BatchClock(learned)
-    print(f"fault injection: {options.trials} trial(s), seed {options.seed}, work folder {workdir}"
-          + (f"; {len(results)} already run (--resume)" if results else ""))  # fmt: skip
+    with local_sessions():  # the dimension's load in this process: no engine in this mode
+        _run_trials(options, results, clock, workdir, spark)
+    checkpoint_results = []
+    if options.checkpoint_trials:
+        print(f"checkpoint trials: {options.checkpoint_trials}, seed {options.seed}, "
+              f"jobs {'in this process' if options.in_process else 'as spark-submits'}")  # fmt: skip
+        checkpoint_results = run_checkpoint_trials(options, spark, workdir)
+    return _finish(options, results, clock, checkpoint_results)
+
+
+def _run_trials(options, results: list[TrialResult], clock: BatchClock, workdir: Path, spark, engine=None) -> None:
     for trial in range(len(results), options.trials):
-        result = run_trial(options, trial, spark, clock, workdir)
+        result = run_trial(options, trial, spark, clock, workdir, engine)
         results.append(result)
         _print_trial(result, options.trials)
         if result.ok and not options.keep:
             shutil.rmtree(result.root, ignore_errors=True)
         if options.report:
             _write_report(options, results, clock)
-    checkpoint_results = []
-    if options.checkpoint_trials:
-        print(f"checkpoint trials: {options.checkpoint_trials}, seed {options.seed}, "
-              f"jobs {'in this process' if options.in_process else 'as spark-submits'}")  # fmt: skip
-        checkpoint_results = run_checkpoint_trials(options, spark, workdir)
-    summary = summarise(results, clock)
+
+
+def _finish(options, results: list[TrialResult], clock: BatchClock, checkpoint_results) -> dict:
+    summary = summarise(results, clock, options.engine)
     if results:
         _print_summary(summary)
     if options.checkpoint_trials:
@@ -1218,7 +1365,7 @@ def _print_checkpoint_summary(checkpoint: dict, planned: int) -> None:
 def _write_report(
     options: argparse.Namespace, results: list[TrialResult], clock: BatchClock, summary: dict | None = None
 ) -> None:
-    summary = dict(summary or summarise(results, clock))
+    summary = dict(summary or summarise(results, clock, options.engine))
     checkpoint_trials = summary.pop("checkpoint_trials", [])
     report = {
         "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -1234,8 +1381,13 @@ def _write_report(
     os.replace(tmp, path)
 
 
+def _stop_on_sigterm(signum, frame) -> None:  # noqa: ARG001
+    raise SystemExit(128 + signum)  # unwinds through run(): its engine is stopped on the way out
+
+
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     summary = run(options)
     failed = summary["trials_failed"] or summary["lost"] or summary["duplicated"] or summary["unexpected_or_mismatched"]
     checkpoint = summary.get("checkpoint")

@@ -7,11 +7,20 @@
 # live under .local/faults/ (git-ignored: the 100-trial report is 400 KB of per-trial detail);
 # the 100-trial run is continued, or rerun from a clone, with:
 #   make faults TRIALS=100 FAULTS_ARGS="--seed 1 --report .local/faults/fault-injection-seed1.json --resume"
+# FAULTS_ENGINE=connect runs every job as a client of a warm engine instead (the harness starts its
+# own on port 15003, under the work folder, and stops it at the end): the client or the engine's
+# server is killed. Its 100-trial run, continued the same way (a stable --workdir keeps the engine's
+# folder and log in one place):
+#   make faults TRIALS=100 FAULTS_ENGINE=connect FAULTS_ARGS="--seed 1 --report .local/faults/connect-100.json \
+#       --workdir .local/faults/connect-100.work --resume"
 
-TRIALS      ?= 3
-FAULTS_ARGS ?=
+TRIALS        ?= 3
+FAULTS_ENGINE ?= spark-submit
+FAULTS_ARGS   ?=
 
 .PHONY: faults
 
-faults: setup driver-cds  ## fault injection: kill every layer's driver, rerun, check exactly-once (TRIALS=3)
-	python -m lakehouse_tools.fault_injection --trials $(TRIALS) $(FAULTS_ARGS)
+# The harness needs the packages and the jars (no Airflow DB); the drivers' class-data-sharing archive
+# serves spark-submit mode only (engine clients start no JVM).
+faults: venv jars $(if $(filter connect,$(FAULTS_ENGINE)),,driver-cds)  ## fault injection: kill every layer's driver, rerun, check exactly-once (TRIALS=3, FAULTS_ENGINE=connect)
+	python -m lakehouse_tools.fault_injection --engine $(FAULTS_ENGINE) --trials $(TRIALS) $(FAULTS_ARGS)

@@ -9,12 +9,15 @@ import subprocess
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from helpers import START, oracle, run_job, table, table_version
 from lakehouse import catalog
 from lakehouse_tools import fault_injection
 from lakehouse_tools.fault_injection import Attempt, BatchClock, job_environment, run_attempt, spark_submit_command
 from lakehouse_tools.generator import write_campaigns, write_hours
 from lakehouse.runtime import checkpoint_lock
+from lakehouse.spark import check_engine
 
 # One trial (two spark-submits per streaming job, the suite's time budget) of a seed whose plan kills
 # bronze at random early in its stream (so the kill cannot come after the job has finished), silver
@@ -55,6 +58,45 @@ def test_harness_kills_every_layer_and_nothing_is_lost_or_doubled(spark, tmp_pat
         assert tables["bronze.ad_events"]["expected"] > tables["silver.ad_events"]["expected"] > 0, tables
         assert all(tables[t.name]["expected"] > 0 for t in catalog.tables() if t.layer == "gold"), tables
     assert json.loads(report.read_text())["summary"]["trials_run"] == 1
+
+
+# One connect-mode trial: every job a client of the harness's own engine. Seed 186's plan kills the
+# engine's server during bronze's second micro-batch (its supervisor restarts it) and every other
+# job's client early in its batch (the query goes on in the server until the rerun takes it over).
+CONNECT_ARGS = ("--engine", "connect", "--trials", "1", "--seed", "186", "--hours", "1", "--events-per-second", "0.05")
+
+
+# The harness starts, kills and stops an engine of its own: the suite's engine (conftest's `engine`,
+# which the autouse fixture would start for this test) is replaced by nothing.
+@pytest.mark.parametrize("engine", ["the harness's own"], ids=["connect"])
+def test_connect_mode_kills_clients_and_the_engine_and_nothing_is_lost_or_doubled(engine, tmp_path):
+    report = tmp_path / "report.json"
+    options = fault_injection.parse_args([*CONNECT_ARGS, "--workdir", str(tmp_path), "--report", str(report)])
+    summary = fault_injection.run(options)
+
+    details = "\n".join(str(trial) for trial in summary["trials"])
+    assert summary["engine"] == "connect"
+    assert summary["trials_run"] == 1 and summary["trials_failed"] == [], details
+    assert summary["lost"] == summary["duplicated"] == summary["unexpected_or_mismatched"] == 0, summary["rows"]
+    # Every job was killed once, as the plan said: its client, or the engine's server under it.
+    plan = {p.job: p.mode for p in fault_injection.plan_trial(186, 0, landing_files=4, engine="connect")[1]}
+    assert sorted(plan.values()) == sorted([fault_injection.ENGINE] + [fault_injection.RANDOM] * 4), plan
+    trial = summary["trials"][0]
+    killed = sorted(attempt["job"] for attempt in trial["attempts"] if attempt["killed"])
+    assert killed == sorted(fault_injection.CONNECT_KILL_MODES), details
+    layer = fault_injection.LAYER
+    assert summary["kills_per_fault_point"] == dict(Counter(f"{mode} ({layer[job]})" for job, mode in plan.items()))
+    # The engine kill happened: the server was killed once, and its supervisor started a new one.
+    assert summary["engine_kills"] == 1, summary
+    engine_log = (tmp_path / "engine" / "engine.log").read_text(errors="replace")
+    assert "the server exited with" in engine_log and engine_log.count("starting the Spark Connect server") >= 2
+    # Real rows were compared, and the harness's engine is down again.
+    tables = trial["tables"]
+    assert tables["bronze.ad_events"]["expected"] > tables["silver.ad_events"]["expected"] > 0, tables
+    assert all(tables[t.name]["expected"] > 0 for t in catalog.tables() if t.layer == "gold"), tables
+    assert check_engine(f"sc://localhost:{fault_injection.ENGINE_PORT}/", query=False) is not None
+    written = json.loads(report.read_text())
+    assert written["options"]["engine"] == written["summary"]["engine"] == "connect"
 
 
 def test_a_second_driver_on_a_locked_checkpoint_fails_fast_and_writes_nothing(spark, lakehouse, tmp_path):
