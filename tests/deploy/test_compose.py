@@ -6,8 +6,9 @@ compose-go (the library `docker compose` loads files with); `make compose-schema
 `make compose-loader` also builds compose-go's loader into .local/bin/compose-config: the file is
 loaded as `docker compose config` would (interpolation, merge keys, validation, normalization).
 The other tests pin down what the project needs from the stack: where the code and the lakehouse
-are mounted, loopback-only ports, healthchecks and start order, the Spark connection, the
-Airflow metadata DB and executor, UI auth, and an .env template without secrets.
+are mounted, loopback-only ports, healthchecks and start order, the warm engine (the spark-connect
+service) and the Spark connection to it, the Airflow metadata DB and executor, UI auth, and an .env
+template without secrets.
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ AIRFLOW_SERVICES = {
     "airflow-triggerer",
 }
 SPARK_SERVICES = {"spark-master", "spark-worker"}
+ENGINE = "spark-connect"  # the warm engine: a Spark Connect server, the tasks are its clients
+TASK_RUNNERS = {"airflow-scheduler"}  # LocalExecutor: the tasks run in the scheduler's container
 TOOL_SERVICES = {"generator"}  # on demand (a compose profile), writes the landing zone
-LAKEHOUSE_SERVICES = AIRFLOW_SERVICES | SPARK_SERVICES | TOOL_SERVICES
+LAKEHOUSE_SERVICES = AIRFLOW_SERVICES | SPARK_SERVICES | {ENGINE} | TOOL_SERVICES
 ONE_SHOT_SERVICES = {"airflow-init"} | TOOL_SERVICES
 PROJECT_FOLDERS = ("dags", "jobs", "include")
 # The project folders each kind of service needs: the DAGs and the jobs' paths are read by Airflow,
@@ -52,6 +55,7 @@ PROJECT_FOLDERS = ("dags", "jobs", "include")
 NEEDED_FOLDERS = {
     **{name: {"dags", "jobs", "include"} for name in AIRFLOW_SERVICES},
     **{name: {"jobs", "include"} for name in SPARK_SERVICES},
+    ENGINE: {"include"},  # the foreachBatch functions' Python workers import `lakehouse`
     "generator": {"include"},
 }
 PLACEHOLDER = "change-me"
@@ -462,26 +466,154 @@ def test_spark_addresses_are_reachable_between_containers():
     assert "SPARK_LOCAL_IP" not in (DOCKER_DIR / "Dockerfile").read_text().split("#")[0]
 
 
-def test_spark_connection_is_json_with_the_compose_master():
-    master_url = spark_master_url()
-    values = set()
-    for name in AIRFLOW_SERVICES:
-        raw = environment(services()[name])["AIRFLOW_CONN_SPARK_LAKEHOUSE"]
-        conn = json.loads(raw)  # the URI form would fall back to yarn
-        assert conn["conn_type"] == "spark", conn
-        assert conn["host"] == master_url, conn
-        assert conn.get("extra", {}).get("deploy-mode", "client") == "client", conn
-        values.add(raw)
-    assert len(values) == 1
+# ---- The warm engine (spark-connect) and the Airflow connection to it ---------------------------
 
 
-def test_spark_connection_resolves_to_the_master_in_the_provider(tmp_path):
-    # The Spark provider's own parsing, in a subprocess so this process never imports Airflow.
-    raw = environment(services()["airflow-scheduler"])["AIRFLOW_CONN_SPARK_LAKEHOUSE"]
-    code = (
-        "from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook\n"
-        "import json; print(json.dumps(SparkSubmitHook(conn_id='spark_lakehouse')._connection))"
+def engine_port() -> str:
+    """The port the engine service listens on (engine_server.py reads LAKEHOUSE_ENGINE_PORT)."""
+    port = environment(services()[ENGINE])["LAKEHOUSE_ENGINE_PORT"]
+    assert port.isdigit(), port
+    return port
+
+
+def engine_connection(name: str = "airflow-scheduler") -> dict:
+    return json.loads(environment(services()[name])["AIRFLOW_CONN_SPARK_LAKEHOUSE"])
+
+
+def test_engine_runs_the_connect_server_of_engine_py(tmp_path):
+    engine = services()[ENGINE]
+    include = next(m["target"] for m in mounts(engine) if PurePosixPath(m["source"] or "").name == "include")
+    args = command(engine)
+    script = PurePosixPath(args[-1])
+    assert args[:-1] == ["python"] and script.is_relative_to(include), args
+    assert (REPO / "include" / script.relative_to(include)).is_file(), f"{script}: not in include/"
+    # Its command, as the container would build it: the service's environment, this checkout's
+    # paths, fake jars, and a token in the environment that must not reach the command line.
+    env = environment(engine)
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for jar in ("delta-spark_2.13-4.0.0.jar", "delta-storage-4.0.0.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"):
+        (jars / jar).write_bytes(b"")
+    token = "token-that-must-stay-in-the-environment"
+    run_env = {
+        **env,
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": f"{REPO / 'include'}:{DOCKER_DIR}",
+        "LAKEHOUSE_JARS_DIR": str(jars),
+        "LAKEHOUSE_ENGINE_DIR": str(tmp_path / "engine"),
+        "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
+        "LAKEHOUSE_ENGINE_TOKEN": token,
+    }
+    code = f"import json, {Path(script.name).stem} as s; print(json.dumps(s.command()))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=run_env, capture_output=True, text=True, timeout=120, check=False
     )
+    assert result.returncode == 0, result.stderr[-2000:]
+    server = json.loads(result.stdout.strip().splitlines()[-1])
+    assert server[0] == "spark-submit" and server[server.index("--class") + 1] == (
+        "org.apache.spark.sql.connect.service.SparkConnectServer"
+    ), server
+    master = server[server.index("--master") + 1]
+    assert master == env["LAKEHOUSE_ENGINE_MASTER"], server
+    assert re.fullmatch(r"local\[\d+\]", master) or master == spark_master_url(), master
+    conf = dict(server[i + 1].split("=", 1) for i, arg in enumerate(server) if arg == "--conf")
+    # Every interface of the container (the stack's network); the port the clients use.
+    assert conf["spark.connect.grpc.binding.address"] == "0.0.0.0", conf
+    assert conf["spark.connect.grpc.binding.port"] == engine_port(), conf
+    assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension", conf
+    assert {PurePosixPath(jar).name for jar in server[server.index("--jars") + 1].split(",")} == {
+        jar.name for jar in jars.iterdir()
+    }
+    assert not any(token in arg for arg in server), "the token is on the server's command line"
+    assert not any("token" in arg.lower() for arg in command(raw_compose()["services"][ENGINE]))
+
+
+def test_engine_listens_inside_the_stack_network_only():
+    engine = services()[ENGINE]
+    assert engine.get("network_mode") in (None, "bridge"), engine.get("network_mode")
+    assert not engine.get("networks"), "the engine must be on the stack's default network"
+    for host_ip, _, container_port in published_ports(engine):
+        assert host_ip == "127.0.0.1", f"the engine's port {container_port} is published beyond the loopback"
+    assert [str(port) for port in engine.get("expose") or []] == [engine_port()]
+    assert environment(engine)["LAKEHOUSE_ENGINE_BIND"] == "0.0.0.0"
+    for fixed in ("SPARK_LOCAL_IP", "SPARK_CONNECT_AUTHENTICATE_TOKEN"):
+        assert not environment(engine).get(fixed), f"{ENGINE}: {fixed} is set"
+
+
+def test_engine_shares_the_lakehouse_and_the_package_with_the_tasks():
+    # LocalExecutor: the tasks (the engine's clients) run in the scheduler's container. The job's
+    # checkpoint lock and batch notes are files both it and the engine's Python workers read.
+    engine, scheduler = services()[ENGINE], services()["airflow-scheduler"]
+    assert environment(scheduler)["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    root = environment(scheduler)["LAKEHOUSE_ROOT"]
+    assert environment(engine)["LAKEHOUSE_ROOT"] == root
+
+    def at_root(service: dict) -> list[tuple]:
+        return [(m["type"], m["source"], bool(m.get("read_only"))) for m in mounts(service) if m["target"] == root]
+
+    assert at_root(engine) == at_root(scheduler) == [("volume", "lakehouse", False)]
+    include = {m["target"] for m in mounts(scheduler) if PurePosixPath(m["source"] or "").name == "include"}
+    assert include == {m["target"] for m in mounts(engine) if PurePosixPath(m["source"] or "").name == "include"}
+    assert include <= set(environment(engine)["PYTHONPATH"].split(":")), environment(engine)["PYTHONPATH"]
+
+
+def test_engine_is_supervised_and_its_health_is_a_query():
+    engine = services()[ENGINE]
+    assert engine.get("restart") in {"always", "unless-stopped"}, engine.get("restart")
+    check = " ".join(engine["healthcheck"]["test"])
+    assert "check_engine(" in check or ".remote(" in check, f"not a Spark Connect query: {check}"
+    assert re.search(rf"sc://localhost:{engine_port()}\b", check), check
+    assert not engine.get("profiles"), "the engine must start with `docker compose up`"
+    # The services whose tasks use it start after it is healthy.
+    for name in AIRFLOW_SERVICES:
+        if engine_connection(name)["conn_type"] == "spark_connect" and name in TASK_RUNNERS:
+            rule = services()[name]["depends_on"].get(ENGINE)
+            assert rule == {"condition": "service_healthy"}, (name, rule)
+
+
+def test_spark_connection_is_the_engine_without_token_or_tls():
+    values = {environment(services()[name])["AIRFLOW_CONN_SPARK_LAKEHOUSE"] for name in AIRFLOW_SERVICES}
+    assert len(values) == 1, values
+    conn = engine_connection()  # the JSON form (a URI of a spark:// master would fall back to yarn)
+    assert conn["conn_type"] == "spark_connect", conn
+    assert conn["host"] == ENGINE and str(conn["port"]) == engine_port(), conn
+    # pyspark sends a token only over TLS to any host but "localhost", and the engine has no TLS:
+    # no token and no use_ssl, and nothing that would give the clients one.
+    assert not conn.get("password") and not conn.get("login"), conn
+    assert not (conn.get("extra") or {}).get("use_ssl"), conn
+    for name in AIRFLOW_SERVICES | {ENGINE}:
+        assert "SPARK_CONNECT_AUTHENTICATE_TOKEN" not in environment(services()[name]), name
+    assert "spark.connect.authenticate.token" not in COMPOSE_FILE.read_text()
+
+
+def test_spark_connection_is_plaintext_grpc_in_the_provider_and_pyspark(tmp_path):
+    # The provider's URL of the compose connection, and the channel pyspark's client builds for
+    # it: a plain one. The same URL with a token would take TLS (the reason there is none): if
+    # pyspark ever changes that, this test says so. In a subprocess: this process imports no Airflow.
+    raw = environment(services()["airflow-scheduler"])["AIRFLOW_CONN_SPARK_LAKEHOUSE"]
+    code = """
+import json, grpc
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+from pyspark.sql.connect.client.core import DefaultChannelBuilder
+used = []
+for kind in ("ssl", "local"):
+    real = getattr(grpc, f"{kind}_channel_credentials")
+    def record(*args, _kind=kind, _real=real, **kwargs):
+        used.append(_kind)
+        return _real(*args, **kwargs)
+    setattr(grpc, f"{kind}_channel_credentials", record)
+def credentials(url):
+    used.clear()
+    DefaultChannelBuilder(url).toChannel().close()
+    return list(used)
+url = SparkConnectHook("spark_lakehouse").get_connection_url()
+host = DefaultChannelBuilder(url).host
+print(json.dumps({
+    "url": url, "host": host, "plain": credentials(url),
+    "token": credentials(url.rstrip("/") + "/;token=t"),
+    "token_localhost": credentials("sc://localhost:15002/;token=t"),
+}))
+"""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "AIRFLOW_HOME": str(tmp_path),
@@ -492,9 +624,11 @@ def test_spark_connection_resolves_to_the_master_in_the_provider(tmp_path):
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    connection = json.loads(result.stdout.strip().splitlines()[-1])
-    assert connection["master"] == spark_master_url()
-    assert connection["deploy_mode"] == "client"
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["url"] == f"sc://{ENGINE}:{engine_port()}/", seen
+    assert seen["host"] == ENGINE
+    assert seen["plain"] == [], f"the client would not use a plain channel: {seen}"
+    assert seen["token"] == ["ssl"] and seen["token_localhost"] == ["local"], seen
 
 
 def test_kafka_address_is_the_brokers_internal_listener():
@@ -678,6 +812,8 @@ def test_dockerfile_installs_the_pinned_packages_and_the_jars():
     for pom in sorted((REPO / "include" / "jars").glob("*pom*.xml")):
         assert pom.name in runs, f"the Dockerfile does not fetch the jars of include/jars/{pom.name}"
     assert re.search(r"openjdk-(17|21)-jre", runs), "Spark 4.2 needs Java 17 or 21"
+    # The engine's server class ships in pyspark's own jars: the build checks that it is there.
+    assert re.search(r"pyspark\b.*jars/spark-connect_2\.13-\*\.jar", runs), "no check of the Connect server jar"
 
 
 def test_dockerfile_environment_matches_compose():
