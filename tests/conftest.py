@@ -86,6 +86,8 @@ def engine(tmp_path_factory):
     from lakehouse.spark import check_engine
 
     if check_engine(engine_settings().url, timeout_s=5) is None:
+        # Restarted by `up` if its jars are not the ones the Makefile has fetched since (Kafka's).
+        subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
         yield engine_settings()
         return
     with socket.socket() as probe:

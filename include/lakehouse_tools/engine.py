@@ -136,11 +136,21 @@ def server_pid() -> int | None:
     return int(children[0]) if children else None
 
 
+def _jars_file() -> Path:
+    return state_dir() / "jars"
+
+
 def up(timeout_s: float = START_TIMEOUT_S) -> None:
     settings = engine_settings()
+    jars = "\n".join(jar_paths())
     if check_engine(settings.url, timeout_s=5) is None:
-        print(f"engine: already up at {settings.display_url}")
-        return
+        started_with = _jars_file().read_text() if _jars_file().exists() else jars
+        if started_with == jars:
+            print(f"engine: already up at {settings.display_url}")
+            return
+        # A server loads its jars once: new ones (e.g. make kafka-source-jars) need a new server.
+        print("engine: the jars changed since it started; restarting it")
+        down()
     if _running_group() is None:
         jar_paths()  # fail fast, with its message, before anything starts
         log_path = state_dir() / "engine.log"
@@ -150,6 +160,7 @@ def up(timeout_s: float = START_TIMEOUT_S) -> None:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log_path, "ab"),
         )  # fmt: skip
         _pid_file().write_text(str(supervisor.pid))
+        _jars_file().write_text(jars)
         print(f"engine: starting (process group {supervisor.pid}, log {log_path})", flush=True)
     started, problem = time.monotonic(), None
     while time.monotonic() - started < timeout_s:
