@@ -55,7 +55,8 @@ reads the tables for the checks through that engine. A job is killed in one of t
 
 A query the engine itself fails to start (:data:`ENGINE_FAILURES`: its foreachBatch Python worker
 not connecting back within Spark's fixed 10 s on a loaded machine) is run again with the same plan,
-and counted in the report (``engine_failures_run_again``).
+after a growing delay and one such start at a time, and counted in the report
+(``engine_failures_run_again``).
 
 The named fault points are not offered on the engine: :mod:`lakehouse.faults` fires in the process
 that runs the batch, which on the engine is the server's Python worker; it was started by the
@@ -311,6 +312,9 @@ class HarnessEngine:
         self.folder = folder
         self.kills: list[tuple[float, str, int]] = []  # (monotonic time, the job whose plan it was, server pid)
         self._lock = threading.Lock()
+        # Held by a client started after an engine failure until its query runs (one start at a time).
+        self.start_gate = threading.Lock()
+        self.stopped = False
 
     def _tool(self, command: str, check: bool = True) -> None:
         done = subprocess.run(
@@ -327,6 +331,7 @@ class HarnessEngine:
         self._tool("up")
 
     def down(self) -> None:
+        self.stopped = True  # no job thread starts it again
         self._tool("down", check=False)
 
     @property
@@ -336,6 +341,8 @@ class HarnessEngine:
     def wait_ready(self) -> None:
         """Return once the engine answers a query; start it again if its supervisor gave up."""
         with self._lock:  # one `up` at a time: parallel reruns must not start two supervisors
+            if self.stopped:
+                raise RuntimeError("the harness is stopping: its engine is down")
             if check_engine(self.url, timeout_s=20) is None:
                 return
             self._tool("up")  # waits for a restarting server; starts a new supervisor if there is none
@@ -437,11 +444,14 @@ def kill_group(process: subprocess.Popen) -> None:
 # Connect mode: how long a client may take to fail after its engine was killed under it.
 CLIENT_AFTER_ENGINE_KILL_S = 600.0
 # Connect mode: failures of the engine itself, not of the job nor of a kill, after which the attempt
-# is run again (as an Airflow retry would) and the failure is counted in the report. The Python
-# worker a foreachBatch query needs is started by the server when the query starts and must connect
-# back within a fixed 10 s (PythonWorkerFactory.createSimpleWorker): three gold queries starting at
-# once on a loaded 2-core machine (the harness runs niced) miss it.
+# is run again (as an Airflow retry would: after a delay, and here one query start at a time) and
+# the failure is counted in the report. The Python worker a foreachBatch query needs is started by
+# the server when the query starts and must connect back within a fixed 10 s
+# (PythonWorkerFactory.createSimpleWorker): three gold queries starting at once on a loaded 2-core
+# machine (the harness runs niced) miss it.
 ENGINE_FAILURES = ("Timed out while waiting for the Python worker to connect back",)
+ENGINE_RETRY_DELAY_S = 20.0  # times the number of engine failures of the job so far, at most 120 s
+GATE_HOLD_S = 180.0  # a gated client lets the next one start once its query runs, or after this long
 
 
 def run_attempt(
@@ -452,9 +462,14 @@ def run_attempt(
     fraction: float = 0.0,
     timeout_s: float = 1800.0,
     engine: HarnessEngine | None = None,
+    gated: bool = False,
 ) -> Attempt:
     """Run one spark-submit of ``attempt.job`` (with ``engine``: one engine client); kill it as
-    ``attempt.mode`` says; fill in how it ended."""
+    ``attempt.mode`` says; fill in how it ended.
+
+    ``gated``: the client starts when no other gated client is starting, and holds the engine's
+    start gate until its query runs (a batch is planned), it ends, or :data:`GATE_HOLD_S` passed.
+    """
     job, layer = attempt.job, LAYER[attempt.job]
     checkpoint = Path(lakehouse.table(TARGETS[job][0]).checkpoint())
     fault = None
@@ -467,14 +482,25 @@ def run_attempt(
     attempt.log = str(log)
     # Batches already in the checkpoint are neither timed nor aimed at.
     known = _batch_ids(checkpoint / "offsets") | _batch_ids(checkpoint / "commits")
+    gate = engine.start_gate if gated and engine is not None else None
+    if gate is not None:
+        gate.acquire()
     started = time.monotonic()
-    process = start_job(job, lakehouse, log, fault, connect=engine is not None)
+    try:
+        process = start_job(job, lakehouse, log, fault, connect=engine is not None)
+    except BaseException:
+        if gate is not None:
+            gate.release()
+        raise
     planned_at: dict[int, float] = {}
     kill_at = None
     server_killed = False
     try:
         while process.poll() is None:
             now = time.monotonic()
+            if gate is not None and (planned_at or now - started > GATE_HOLD_S):
+                gate.release()
+                gate = None
             if now - started > timeout_s:
                 kill_group(process)
                 process.wait()
@@ -509,6 +535,8 @@ def run_attempt(
                     known.add(batch)
             time.sleep(0.1)
     finally:
+        if gate is not None:
+            gate.release()
         if process.poll() is None:
             kill_group(process)
             process.wait()
@@ -614,8 +642,8 @@ def run_trial(
         by_job = {plan.job: plan for plan in plans}
         for stage in STAGES:
             threads = [
-                threading.Thread(
-                    target=_kill_then_retry, args=(by_job[job], lakehouse, clock, options, result, engine)
+                threading.Thread(  # daemons: a stopped harness (SIGTERM) does not wait for its jobs
+                    target=_kill_then_retry, args=(by_job[job], lakehouse, clock, options, result, engine), daemon=True
                 )
                 for job in stage
             ]
@@ -655,7 +683,13 @@ def _kill_then_retry(
 # Connect mode: attempts that failed only because another job's plan killed the engine under them,
 # or because of one of ENGINE_FAILURES, are run again and not counted against --max-attempts, up to
 # this many per job (three gold jobs share a stage).
-MAX_ENGINE_RERUNS = 6
+MAX_ENGINE_RERUNS = 10
+
+
+def _after_engine_failure(engine: HarnessEngine, failures: int) -> None:
+    """The delay of a retry after the engine failed a query (longer each time), then the engine up."""
+    time.sleep(min(ENGINE_RETRY_DELAY_S * failures, 120.0))
+    engine.wait_ready()
 
 
 def _kill_then_rerun(
@@ -667,9 +701,10 @@ def _kill_then_rerun(
     while True:  # the planned kill; again after a failure of the engine's own (the plan still to carry out)
         number += 1
         first = Attempt(plan.job, number, plan.mode, batch=plan.batch)
-        if engine is not None and number > 1:
-            engine.wait_ready()
-        run_attempt(first, lakehouse, logs / f"{plan.job}.{number}.log", clock, plan.fraction, options.timeout, engine)
+        if engine_failures:
+            _after_engine_failure(engine, engine_failures)
+        run_attempt(first, lakehouse, logs / f"{plan.job}.{number}.log", clock, plan.fraction, options.timeout,
+                    engine, gated=engine_failures > 0)  # fmt: skip
         result.attempts.append(first)
         if not first.engine_failure or engine_failures >= MAX_ENGINE_RERUNS:
             break
@@ -682,14 +717,17 @@ def _kill_then_rerun(
         )
         return
     failed, collateral = 0, engine_failures
+    last_failed_with_the_engine = False
     while failed < options.max_attempts and collateral <= MAX_ENGINE_RERUNS:
         number += 1
         log = logs / f"{plan.job}.{number}.log"
         waited_from = time.monotonic()
-        if engine is not None:
+        if last_failed_with_the_engine:
+            _after_engine_failure(engine, collateral)
+        elif engine is not None:
             engine.wait_ready()  # as a retry would find it: the supervisor restarts a killed server
         rerun = run_attempt(Attempt(plan.job, number, None), lakehouse, log, clock, timeout_s=options.timeout,
-                            engine=engine)  # fmt: skip
+                            engine=engine, gated=last_failed_with_the_engine)  # fmt: skip
         if engine is not None and rerun.returncode != 0 and not rerun.collateral:
             others = engine.killed_between(waited_from, time.monotonic())
             if others:
@@ -697,6 +735,7 @@ def _kill_then_rerun(
         result.attempts.append(rerun)
         if rerun.returncode == 0:
             return
+        last_failed_with_the_engine = bool(rerun.engine_failure)
         if rerun.collateral or rerun.engine_failure:
             collateral += 1
         else:
