@@ -57,7 +57,7 @@ def server_command() -> list[str]:
         "spark.python.worker.faulthandler.enabled": "true",
     }
     command = [
-        "spark-submit", "--master", os.environ.get("LAKEHOUSE_ENGINE_MASTER", "local[2]"),
+        str(spark_home() / "bin" / "spark-submit"), "--master", os.environ.get("LAKEHOUSE_ENGINE_MASTER", "local[2]"),
         "--class", SERVER_CLASS, "--name", "lakehouse-engine",
         "--driver-memory", os.environ.get("LAKEHOUSE_ENGINE_MEMORY", "3g"),
         "--jars", ",".join(jar_paths()),
@@ -69,9 +69,30 @@ def server_command() -> list[str]:
     return command
 
 
+def spark_home() -> Path:
+    """The pyspark package as SPARK_HOME, without its ``python/`` folder.
+
+    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on its Python workers' path, and a
+    worker must connect back within 10 s (hard-coded): importing pyspark from the zip (nothing
+    compiled, nothing cached) misses that on a loaded machine, and the query fails to start.
+    Without the zip the workers import the installed, compiled package.
+    """
+    import pyspark
+
+    package = Path(pyspark.__file__).parent
+    home = state_dir() / "spark-home"
+    home.mkdir(exist_ok=True)
+    for entry in package.iterdir():
+        link = home / entry.name
+        if entry.name != "python" and not link.exists():
+            link.symlink_to(entry)
+    return home
+
+
 def server_env() -> dict[str, str]:
     settings = engine_settings()
     env = dict(os.environ)
+    env["SPARK_HOME"] = str(spark_home())
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_DIR / "include"), env.get("PYTHONPATH")]))
     env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON") or sys.executable
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
