@@ -45,7 +45,7 @@ TEST_PREREQS := driver-cds
 -include include/make/*.mk
 
 .PHONY: help setup venv jars driver-cds airflow-db demo test test-fast env airflow-ui lock clean clean-data \
-        engine-up engine-down engine-status
+        engine-up engine-down engine-status test-long
 
 help:  ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -109,8 +109,11 @@ TEST_TIMEOUT ?= 2700
 test-fast: venv jars  ## the unit tier only: transforms, catalog, DAG parsing (no Go, Postgres, Kafka; a few minutes)
 	python -m pytest -m unit tests -q --durations=5 --timeout=600 $(PYTEST_ARGS)
 
-test: setup $(TEST_PREREQS)  ## the test suite (what CI runs)
-	python -m pytest $(or $(PYTEST_ARGS),$(TEST_PATHS) -ra --durations=15 --timeout=$(TEST_TIMEOUT))
+test: setup $(TEST_PREREQS)  ## the test suite (what CI runs), without the tests marked long
+	python -m pytest $(or $(PYTEST_ARGS),$(TEST_PATHS) -m "not long" -ra --durations=15 --timeout=$(TEST_TIMEOUT))
+
+test-long: setup $(TEST_PREREQS)  ## the tests marked long: many-minute variants of what `make test` covers
+	python -m pytest $(TEST_PATHS) -m long -ra --durations=15 --timeout=$(TEST_TIMEOUT)
 
 env:  ## print the environment, e.g. eval "$$(make -s env)"
 	@for v in $(ENV_VARS) KAFKA_BOOTSTRAP_SERVERS; do printf "export %s='%s'\n" "$$v" "$${!v}"; done

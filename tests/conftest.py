@@ -43,6 +43,10 @@ TIER_HELP = {
 def pytest_configure(config):
     for tier, help_text in TIER_HELP.items():
         config.addinivalue_line("markers", f"{tier}: {help_text}")
+    config.addinivalue_line(
+        "markers",
+        "long: a many-minute variant of what shorter tests already cover; run by `make test-long`, not `make test`",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -59,6 +59,7 @@ def assert_whole(spark, lakehouse: Lakehouse) -> None:
     assert all(f.get(k, 0) == 0 for f in figures.values() for k in PROBLEMS), figures
 
 
+@pytest.mark.long  # 4 damaged pipelines end to end; the same refusals are each covered by the test below
 def test_each_kind_of_checkpoint_damage_is_refused_and_its_recovery_restores_the_oracle(spark, tmp_path):
     assert fault_injection.plan_checkpoint_trials(SEED, len(PLAN)) == PLAN
     options = fault_injection.parse_args(
@@ -165,7 +166,7 @@ def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse)
     table = catalog.get("silver.ad_events")
     generation = lakehouse.table(table.name).current_generation()
     silver = Path(lakehouse.table(table.name).checkpoint())
-    on_batch = MergeBatch(spark, lakehouse, table, generation)
+    on_batch = MergeBatch(lakehouse, table, generation)
 
     def batch_then_another_driver_commits(rows, batch_id: int) -> None:
         on_batch(rows, batch_id)

@@ -68,6 +68,7 @@ CONNECT_ARGS = ("--engine", "connect", "--trials", "1", "--seed", "186", "--hour
 
 # The harness starts, kills and stops an engine of its own: the suite's engine (conftest's `engine`,
 # which the autouse fixture would start for this test) is replaced by nothing.
+@pytest.mark.long  # client and server kills on the engine are covered by tests/faults/test_engine_faults.py
 @pytest.mark.parametrize("engine", ["the harness's own"], ids=["connect"])
 def test_connect_mode_kills_clients_and_the_engine_and_nothing_is_lost_or_doubled(engine, tmp_path):
     report = tmp_path / "report.json"
