@@ -4,8 +4,9 @@ Usage (from the repository, after ``make setup``; the Makefile sets the environm
     python -m lakehouse_tools.demo [--hours 3] [--events-per-second 2]
 
 It generates a few hours of YSB events into the landing zone (hours already there are kept),
-runs ``airflow dags test ysb_hourly`` (the DAG's own tasks: spark-submit of every job), then
-prints the gold tables and checks them against the independent plain-Python oracle.
+runs ``airflow dags test ysb_hourly`` (the DAG's own tasks, each a client of the warm engine, or
+a spark-submit when the Spark connection says so), then prints the gold tables and checks them
+against the independent plain-Python oracle.
 """
 
 from __future__ import annotations
