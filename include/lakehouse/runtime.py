@@ -246,7 +246,7 @@ def run_available_now(
             return {"table": name, "micro_batches": 0, "input_rows": 0, "batches": [], "not_started": why}
         if callable(writer):  # a writer factory: it wraps its batch function with the lease
             writer = writer(lease)
-        query = writer.queryName(name).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+        query = _start(writer.queryName(name).option("checkpointLocation", checkpoint).trigger(availableNow=True), name)
         record_identity(checkpoint, name, str(query.id))
         try:
             query.awaitTermination()
@@ -262,6 +262,27 @@ def run_available_now(
         log.info("%s batch %s: %s", name, note.get("batch_id", "?"), note.get("summary", note))
     log.info("%s: %d micro-batch(es), %d input row(s), checkpoint %s", name, len(progress), rows, checkpoint)
     return {"table": name, "micro_batches": len(progress), "input_rows": rows, "batches": notes}
+
+
+# On the engine a foreachBatch query starts a Python worker that must connect back to the server
+# within 10 s (hard-coded in Spark); on a machine loaded far beyond its cores it sometimes does not.
+# Nothing has run then (no batch planned), so starting again is safe.
+WORKER_START_FAILED = "Python worker failed to connect back"
+START_ATTEMPTS = 4
+
+
+def _start(writer: DataStreamWriter, name: str):
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return writer.start()
+        except Exception as error:  # noqa: BLE001 - only the worker's start is retried
+            if WORKER_START_FAILED not in str(error) or attempt == START_ATTEMPTS:
+                raise
+            pause = 5 * attempt
+            log.warning("%s: the engine's Python worker did not start in time (attempt %d/%d); again in %d s",
+                        name, attempt, START_ATTEMPTS, pause)  # fmt: skip
+            time.sleep(pause)
+    raise AssertionError("unreachable")
 
 
 # --------------------------------------------------------------------------------------------

@@ -164,7 +164,10 @@ def delta_conflict_exceptions() -> tuple[type[Exception], ...]:
     (``delta.exceptions.captured.ConcurrentAppendException`` derives from pyspark's
     CapturedException and ``delta.exceptions.base.ConcurrentAppendException`` only), so catching
     that one class alone misses the conflicts a backfill beside the hourly run actually raises.
+    Over Spark Connect the same conflicts arrive as Connect errors: importing
+    ``delta.connect.exceptions`` makes pyspark raise them as subclasses of these base classes.
     """
+    import delta.connect.exceptions  # noqa: F401 - registers Delta's conflicts with pyspark's Connect errors
     from delta.exceptions import base
 
     return (
