@@ -7,12 +7,14 @@
 #   make bench BENCH_ARGS='--sizes 2M,10M'       # other sizes / repetitions / stages
 #   make bench-smoke                             # the benchmark code on tiny data (also in `make test`)
 #   make bench-driver-start                      # driver JVM options of short runs: section 10 of BENCHMARKS.md
+#   make bench-engine                            # DAG runs on the warm engine vs spark-submit: section 11 (30-60 minutes)
 
 BENCH_ARGS ?= --sizes 100k,300k --reps 3 --growth-runs 50 --backfill-eps 2 --tune-growth-runs 3
 
 DRIVER_START_ARGS ?= --reps 3
+ENGINE_BENCH_ARGS ?= --reps 3
 
-.PHONY: bench bench-smoke bench-driver-start
+.PHONY: bench bench-smoke bench-driver-start bench-engine
 
 bench: setup  ## the benchmarks: BENCHMARKS.md from a full run (BENCH_ARGS to change sizes, repetitions, stages)
 	python -m bench.ysb_bench $(BENCH_ARGS) --out $(ROOT)/BENCHMARKS.md
@@ -22,3 +24,6 @@ bench-smoke: setup  ## the benchmark's smoke test on tiny data (tests/bench, abo
 
 bench-driver-start: setup driver-cds  ## CPU and wall time of a pipeline pass per driver JVM option set (BENCHMARKS.md section 10)
 	python -m bench.driver_start $(DRIVER_START_ARGS) --out $(ROOT)/BENCHMARKS.md
+
+bench-engine: setup  ## Airflow DAG runs on the warm engine vs spark-submit (BENCHMARKS.md section 11, bench/results/summary.json)
+	python -m bench.engine_runs $(ENGINE_BENCH_ARGS) --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json

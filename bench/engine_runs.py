@@ -1,0 +1,829 @@
+"""The warm engine (issue 17): Airflow DAG runs on Spark Connect vs spark-submit, side by side.
+
+Usage (from the repository, after ``make setup``; ``make bench-engine`` runs it):
+    python -m bench.engine_runs [--reps 3] [--out BENCHMARKS.md] [--summary bench/results/summary.json]
+    python -m bench.engine_runs --from-results .local/bench/engine/results.json --out BENCHMARKS.md  # re-render
+
+One benchmark engine of its own (``LAKEHOUSE_ENGINE_PORT`` 15004, state and log in
+``.local/bench/engine/engine``, a token of its own) is started before anything is timed (its start-up
+is reported on its own) and stopped at the end, also after an error or Ctrl-C. Each repetition runs
+both kinds of Spark, in alternating order (connect, submit, submit, connect, ...), each in a fresh
+Airflow home (SQLite, as tests/airflow_env.py builds it) and a fresh lakehouse under
+``.local/bench/engine/runs``:
+
+1. 3 producer hours generated (``python -m lakehouse_tools.generator``) and one ``airflow dags test
+   ysb_hourly`` that processes them (primes the checkpoints; reported, not the point);
+2. (a) ``airflow dags test`` with nothing new (``--idle-runs`` of them);
+3. (b) one new hour at ``--events-per-second`` landed, then one ``airflow dags test``;
+4. (c) ``airflow backfill create`` of 3 hours, then an api-server, scheduler and dag-processor
+   (tests/airflow_env.AirflowServices) run it; timed from the command until all 3 runs succeeded.
+   The scheduler's own schedule is off (``[scheduler] use_job_schedule``), so the latest hourly
+   run that ``catchup=False`` would start beside the backfill does not run.
+
+The Airflow connection ``spark_lakehouse`` says which Spark the tasks get: ``spark_connect`` (the
+benchmark engine; each Spark task is a client in the task's process) or ``spark`` (``local[2]``,
+one spark-submit per Spark task, with the tests' driver JVM options, ``lakehouse.spark.fast_start_java_options``).
+
+CPU seconds are user + system time of every process the step started (the Airflow command or
+services, their task processes, spark-submit's JVMs and Python drivers): the children this process
+has reaped (``RUSAGE_CHILDREN``; it is a child subreaper, so orphans come back to it) plus the live
+descendants read from ``/proc``; for connect, plus the engine's (its server JVM and Python workers,
+from ``/proc/<pid>/stat``) over the same interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import platform
+import resource
+import secrets
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_DIR / "tests"))  # airflow_env: the tests' isolated Airflow
+
+from airflow_env import AirflowServices, airflow_environment  # noqa: E402
+from lakehouse import catalog  # noqa: E402
+from lakehouse.config import Lakehouse  # noqa: E402
+from lakehouse.spark import fast_start_java_options  # noqa: E402
+
+DAG_ID = "ysb_hourly"
+START = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
+WORK = PROJECT_DIR / ".local" / "bench" / "engine"
+CONNECT, SUBMIT = "connect", "submit"
+ENGINE_LABELS = {CONNECT: "Spark Connect (warm engine)", SUBMIT: "spark-submit (`local[2]`)"}
+SPARK_TASKS = {t.task for t in catalog.tasks()} | {"full_refresh"}
+BEGIN, END = "<!-- bench/engine_runs.py: begin -->", "<!-- bench/engine_runs.py: end -->"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+# bench/results/summary.json: key prefix -> step (connect unsuffixed, spark-submit with `_spark_submit`).
+SUMMARY_KEYS = {
+    "no_new_data_dag_run": "idle",
+    "small_hourly_dag_run": "small",
+    "backfill_3h": "backfill",
+}
+
+
+def log(message: str) -> None:
+    print(f"[{datetime.now(timezone.utc):%H:%M:%S}] {message}", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# CPU time from /proc and getrusage
+
+
+def _proc_stats() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, user + system + reaped children's CPU seconds) of every process."""
+    stats = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        rest = text[text.rfind(")") + 2 :].split()
+        # Fields 4 (ppid) and 14..17 (utime, stime, cutime, cstime) of proc(5); rest[0] is field 3.
+        stats[int(entry.name)] = (int(rest[1]), sum(int(v) for v in rest[11:15]) / CLK_TCK)
+    return stats
+
+
+def tree_cpu(root: int, include_root: bool = True) -> float:
+    """CPU seconds of ``root``'s live process tree (each process with the children it has reaped)."""
+    stats = _proc_stats()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats and (include_root or pid != root):
+            total += stats[pid][1]
+        todo += children.get(pid, [])
+    return total
+
+
+def own_cpu() -> float:
+    """CPU of everything this process started: reaped children (getrusage) + live descendants (/proc)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime + tree_cpu(os.getpid(), include_root=False)
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants (a task process whose parent was killed) are re-parented to this process,
+    so their CPU reaches RUSAGE_CHILDREN when :func:`reap` collects them (Linux >= 3.4)."""
+    PR_SET_CHILD_SUBREAPER = 36
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def reap(timeout: float = 30) -> list[int]:
+    """Collect exited children (orphans handed to this subreaper); return the pids still alive after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            return []
+        alive = [pid for pid, (ppid, _) in _proc_stats().items() if ppid == os.getpid()]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
+
+
+# ----------------------------------------------------------------------------------------------
+# The benchmark's engine
+
+
+class Engine:
+    """The benchmark's own warm engine, run by ``python -m lakehouse_tools.engine up|down``."""
+
+    def __init__(self, port: int, state_dir: Path):
+        self.port, self.state_dir, self.token = port, state_dir, secrets.token_hex(16)
+        os.environ.update(
+            LAKEHOUSE_ENGINE_PORT=str(port), LAKEHOUSE_ENGINE_DIR=str(state_dir), LAKEHOUSE_ENGINE_TOKEN=self.token
+        )
+        os.environ.pop("LAKEHOUSE_ENGINE_URL", None)
+        self.pid: int | None = None
+        self.started = False
+
+    def _command(self, verb: str, timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "lakehouse_tools.engine", verb],
+            env=os.environ, capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+
+    def up(self) -> tuple[float, float]:
+        """Start it and wait until it answers a query: (wall seconds, the server's CPU seconds)."""
+        from lakehouse_tools import engine
+
+        status = self._command("status", 60)
+        if status.returncode == 0:
+            raise RuntimeError(f"something already answers on port {self.port}: {status.stdout.strip()}; stop it first")
+        self._command("down", 120)  # a supervisor of an earlier run that no longer answers
+        started = time.perf_counter()
+        self.started = True
+        done = self._command("up", 600)
+        wall = time.perf_counter() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"the benchmark engine did not start:\n{done.stdout}{done.stderr[-3000:]}")
+        self.pid = engine.server_pid()
+        if self.pid is None:
+            raise RuntimeError("the benchmark engine answers but its server process was not found")
+        return wall, tree_cpu(self.pid)
+
+    def cpu(self) -> float | None:
+        """CPU seconds of the server JVM and its Python workers so far (None if it was restarted)."""
+        from lakehouse_tools import engine
+
+        if engine.server_pid() != self.pid:
+            return None
+        return tree_cpu(self.pid)
+
+    def down(self) -> None:
+        if self.started:
+            done = self._command("down", 180)
+            log(f"benchmark engine: {(done.stdout + done.stderr).strip()}")
+            self.started = False
+
+    def connection(self) -> str:
+        return json.dumps(
+            {"conn_type": "spark_connect", "host": "localhost", "port": self.port, "password": self.token}
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# One Airflow + lakehouse per (repetition, kind of Spark)
+
+
+class Services(AirflowServices):
+    """tests/airflow_env.AirflowServices, but the scheduler starts only once the api-server answers.
+
+    Started together, the scheduler hands the already created backfill's first tasks to task
+    processes before the execution API listens: they fail (connection refused) and wait a retry delay.
+    """
+
+    def start(self) -> "Services":
+        import urllib.request
+
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        commands = {
+            "api-server": ["api-server", "--host", "127.0.0.1", "--port", str(self.port)],
+            "scheduler": ["scheduler"],
+            "dag-processor": ["dag-processor"],
+        }
+        for name, args in commands.items():
+            log_file = open(self.log_dir / f"{name}.log", "w")
+            self.processes.append(
+                subprocess.Popen(
+                    [str(Path(sys.executable).parent / "airflow"), *args], env=self.env, stdout=log_file,
+                    stderr=subprocess.STDOUT, start_new_session=True,
+                )  # fmt: skip
+            )
+            if name != "api-server":
+                continue
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    urllib.request.urlopen(f"{self.base_url}/api/v2/monitor/health", timeout=2)
+                    break
+                except OSError:
+                    if self.processes[0].poll() is not None or time.monotonic() > deadline:
+                        self.stop()
+                        raise RuntimeError(f"the api-server did not come up; see {self.log_dir}") from None
+                    time.sleep(0.5)
+        return self
+
+
+@dataclass
+class Step:
+    name: str
+    ok: bool = True
+    wall: float | None = None
+    cpu: float | None = None  # Airflow's processes (+ the engine's for connect)
+    engine_cpu: float | None = None
+    spark_tasks: float | None = None  # sum of the Spark tasks' wall time (metadata DB)
+    runs_span: float | None = None  # backfill: first run's start to the last run's end (metadata DB)
+    commits: int | None = None  # Delta commits the step added, all tables
+    preflight: float | None = None  # the preflight task's wall time (metadata DB; summed over a backfill's runs)
+    retries: int = 0  # task tries beyond the first (Airflow's retries), all tasks of the step's runs
+    retried: list[dict] = field(default_factory=list)  # each retried task: task, extra tries, first failure
+    anomalies: list[str] = field(default_factory=list)
+
+
+class Setup:
+    """A fresh Airflow home and lakehouse, and how to run timed steps in them."""
+
+    def __init__(self, options, kind: str, rep: int, engine: Engine, template_db: Path):
+        self.options, self.kind, self.engine = options, kind, engine
+        self.dir = WORK / "runs" / f"rep{rep + 1}-{kind}"
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.home = self.dir / "airflow_home"
+        self.home.mkdir(parents=True)
+        shutil.copy(template_db, self.home / "airflow.db")
+        self.lakehouse = Lakehouse(str(self.dir / "lakehouse"))
+        connection = engine.connection() if kind == CONNECT else json.dumps({"conn_type": "spark", "host": "local[2]"})
+        self.env = airflow_environment(
+            self.home, self.lakehouse, AIRFLOW_CONN_SPARK_LAKEHOUSE=connection,
+            SPARK_SUBMIT_OPTS=options.submit_java_options,
+            LAKEHOUSE_ENGINE=CONNECT if kind == CONNECT else "local",
+        )  # fmt: skip
+        self.env.pop("LAKEHOUSE_ENGINE_URL", None)
+        self.logs = self.dir / "logs"
+        self.logs.mkdir()
+        self.db = self.home / "airflow.db"
+
+    # -- plumbing
+
+    def command(self, args: list[str], log_name: str, timeout: float) -> tuple[int, str]:
+        """Run a command in its own process group (killed whole on timeout); (exit code, output tail)."""
+        path = self.logs / f"{log_name}.log"
+        with open(path, "w") as out:
+            process = subprocess.Popen(args, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                code = process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                code = -9
+        return code, path.read_text(errors="replace")
+
+    def airflow(self, *args: str, log_name: str, timeout: float = 1800) -> tuple[int, str]:
+        return self.command([str(Path(sys.executable).parent / "airflow"), *args], log_name, timeout)
+
+    def generate(self, start: datetime, hours: int) -> None:
+        code, output = self.command(
+            [sys.executable, "-m", "lakehouse_tools.generator", "--lakehouse-root", self.lakehouse.root,
+             "--start", start.isoformat(), "--hours", str(hours),
+             "--events-per-second", str(self.options.events_per_second), "--seed", str(self.options.seed)],
+            f"generate-{start:%H}", 300,
+        )  # fmt: skip
+        if code != 0:
+            raise RuntimeError(f"the generator failed:\n{output[-2000:]}")
+
+    def delta_commits(self) -> int:
+        return sum(
+            len(list(Path(self.lakehouse.table(t.name).path, "_delta_log").glob("*.json"))) for t in catalog.tables()
+        )
+
+    def query(self, sql: str, *params) -> list[tuple]:
+        with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=60) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def task_figures(self, step: Step, runs) -> None:
+        """The Spark tasks' summed wall time and the tasks that failed or were retried, from the DB.
+
+        ``runs`` picks the DAG runs by (logical date in UTC, run type).
+        """
+        rows = self.query(
+            "SELECT dr.run_id, dr.logical_date, dr.run_type, ti.task_id, ti.state, ti.try_number, ti.start_date, "
+            "ti.end_date FROM task_instance ti JOIN dag_run dr ON dr.dag_id = ti.dag_id AND dr.run_id = ti.run_id "
+            "WHERE ti.dag_id = ?",
+            DAG_ID,
+        )
+        spent, preflight = 0.0, 0.0
+        for run_id, logical, run_type, task_id, state, tries, start, end in rows:
+            if not runs(_utc(logical) if logical else None, run_type):
+                continue
+            seconds = (_utc(end) - _utc(start)).total_seconds() if state == "success" and start and end else 0.0
+            spent += seconds if task_id in SPARK_TASKS else 0.0
+            preflight += seconds if task_id == "preflight" else 0.0
+            extra = max(0, (tries or 1) - 1) if state in ("success", "failed") else 0
+            step.retries += extra
+            if extra:
+                step.retried.append({"task": task_id, "extra": extra, "why": self.failure(run_id, task_id)})
+            if state not in ("success", "skipped"):
+                step.anomalies.append(f"{run_id} {task_id}: {state} after {tries} tries")
+        step.spark_tasks, step.preflight = spent, preflight
+
+    def failure(self, run_id: str, task_id: str) -> str:
+        """Why a task's first attempt failed: the first error in its log."""
+        path = self.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / f"task_id={task_id}" / "attempt=1.log"
+        try:
+            for line in path.read_text(errors="replace").splitlines():
+                entry = json.loads(line) if line.startswith("{") else {}
+                for detail in entry.get("error_detail") or []:
+                    value = str(detail.get("exc_value")).splitlines()[0]
+                    value = value[value.find("[") if "[" in value else 0 :]
+                    return f"{detail.get('exc_type')}: {value.split('. ')[0][:120]}"
+        except (OSError, ValueError):
+            pass
+        return "failed before the task ran (the scheduler's log says why)"
+
+    def timed(self, step: Step, action, leftovers: bool = True) -> None:
+        """Run ``action`` (which returns its own end time, or None for now) and fill in wall and CPU."""
+        commits = self.delta_commits()
+        engine_before = self.engine.cpu() if self.engine.pid else None
+        cpu_before, started = own_cpu(), time.perf_counter()
+        ended = action() or time.perf_counter()
+        step.wall = ended - started
+        step.cpu = own_cpu() - cpu_before
+        engine_after = self.engine.cpu() if self.engine.pid else None
+        if engine_before is not None and engine_after is not None:
+            step.engine_cpu = engine_after - engine_before
+        elif self.engine.pid:
+            step.anomalies.append("the engine's server was restarted during the step: its CPU is unknown")
+        if self.kind == CONNECT:
+            step.cpu = None if step.engine_cpu is None else step.cpu + step.engine_cpu
+        step.commits = self.delta_commits() - commits
+        alive = reap(timeout=5) if leftovers else []
+        if alive:
+            step.anomalies.append(f"processes left running after the step: {alive}")
+
+    # -- the steps
+
+    def dags_test(self, name: str, logical_date: datetime) -> Step:
+        step = Step(name)
+        outcome = {}
+
+        def run():
+            outcome["code"], outcome["output"] = self.airflow(
+                "dags", "test", DAG_ID, logical_date.isoformat(), log_name=name
+            )
+
+        self.timed(step, run)
+        step.ok = outcome["code"] == 0 and "state=success" in outcome["output"]
+        if not step.ok:
+            step.anomalies.append(f"`airflow dags test` exited {outcome['code']}; log {self.logs / (name + '.log')}")
+        self.task_figures(step, lambda logical, _type: logical == logical_date)
+        return step
+
+    def backfill(self) -> Step:
+        step = Step("backfill")
+        code, output = self.airflow("dags", "reserialize", log_name="reserialize", timeout=600)
+        if code != 0:
+            raise RuntimeError(f"airflow dags reserialize failed:\n{output[-2000:]}")
+        env = {**self.env, "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"}
+        services = Services(env, self.logs / "services")
+        first, last = START + timedelta(hours=1), START + timedelta(hours=3)
+
+        def run():
+            # Created while no scheduler runs (SQLite and concurrent writers), as tests/scheduler does.
+            code, output = self.airflow(
+                "backfill", "create", "--dag-id", DAG_ID,
+                "--from-date", first.isoformat(), "--to-date", last.isoformat(),
+                log_name="backfill-create", timeout=600,
+            )  # fmt: skip
+            if code != 0:
+                step.anomalies.append(f"`airflow backfill create` exited {code}: {output[-500:]}")
+                step.ok = False
+                return None
+            services.start()
+            deadline = time.monotonic() + self.options.backfill_timeout
+            while time.monotonic() < deadline:
+                found = self.query("SELECT state FROM dag_run WHERE dag_id = ? AND run_type = 'backfill'", DAG_ID)
+                states = [state for (state,) in found]
+                if len(states) >= 3 and all(s in ("success", "failed") for s in states):
+                    step.ok = all(s == "success" for s in states)
+                    if not step.ok:
+                        step.anomalies.append(f"backfill runs ended {states}")
+                    return time.perf_counter()
+                time.sleep(1)
+            step.ok = False
+            step.anomalies.append(f"the backfill did not finish in {self.options.backfill_timeout} s")
+            return time.perf_counter()
+
+        try:
+            self.timed(step, run, leftovers=False)  # the services run until stopped below
+        finally:
+            services.stop()
+            alive = reap()
+            if alive:
+                step.anomalies.append(f"processes left running after the services stopped: {alive}")
+        (start, end), = self.query(
+            "SELECT MIN(start_date), MAX(end_date) FROM dag_run WHERE dag_id = ? AND run_type = 'backfill'", DAG_ID
+        )
+        if start and end:
+            step.runs_span = (_utc(end) - _utc(start)).total_seconds()
+        self.task_figures(step, lambda _logical, run_type: run_type == "backfill")
+        return step
+
+    def run_all(self) -> dict[str, Step]:
+        steps: dict[str, Step] = {}
+        self.generate(START, 3)
+        when = START + timedelta(hours=4)
+        steps["first"] = self.dags_test("first", when)
+        report(self, steps["first"], "first DAG run (3 hours of data)")
+        if not steps["first"].ok:
+            return steps
+        idle = []
+        for index in range(self.options.idle_runs):
+            when += timedelta(hours=1)
+            idle.append(self.dags_test(f"idle-{index + 1}", when))
+            report(self, idle[-1], "no-new-data DAG run")
+            if idle[-1].commits:
+                idle[-1].anomalies.append(f"{idle[-1].commits} Delta commits in a run with nothing new")
+        steps["idle"] = idle
+        self.generate(START + timedelta(hours=3), 1)
+        when += timedelta(hours=1)
+        steps["small"] = self.dags_test("small", when)
+        if steps["small"].ok and not steps["small"].commits:
+            steps["small"].anomalies.append("no Delta commit: the new hour was not processed")
+        report(self, steps["small"], f"small hourly DAG run (1 hour at {self.options.events_per_second} events/s)")
+        steps["backfill"] = self.backfill()
+        report(self, steps["backfill"], "3-hour backfill through the scheduler")
+        return steps
+
+
+def report(setup: Setup, step: Step, what: str) -> None:
+    engine = f", engine {step.engine_cpu:.1f}" if setup.kind == CONNECT and step.engine_cpu is not None else ""
+    cpu = "?" if step.cpu is None else f"{step.cpu:.1f}"
+    span = f", runs' span {step.runs_span:.1f} s" if step.runs_span is not None else ""
+    state = "" if step.ok else " FAILED"
+    log(f"{setup.dir.name}: {what}: {step.wall:.1f} s wall, {cpu} s CPU{engine}{span}{state}")
+    for retried in step.retried:
+        log(f"{setup.dir.name}:   ! {retried['task']} retried {retried['extra']}x; attempt 1: {retried['why']}")
+    for anomaly in step.anomalies:
+        log(f"{setup.dir.name}:   ! {anomaly}")
+
+
+def _utc(value: str) -> datetime:
+    parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
+
+
+def template_db(env_dir: Path) -> Path:
+    """One migrated metadata DB, copied into each fresh Airflow home (a migration is ~30 s of CPU)."""
+    home = env_dir / "template_home"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    env = airflow_environment(home, Lakehouse(str(home / "unused")))
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"airflow db migrate failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return home / "airflow.db"
+
+
+# ----------------------------------------------------------------------------------------------
+# The run
+
+
+def measure(options) -> dict:
+    started_at, load = datetime.now(timezone.utc), os.getloadavg()
+    shutil.rmtree(WORK / "runs", ignore_errors=True)
+    WORK.mkdir(parents=True, exist_ok=True)
+    results = {
+        "measured_at": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "load_at_start": load,
+        "options": {k: v for k, v in vars(options).items() if k not in ("out", "summary", "from_results")},
+        "cores": os.cpu_count(), "machine": platform.machine(), "runs": [],
+    }  # fmt: skip
+    engine = Engine(options.engine_port, WORK / "engine")
+
+    def stop(signum, frame):  # noqa: ARG001 - a SIGTERM ends the run through the finally below
+        raise SystemExit(f"stopped by signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        log(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; migrating a template Airflow DB ...")
+        db = template_db(WORK)
+        log(f"starting the benchmark engine on port {options.engine_port} ...")
+        wall, cpu = engine.up()
+        results["engine_start"] = {"wall": wall, "cpu": cpu}
+        log(f"engine start-up: {wall:.1f} s wall, {cpu:.1f} s CPU (server pid {engine.pid})")
+        become_subreaper()  # after `up`: the engine's supervisor is not this process's child
+        for rep in range(options.reps):
+            for kind in (CONNECT, SUBMIT) if rep % 2 == 0 else (SUBMIT, CONNECT):
+                setup = Setup(options, kind, rep, engine, db)
+                log(f"rep {rep + 1}/{options.reps}, {kind}: {setup.dir}")
+                try:
+                    steps = setup.run_all()
+                except Exception as error:  # noqa: BLE001 - recorded; the other runs go on
+                    log(f"rep {rep + 1}/{options.reps}, {kind}: ERROR {error}")
+                    results["runs"].append({"rep": rep, "kind": kind, "error": str(error)[-2000:], "steps": {}})
+                    continue
+                results["runs"].append({"rep": rep, "kind": kind, "steps": _plain(steps)})
+                (WORK / "results.json").write_text(json.dumps(results, indent=1))
+    finally:
+        engine.down()
+        results["load_at_end"] = os.getloadavg()
+        (WORK / "results.json").write_text(json.dumps(results, indent=1))
+    return results
+
+
+def _plain(steps: dict) -> dict:
+    return {name: [vars(s) for s in value] if isinstance(value, list) else vars(value) for name, value in steps.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# The report
+
+
+def samples(results: dict, kind: str, step: str, measure: str) -> list[float]:
+    """Every successful step's ``measure`` for ``kind`` (the idle step has several per repetition)."""
+    out = []
+    for run in results["runs"]:
+        if run["kind"] != kind:
+            continue
+        found = run["steps"].get(step)
+        for entry in found if isinstance(found, list) else [found] if found else []:
+            if entry["ok"] and entry.get(measure) is not None:
+                out.append(entry[measure])
+    return out
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def cell(values: list[float], digits: int = 1) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+
+def ratio(results: dict, step: str, measure: str) -> str:
+    connect, submit = median(samples(results, CONNECT, step, measure)), median(samples(results, SUBMIT, step, measure))
+    if not connect or not submit:
+        return "–"
+    return f"{submit / connect:.1f}×"
+
+
+def anomalies(results: dict) -> list[str]:
+    """What did not go as expected: errors, failed steps, and the retried tasks (summed per step and kind)."""
+    out, retried = [], {}
+    for run in results["runs"]:
+        where = f"rep {run['rep'] + 1}, {run['kind']}"
+        if run.get("error"):
+            out.append(f"{where}: {run['error'].strip().splitlines()[0][:300]}")
+        for name, value in run["steps"].items():
+            for entry in value if isinstance(value, list) else [value]:
+                out += [f"{where}, {entry['name']}: {a}" for a in entry["anomalies"]]
+                for task in entry.get("retried", []):
+                    key = (entry["name"].split("-")[0], run["kind"], task["task"])
+                    counts = retried.setdefault(key, {"extra": 0, "why": set()})
+                    counts["extra"] += task["extra"]
+                    counts["why"].add(task["why"])
+    steps = {"first": "first run", "idle": "no-new-data run", "small": "small hourly run", "backfill": "backfill"}
+    for (step, kind, task), counts in sorted(retried.items()):
+        out.append(
+            f"{steps.get(step, step)}, {kind}: `{task}` retried {counts['extra']}× in all; first attempt: "
+            + "; ".join(f"`{why}`" for why in sorted(counts["why"]))
+        )
+    return out
+
+
+def render(results: dict) -> str:
+    o = results["options"]
+    load, end_load = results["load_at_start"], results.get("load_at_end")
+    engine = results.get("engine_start") or {}
+    rows = [
+        ("first", "First DAG run: 3 hours (primes every checkpoint)", ("wall", "cpu", "engine_cpu")),
+        ("idle", "**(a) DAG run with no new data**", ("wall", "cpu", "engine_cpu", "spark_tasks", "preflight")),
+        ("small", f"**(b) small hourly DAG run** (1 new hour at {o['events_per_second']} events/s)",
+         ("wall", "cpu", "engine_cpu", "spark_tasks", "preflight")),
+        ("backfill", "**(c) 3-hour backfill** through a scheduler (command → all 3 runs succeeded)",
+         ("wall", "cpu", "engine_cpu", "runs_span", "spark_tasks", "retries")),
+    ]  # fmt: skip
+    names = {
+        "wall": "wall s",
+        "cpu": "CPU s (all processes, engine included)",
+        "engine_cpu": "— of which the engine's CPU s",
+        "spark_tasks": "— Spark tasks' wall s, summed",
+        "runs_span": "— the runs' own span s (first start → last end, metadata DB)",
+        "preflight": "— the preflight task's wall s (checks the Spark connection)",
+        "retries": "— task retries (Airflow's, 1 min apart)",
+    }  # fmt: skip
+    table = [
+        f"| DAG run | {ENGINE_LABELS[CONNECT]} | {ENGINE_LABELS[SUBMIT]} | spark-submit / connect |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for step, title, measures in rows:
+        for index, measure in enumerate(measures):
+            label = f"{title}, {names[measure]}" if index == 0 else names[measure]
+            submit = "–" if measure == "engine_cpu" else cell(samples(results, SUBMIT, step, measure))
+            factor = ratio(results, step, measure) if measure in ("wall", "cpu", "runs_span") else ""
+            if measure == "retries":
+                submit = cell(samples(results, SUBMIT, step, measure), 0)
+            connect = cell(samples(results, CONNECT, step, measure), 0 if measure == "retries" else 1)
+            table.append(f"| {label} | {connect} | {submit} | {factor} |")
+    reps = o["reps"]
+    command = f"python -m bench.engine_runs --reps {reps}" + (
+        f" --idle-runs {o['idle_runs']}" if o["idle_runs"] != 1 else ""
+    )
+    out = [
+        BEGIN,
+        "## 11. The warm engine: DAG runs on Spark Connect vs spark-submit",
+        "",
+        f"* **Command:** `make bench-engine` (`{command} --out BENCHMARKS.md --summary bench/results/summary.json`)",
+        f"* **Date:** {results['measured_at']}; load average at the start {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}"
+        + (f" (at the end {end_load[0]:.1f}, {end_load[1]:.1f}, {end_load[2]:.1f})" if end_load else "")
+        + f"; {results['cores']} cores, {results['machine']}",
+        f"* **Work:** {reps} repetition(s), each kind of Spark in a fresh Airflow home (SQLite, LocalExecutor) and "
+        "lakehouse, the kinds in alternating order (connect, submit, submit, connect, ...): 3 generated hours "
+        f"at {o['events_per_second']} events/s processed by a first `airflow dags test ysb_hourly`, then "
+        f"{o['idle_runs']} run(s) with nothing new (a), one new hour then one run (b), and `airflow backfill create` "
+        "of event hours 00:00–02:00 executed by an api-server, scheduler and dag-processor started after the "
+        "command (c; their start-up is in the wall time, the runs' own span is the row below it; the "
+        "scheduler's own hourly schedule off, so only the 3 backfill runs execute, up to 3 at once).",
+        f"* **Spark:** connect = the Airflow connection `spark_lakehouse` of type `spark_connect`, every Spark task "
+        f"a client in its task's process of one engine (`local[2]`, port {o['engine_port']}) started before "
+        f"anything is timed: start-up {engine.get('wall', 0):.1f} s wall, {engine.get('cpu', 0):.1f} s CPU "
+        "(`python -m lakehouse_tools.engine up` until it answers a query; once per benchmark). "
+        "submit = `{\"conn_type\": \"spark\", \"host\": \"local[2]\"}`, one spark-submit per Spark task, driver "
+        f"JVM options `{o['submit_java_options'] or '(none)'}` (the tests' fast start).",
+        "* **CPU** = user + system seconds of every process of the step (the Airflow command or services, task "
+        "processes, spark-submit JVMs and Python drivers) plus, for connect, the engine's server JVM and its "
+        "Python workers over the same interval. Median (min–max) over the repetitions.",
+        "",
+        *table,
+        "",
+        interpretation(results),
+    ]
+    found = anomalies(results)
+    if found:
+        out += ["", "Not as expected in this run:", ""] + [f"* {a}" for a in found]
+    out.append(END)
+    return "\n".join(out) + "\n"
+
+
+def interpretation(results: dict) -> str:
+    """A paragraph reading the figures (each sentence only when its figures exist)."""
+
+    def m(kind, step, measure="wall"):
+        return median(samples(results, kind, step, measure))
+
+    parts, spark_tasks = [], len(catalog.tasks())
+    idle_c, idle_s = m(CONNECT, "idle"), m(SUBMIT, "idle")
+    if idle_c and idle_s:
+        cpu_c, cpu_s = m(CONNECT, "idle", "cpu"), m(SUBMIT, "idle", "cpu")
+        tasks_c, preflight_c = m(CONNECT, "idle", "spark_tasks"), m(CONNECT, "idle", "preflight")
+        parts.append(
+            f"With nothing new, a DAG run on the warm engine takes {idle_c:.0f} s instead of {idle_s:.0f} s"
+            + (f", {cpu_c:.0f} s of CPU instead of {cpu_s:.0f} s" if cpu_c and cpu_s else "")
+            + f": by spark-submit each of the {spark_tasks} Spark tasks starts a JVM and builds a Delta session "
+            "(§4, §10) only to find nothing new; on the engine each is a client whose freshness check reads a "
+            "few files and starts no query"
+            + (f" (all {spark_tasks} together {tasks_c:.1f} s)" if tasks_c is not None else "")
+            + ". What is left is Airflow's own cost"
+            + (
+                f", and the preflight task ({preflight_c:.0f} s), which imports pyspark and opens a Connect "
+                "session to check that the engine answers a query"
+                if preflight_c
+                else ""
+            )
+            + "."
+        )
+    small_c, small_s = m(CONNECT, "small"), m(SUBMIT, "small")
+    if small_c and small_s:
+        cpu_c, cpu_s = m(CONNECT, "small", "cpu"), m(SUBMIT, "small", "cpu")
+        engine_c = m(CONNECT, "small", "engine_cpu")
+        parts.append(
+            f"With one new hour the engine takes {small_c:.0f} s vs {small_s:.0f} s"
+            + (f" ({cpu_c:.0f} s vs {cpu_s:.0f} s of CPU)" if cpu_c and cpu_s else "")
+            + (f"; here the engine's own CPU ({engine_c:.0f} s) is the queries' work, a JVM that is already "
+               "compiled rather than one per task" if engine_c else "")
+            + "."
+        )
+    back_c, back_s = m(CONNECT, "backfill"), m(SUBMIT, "backfill")
+    if back_c and back_s:
+        span_c, span_s = m(CONNECT, "backfill", "runs_span"), m(SUBMIT, "backfill", "runs_span")
+        retries_c, retries_s = m(CONNECT, "backfill", "retries"), m(SUBMIT, "backfill", "retries")
+        cpu_c, cpu_s = m(CONNECT, "backfill", "cpu"), m(SUBMIT, "backfill", "cpu")
+        parts.append(
+            f"The 3-hour backfill through the scheduler takes {back_c:.0f} s vs {back_s:.0f} s"
+            + (f" (the runs themselves {span_c:.0f} s vs {span_s:.0f} s)" if span_c and span_s else "")
+            + (f" and {cpu_c:.0f} s vs {cpu_s:.0f} s of CPU" if cpu_c and cpu_s else "")
+            + "; its 3 runs run at once, so by spark-submit several drivers at a time share the 2 cores, on the engine "
+            "their clients share one JVM."
+        )
+        if retries_c and retries_c > (retries_s or 0):
+            parts.append(
+                f"The engine's backfill still pays about {retries_c:.0f} Airflow retries (a minute apart) of "
+                "gold tasks whose replace-hours write lost a Delta conflict to a concurrent run "
+                "(`DELTA_CONCURRENT_APPEND`): `lakehouse.sinks.with_conflict_retries` retries such a conflict "
+                "within the job by spark-submit, but over Spark Connect the exception arrives as pyspark's "
+                "`UnknownException`, which it does not recognise."
+            )
+    if not parts:
+        return "Too few successful runs to compare."
+    parts.append("CPU is the figure to trust on a shared machine: the wall times move with the load (above).")
+    return " ".join(parts)
+
+
+def replace_section(path: Path, section: str) -> None:
+    """Put ``section`` between this script's markers in ``path`` (appended when they are absent)."""
+    text = path.read_text() if path.exists() else ""
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
+def summary_figures(results: dict) -> dict:
+    """The medians bench/results/summary.json holds (connect unsuffixed, spark-submit ``_spark_submit``)."""
+    out: dict = {}
+    for key, step in SUMMARY_KEYS.items():
+        for kind, suffix in ((CONNECT, ""), (SUBMIT, "_spark_submit")):
+            out[f"{key}{suffix}_s"] = _round(median(samples(results, kind, step, "wall")))
+            out[f"{key}{suffix}_cpu_s"] = _round(median(samples(results, kind, step, "cpu")))
+        out[f"{key}_engine_cpu_s"] = _round(median(samples(results, CONNECT, step, "engine_cpu")))
+    out["backfill_3h_runs_span_s"] = _round(median(samples(results, CONNECT, "backfill", "runs_span")))
+    out["backfill_3h_runs_span_spark_submit_s"] = _round(median(samples(results, SUBMIT, "backfill", "runs_span")))
+    start = results.get("engine_start") or {}
+    out["engine_start_s"] = _round(start.get("wall"))
+    out["engine_start_cpu_s"] = _round(start.get("cpu"))
+    out["engine_bench_reps"] = results["options"]["reps"]
+    out["measured_at"] = results["measured_at"]
+    return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def update_summary(path: Path, figures: dict) -> None:
+    """Update this benchmark's keys of a flat JSON object, keeping every other key."""
+    current = json.loads(path.read_text()) if path.exists() else {}
+    current.update(figures)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--idle-runs", type=int, default=1, help="runs with nothing new per repetition")
+    parser.add_argument("--events-per-second", type=float, default=0.2)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--engine-port", type=int, default=15004)
+    parser.add_argument("--backfill-timeout", type=float, default=2400)
+    parser.add_argument(
+        "--submit-java-options", default=fast_start_java_options(),
+        help="spark-submit's driver JVM options (SPARK_SUBMIT_OPTS); default: the tests' fast start",
+    )  # fmt: skip
+    parser.add_argument("--out", help="replace this benchmark's section in that Markdown file")
+    parser.add_argument("--summary", help="update this benchmark's keys in that JSON file")
+    parser.add_argument("--from-results", help="render an earlier run's results.json instead of measuring")
+    options = parser.parse_args(argv)
+    if options.from_results:
+        results = json.loads(Path(options.from_results).read_text())
+    else:
+        results = measure(options)
+    section = render(results)
+    print(section)
+    if options.out:
+        replace_section(Path(options.out), section)
+    if options.summary:
+        update_summary(Path(options.summary), summary_figures(results))
+
+
+if __name__ == "__main__":
+    main()
