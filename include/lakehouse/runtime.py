@@ -163,6 +163,19 @@ def _wait_for_running_batch(checkpoint: str, name: str) -> None:
         )
 
 
+def batch_running(checkpoint: str) -> bool:
+    """True while a batch of ``checkpoint``'s query holds its batch lock (e.g. on the engine, after its client died)."""
+    path = Path(checkpoint) / ".batch.lock"
+    if not path.exists():
+        return False
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+
+
 def guarded_batches(on_batch: Callable, checkpoint: str, lease: str, name: str) -> Callable:
     """``on_batch`` for foreachBatch, run only while its client holds ``lease``; its summary is noted.
 

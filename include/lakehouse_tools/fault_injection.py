@@ -419,18 +419,9 @@ def local_sessions():
 
 
 def _batch_running(checkpoint: Path) -> bool:
-    """True while a batch of the checkpoint's query holds its batch lock (on the engine, after its client died)."""
-    import fcntl
+    from lakehouse.runtime import batch_running
 
-    path = checkpoint / ".batch.lock"
-    if not path.exists():
-        return False
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return False
-        except BlockingIOError:
-            return True
+    return batch_running(str(checkpoint))
 
 
 def kill_group(process: subprocess.Popen) -> None:

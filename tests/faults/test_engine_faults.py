@@ -8,7 +8,6 @@ session's engine, damages the run, reruns, and compares every table with the ora
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import subprocess
@@ -20,7 +19,7 @@ import pytest
 
 from helpers import START, assert_tables_match_oracle, run_job, table
 from lakehouse.config import Lakehouse, engine_settings
-from lakehouse.runtime import CheckpointBusy
+from lakehouse.runtime import CheckpointBusy, batch_running
 from lakehouse.spark import build_spark_session, check_engine, engine, release_engine_sessions
 from lakehouse_tools import engine as engine_tool
 from lakehouse_tools.generator import write_campaigns, write_hours
@@ -42,19 +41,6 @@ def client(lakehouse: Lakehouse, task: str) -> subprocess.Popen:
         [sys.executable, str(PROJECT_DIR / "jobs" / "run.py"), task, "--lakehouse-root", lakehouse.root],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-
-
-def batch_running(checkpoint: str) -> bool:
-    """True while a batch of ``checkpoint``'s query holds its batch lock (it runs on the engine)."""
-    path = Path(checkpoint) / ".batch.lock"
-    if not path.exists():
-        return False
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return False
-        except BlockingIOError:
-            return True
 
 
 def wait_for(condition, what: str, timeout_s: float = 240) -> None:
