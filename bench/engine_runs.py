@@ -2,6 +2,7 @@
 
 Usage (from the repository, after ``make setup``; ``make bench-engine`` runs it):
     python -m bench.engine_runs [--reps 3] [--out BENCHMARKS.md] [--summary bench/results/summary.json]
+    python -m bench.engine_runs --reps 3 --resume ...  # after an interruption: only the runs not finished
     python -m bench.engine_runs --from-results .local/bench/engine/results.json --out BENCHMARKS.md  # re-render
 
 One benchmark engine of its own (``LAKEHOUSE_ENGINE_PORT`` 15004, state and log in
@@ -514,13 +515,24 @@ def template_db(env_dir: Path) -> Path:
 
 def measure(options) -> dict:
     started_at, load = datetime.now(timezone.utc), os.getloadavg()
-    shutil.rmtree(WORK / "runs", ignore_errors=True)
     WORK.mkdir(parents=True, exist_ok=True)
+    chosen = {k: v for k, v in vars(options).items() if k not in ("out", "summary", "from_results", "resume")}
     results = {
-        "measured_at": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "load_at_start": load,
-        "options": {k: v for k, v in vars(options).items() if k not in ("out", "summary", "from_results")},
+        "measured_at": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "load_at_start": load, "options": chosen,
         "cores": os.cpu_count(), "machine": platform.machine(), "runs": [],
     }  # fmt: skip
+    if options.resume and (WORK / "results.json").exists():
+        # The runs an interrupted benchmark finished are kept; only the missing ones run now.
+        results = json.loads((WORK / "results.json").read_text())
+        same = ("idle_runs", "events_per_second", "seed", "submit_java_options")
+        if any(results["options"][key] != chosen[key] for key in same):
+            raise SystemExit(f"--resume: the earlier run used other options ({results['options']})")
+        results["options"]["reps"] = options.reps
+        results["runs"] = [run for run in results["runs"] if not run.get("error")]
+        results.setdefault("resumed", []).append({"at": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "load": load})
+    else:
+        shutil.rmtree(WORK / "runs", ignore_errors=True)
+    finished = {(run["rep"], run["kind"]) for run in results["runs"]}
     engine = Engine(options.engine_port, WORK / "engine")
 
     def stop(signum, frame):  # noqa: ARG001 - a SIGTERM ends the run through the finally below
@@ -532,11 +544,13 @@ def measure(options) -> dict:
         db = template_db(WORK)
         log(f"starting the benchmark engine on port {options.engine_port} ...")
         wall, cpu = engine.up()
-        results["engine_start"] = {"wall": wall, "cpu": cpu}
+        results["engine_start" if "engine_start" not in results else "engine_restart"] = {"wall": wall, "cpu": cpu}
         log(f"engine start-up: {wall:.1f} s wall, {cpu:.1f} s CPU (server pid {engine.pid})")
         become_subreaper()  # after `up`: the engine's supervisor is not this process's child
         for rep in range(options.reps):
             for kind in (CONNECT, SUBMIT) if rep % 2 == 0 else (SUBMIT, CONNECT):
+                if (rep, kind) in finished:
+                    continue
                 setup = Setup(options, kind, rep, engine, db)
                 log(f"rep {rep + 1}/{options.reps}, {kind}: {setup.dir}")
                 try:
@@ -621,7 +635,7 @@ def anomalies(results: dict) -> list[str]:
 def render(results: dict) -> str:
     o = results["options"]
     load, end_load = results["load_at_start"], results.get("load_at_end")
-    engine = results.get("engine_start") or {}
+    starts = engine_starts(results)
     rows = [
         ("first", "First DAG run: 3 hours (primes every checkpoint)", ("wall", "cpu", "engine_cpu")),
         ("idle", "**(a) DAG run with no new data**", ("wall", "cpu", "engine_cpu", "spark_tasks", "preflight")),
@@ -663,6 +677,11 @@ def render(results: dict) -> str:
         f"* **Command:** `make bench-engine` (`{command} --out BENCHMARKS.md --summary bench/results/summary.json`)",
         f"* **Date:** {results['measured_at']}; load average at the start {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}"
         + (f" (at the end {end_load[0]:.1f}, {end_load[1]:.1f}, {end_load[2]:.1f})" if end_load else "")
+        + "".join(
+            f"; interrupted, resumed at {r['at']} (load {r['load'][0]:.1f}, {r['load'][1]:.1f}, {r['load'][2]:.1f}) "
+            "for the runs it had not finished"
+            for r in results.get("resumed", [])
+        )
         + f"; {results['cores']} cores, {results['machine']}",
         f"* **Work:** {reps} repetition(s), each kind of Spark in a fresh Airflow home (SQLite, LocalExecutor) and "
         "lakehouse, the kinds in alternating order (connect, submit, submit, connect, ...): 3 generated hours "
@@ -673,8 +692,11 @@ def render(results: dict) -> str:
         "scheduler's own hourly schedule off, so only the 3 backfill runs execute, up to 3 at once).",
         f"* **Spark:** connect = the Airflow connection `spark_lakehouse` of type `spark_connect`, every Spark task "
         f"a client in its task's process of one engine (`local[2]`, port {o['engine_port']}) started before "
-        f"anything is timed: start-up {engine.get('wall', 0):.1f} s wall, {engine.get('cpu', 0):.1f} s CPU "
-        "(`python -m lakehouse_tools.engine up` until it answers a query; once per benchmark). "
+        "anything is timed: start-up "
+        + " and ".join(f"{wall:.1f} s wall, {cpu:.1f} s CPU" for wall, cpu in starts)
+        + " (`python -m lakehouse_tools.engine up` until it answers a query; once per benchmark"
+        + (", again when it was resumed" if len(starts) > 1 else "")
+        + "). "
         "submit = `{\"conn_type\": \"spark\", \"host\": \"local[2]\"}`, one spark-submit per Spark task, driver "
         f"JVM options `{o['submit_java_options'] or '(none)'}` (the tests' fast start).",
         "* **CPU** = user + system seconds of every process of the step (the Airflow command or services, task "
@@ -777,12 +799,17 @@ def summary_figures(results: dict) -> dict:
         out[f"{key}_engine_cpu_s"] = _round(median(samples(results, CONNECT, step, "engine_cpu")))
     out["backfill_3h_runs_span_s"] = _round(median(samples(results, CONNECT, "backfill", "runs_span")))
     out["backfill_3h_runs_span_spark_submit_s"] = _round(median(samples(results, SUBMIT, "backfill", "runs_span")))
-    start = results.get("engine_start") or {}
-    out["engine_start_s"] = _round(start.get("wall"))
-    out["engine_start_cpu_s"] = _round(start.get("cpu"))
+    starts = engine_starts(results)
+    out["engine_start_s"] = _round(median([wall for wall, _ in starts]))
+    out["engine_start_cpu_s"] = _round(median([cpu for _, cpu in starts]))
     out["engine_bench_reps"] = results["options"]["reps"]
     out["measured_at"] = results["measured_at"]
     return out
+
+
+def engine_starts(results: dict) -> list[tuple[float, float]]:
+    """(wall, CPU) seconds of each start of the benchmark engine: the first, then one per resumption."""
+    return [(start["wall"], start["cpu"]) for key in ("engine_start", "engine_restart") if (start := results.get(key))]
 
 
 def _round(value: float | None) -> float | None:
@@ -812,6 +839,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", help="replace this benchmark's section in that Markdown file")
     parser.add_argument("--summary", help="update this benchmark's keys in that JSON file")
     parser.add_argument("--from-results", help="render an earlier run's results.json instead of measuring")
+    parser.add_argument("--resume", action="store_true", help="keep the runs an interrupted benchmark finished")
     options = parser.parse_args(argv)
     if options.from_results:
         results = json.loads(Path(options.from_results).read_text())
