@@ -4,6 +4,7 @@ Usage (from the repository, after ``make setup``; ``make bench-engine`` runs it)
     python -m bench.engine_runs [--reps 3] [--out BENCHMARKS.md] [--summary bench/results/summary.json]
     python -m bench.engine_runs --reps 3 --resume ...  # after an interruption: only the runs not finished
     python -m bench.engine_runs --from-results .local/bench/engine/results.json --out BENCHMARKS.md  # re-render
+        [--note "what the figures cannot say about this run"]  # a paragraph kept in results.json
 
 One benchmark engine of its own (``LAKEHOUSE_ENGINE_PORT`` 15004, state and log in
 ``.local/bench/engine/engine``, a token of its own) is started before anything is timed (its start-up
@@ -17,7 +18,8 @@ Airflow home (SQLite, as tests/airflow_env.py builds it) and a fresh lakehouse u
 2. (a) ``airflow dags test`` with nothing new (``--idle-runs`` of them);
 3. (b) one new hour at ``--events-per-second`` landed, then one ``airflow dags test``;
 4. (c) ``airflow backfill create`` of 3 hours, then an api-server, scheduler and dag-processor
-   (tests/airflow_env.AirflowServices) run it; timed from the command until all 3 runs succeeded.
+   (tests/airflow_env.AirflowServices, the scheduler started once the api-server answers) run it;
+   timed from the command until all 3 runs succeeded.
    The scheduler's own schedule is off (``[scheduler] use_job_schedule``), so the latest hourly
    run that ``catchup=False`` would start beside the backfill does not run.
 
@@ -516,10 +518,10 @@ def template_db(env_dir: Path) -> Path:
 def measure(options) -> dict:
     started_at, load = datetime.now(timezone.utc), os.getloadavg()
     WORK.mkdir(parents=True, exist_ok=True)
-    chosen = {k: v for k, v in vars(options).items() if k not in ("out", "summary", "from_results", "resume")}
+    chosen = {k: v for k, v in vars(options).items() if k not in ("out", "summary", "from_results", "resume", "note")}
     results = {
         "measured_at": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "load_at_start": load, "options": chosen,
-        "cores": os.cpu_count(), "machine": platform.machine(), "runs": [],
+        "cores": os.cpu_count(), "machine": platform.machine(), "runs": [], "notes": options.note,
     }  # fmt: skip
     if options.resume and (WORK / "results.json").exists():
         # The runs an interrupted benchmark finished are kept; only the missing ones run now.
@@ -551,21 +553,37 @@ def measure(options) -> dict:
             for kind in (CONNECT, SUBMIT) if rep % 2 == 0 else (SUBMIT, CONNECT):
                 if (rep, kind) in finished:
                     continue
-                setup = Setup(options, kind, rep, engine, db)
-                log(f"rep {rep + 1}/{options.reps}, {kind}: {setup.dir}")
+                setup, commit = Setup(options, kind, rep, engine, db), code_version()
+                log(f"rep {rep + 1}/{options.reps}, {kind}: {setup.dir} (code {commit})")
                 try:
                     steps = setup.run_all()
                 except Exception as error:  # noqa: BLE001 - recorded; the other runs go on
                     log(f"rep {rep + 1}/{options.reps}, {kind}: ERROR {error}")
-                    results["runs"].append({"rep": rep, "kind": kind, "error": str(error)[-2000:], "steps": {}})
+                    results["runs"].append(
+                        {"rep": rep, "kind": kind, "commit": commit, "error": str(error)[-2000:], "steps": {}}
+                    )
                     continue
-                results["runs"].append({"rep": rep, "kind": kind, "steps": _plain(steps)})
+                results["runs"].append({"rep": rep, "kind": kind, "commit": commit, "steps": _plain(steps)})
                 (WORK / "results.json").write_text(json.dumps(results, indent=1))
     finally:
         engine.down()
         results["load_at_end"] = os.getloadavg()
         (WORK / "results.json").write_text(json.dumps(results, indent=1))
     return results
+
+
+def code_version() -> str:
+    """The checkout's commit, ``+changes`` when the code the runs load (include/, dags/, jobs/) differs from it.
+
+    Task processes and the engine's Python workers load the project's files when they start, so
+    a change during a long benchmark reaches its later runs: each run records the version it started with.
+    """
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    changed = git("status", "--porcelain", "--", "include", "dags", "jobs")
+    return (git("rev-parse", "--short", "HEAD") or "unknown") + ("+changes" if changed else "")
 
 
 def _plain(steps: dict) -> dict:
@@ -693,12 +711,12 @@ def render(results: dict) -> str:
         f"* **Spark:** connect = the Airflow connection `spark_lakehouse` of type `spark_connect`, every Spark task "
         f"a client in its task's process of one engine (`local[2]`, port {o['engine_port']}) started before "
         "anything is timed: start-up "
-        + " and ".join(f"{wall:.1f} s wall, {cpu:.1f} s CPU" for wall, cpu in starts)
-        + " (`python -m lakehouse_tools.engine up` until it answers a query; once per benchmark"
-        + (", again when it was resumed" if len(starts) > 1 else "")
-        + "). "
+        + (f"{starts[0][0]:.1f} s wall, {starts[0][1]:.1f} s CPU" if starts else "not measured")
+        + "".join(f" (restarted for the resumed runs: {wall:.1f} s, {cpu:.1f} s CPU)" for wall, cpu in starts[1:])
+        + ", i.e. `python -m lakehouse_tools.engine up` until the server answers a query, once per benchmark. "
         "submit = `{\"conn_type\": \"spark\", \"host\": \"local[2]\"}`, one spark-submit per Spark task, driver "
         f"JVM options `{o['submit_java_options'] or '(none)'}` (the tests' fast start).",
+        *code_line(results),
         "* **CPU** = user + system seconds of every process of the step (the Airflow command or services, task "
         "processes, spark-submit JVMs and Python drivers) plus, for connect, the engine's server JVM and its "
         "Python workers over the same interval. Median (min–max) over the repetitions.",
@@ -706,12 +724,26 @@ def render(results: dict) -> str:
         *table,
         "",
         interpretation(results),
+        *[f"\n{note}" for note in results.get("notes", [])],
     ]
     found = anomalies(results)
     if found:
         out += ["", "Not as expected in this run:", ""] + [f"* {a}" for a in found]
     out.append(END)
     return "\n".join(out) + "\n"
+
+
+def code_line(results: dict) -> list[str]:
+    """The project's version the runs started with (a list item), when they recorded it."""
+    versions = {}
+    for run in results["runs"]:
+        if run.get("commit"):
+            versions.setdefault(run["commit"], []).append(f"rep {run['rep'] + 1} {run['kind']}")
+    if not versions:
+        return []
+    if len(versions) == 1:
+        return [f"* **Code:** {next(iter(versions))}"]
+    return ["* **Code:** it changed during the run: " + "; ".join(f"{v} ({', '.join(r)})" for v, r in versions.items())]
 
 
 def interpretation(results: dict) -> str:
@@ -725,6 +757,7 @@ def interpretation(results: dict) -> str:
     if idle_c and idle_s:
         cpu_c, cpu_s = m(CONNECT, "idle", "cpu"), m(SUBMIT, "idle", "cpu")
         tasks_c, preflight_c = m(CONNECT, "idle", "spark_tasks"), m(CONNECT, "idle", "preflight")
+        preflight_s = m(SUBMIT, "idle", "preflight")
         parts.append(
             f"With nothing new, a DAG run on the warm engine takes {idle_c:.0f} s instead of {idle_s:.0f} s"
             + (f", {cpu_c:.0f} s of CPU instead of {cpu_s:.0f} s" if cpu_c and cpu_s else "")
@@ -732,11 +765,11 @@ def interpretation(results: dict) -> str:
             "(§4, §10) only to find nothing new; on the engine each is a client whose freshness check reads a "
             "few files and starts no query"
             + (f" (all {spark_tasks} together {tasks_c:.1f} s)" if tasks_c is not None else "")
-            + ". What is left is Airflow's own cost"
+            + ". What is left is Airflow's own cost: parsing, task start-up, the metadata DB and the other tasks"
             + (
-                f", and the preflight task ({preflight_c:.0f} s), which imports pyspark and opens a Connect "
-                "session to check that the engine answers a query"
-                if preflight_c
+                f" (the preflight task alone takes {preflight_c:.0f} s on the engine, where it opens a Connect "
+                f"session and runs a query, {preflight_s:.0f} s by spark-submit)"
+                if preflight_c and preflight_s
                 else ""
             )
             + "."
@@ -755,7 +788,8 @@ def interpretation(results: dict) -> str:
     back_c, back_s = m(CONNECT, "backfill"), m(SUBMIT, "backfill")
     if back_c and back_s:
         span_c, span_s = m(CONNECT, "backfill", "runs_span"), m(SUBMIT, "backfill", "runs_span")
-        retries_c, retries_s = m(CONNECT, "backfill", "retries"), m(SUBMIT, "backfill", "retries")
+        retried = [r for r in samples(results, CONNECT, "backfill", "retries") if r]
+        retries_s = max(samples(results, SUBMIT, "backfill", "retries") or [0])
         cpu_c, cpu_s = m(CONNECT, "backfill", "cpu"), m(SUBMIT, "backfill", "cpu")
         parts.append(
             f"The 3-hour backfill through the scheduler takes {back_c:.0f} s vs {back_s:.0f} s"
@@ -764,13 +798,15 @@ def interpretation(results: dict) -> str:
             + "; its 3 runs run at once, so by spark-submit several drivers at a time share the 2 cores, on the engine "
             "their clients share one JVM."
         )
-        if retries_c and retries_c > (retries_s or 0):
+        if retried and not retries_s:
+            reps = len(samples(results, CONNECT, "backfill", "retries"))
             parts.append(
-                f"The engine's backfill still pays about {retries_c:.0f} Airflow retries (a minute apart) of "
-                "gold tasks whose replace-hours write lost a Delta conflict to a concurrent run "
-                "(`DELTA_CONCURRENT_APPEND`): `lakehouse.sinks.with_conflict_retries` retries such a conflict "
-                "within the job by spark-submit, but over Spark Connect the exception arrives as pyspark's "
-                "`UnknownException`, which it does not recognise."
+                f"In {len(retried)} of {reps} repetitions the engine's backfill paid Airflow retries (a minute "
+                f"apart; {', '.join(f'{r:.0f}' for r in retried)}) of gold tasks whose replace-hours write lost a "
+                "Delta conflict to a concurrent run (`DELTA_CONCURRENT_APPEND`, listed below): "
+                "`lakehouse.sinks.with_conflict_retries` retries such a conflict within the job, "
+                "and did by spark-submit, but these arrived over Spark Connect as pyspark's `UnknownException`, "
+                "which it did not recognise as a conflict."
             )
     if not parts:
         return "Too few successful runs to compare."
@@ -840,9 +876,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--summary", help="update this benchmark's keys in that JSON file")
     parser.add_argument("--from-results", help="render an earlier run's results.json instead of measuring")
     parser.add_argument("--resume", action="store_true", help="keep the runs an interrupted benchmark finished")
+    parser.add_argument(
+        "--note", action="append", default=[],
+        help="a paragraph about this run for the section (kept in its results.json); repeatable",
+    )  # fmt: skip
     options = parser.parse_args(argv)
     if options.from_results:
         results = json.loads(Path(options.from_results).read_text())
+        if options.note:
+            results["notes"] = options.note
+            Path(options.from_results).write_text(json.dumps(results, indent=1))
     else:
         results = measure(options)
     section = render(results)

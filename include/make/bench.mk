@@ -7,7 +7,7 @@
 #   make bench BENCH_ARGS='--sizes 2M,10M'       # other sizes / repetitions / stages
 #   make bench-smoke                             # the benchmark code on tiny data (also in `make test`)
 #   make bench-driver-start                      # driver JVM options of short runs: section 10 of BENCHMARKS.md
-#   make bench-engine                            # DAG runs on the warm engine vs spark-submit: section 11 (30-60 minutes)
+#   make bench-engine                            # DAG runs on the warm engine vs spark-submit: section 11 (about 45 minutes on 2 quiet cores)
 
 BENCH_ARGS ?= --sizes 100k,300k --reps 3 --growth-runs 50 --backfill-eps 2 --tune-growth-runs 3
 
