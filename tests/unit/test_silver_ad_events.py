@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse import catalog
+from lakehouse.tables import silver_ad_events as silver
 from lakehouse.tables.bronze_ad_events import bronze_ad_events
 from lakehouse.tables.silver_ad_events import (
     classify_ad_events,
@@ -261,3 +262,46 @@ def test_the_oracle_gives_each_bad_line_the_same_reason(tmp_path):
         assert dict(expected.quarantined) == {reason: 1}, line
     valid = expected_from_lines(["\ufeff" + event(), event(event_id="e-2") + " \r"], campaigns_csv, INGESTED)
     assert (set(valid.events), valid.duplicates, dict(valid.quarantined)) == ({"e-1", "e-2"}, 0, {})
+
+
+# Lines near the producer's form (the shortcut of classify_ad_events): each is classified the same
+# whether or not the shortcut may take it.
+NEAR_PRODUCER_FORM = [
+    event(),
+    event(user_id=""),  # blank values are in the form: still missing_required_field
+    event(user_id=" \t"),
+    event(event_time="12x"),
+    event(event_time="2026-11-20T00:00:05+01:00"),
+    event(ad_id="ad-404"),
+    event(event_type="hover"),
+    event(ad_type="popup"),
+    event(event_time=str(TEN_AM_MS + 3 * 86_400_000)),  # days ahead of ingestion
+    event().replace("10.0.0.1", "10.0.0.1 \u00e9\u4e2d\U0001f600"),  # non-ASCII, unescaped: in the form
+    json.dumps(json.loads(event()), separators=(",", ":")),  # compact
+    "  " + event() + " \t",
+    event().replace(", ", " ,\t"),
+    event(user_id='u"1'),  # an escape: the general path
+    event(user_id="u\\1"),
+    event().replace('"e-1"', '"e\\u002d1"'),
+    event() + "{}",
+    event() + " x",
+    event()[:-1] + ', "extra": "drift"}',
+    event()[:-1] + ', "event_id": "e-2"}',  # a duplicate key
+    json.dumps({**{k: v for k, v in json.loads(event()).items() if k != "event_id"}, "event_id": "e-1"}),  # other order
+    event().replace('"e-1"', "7"),  # a number
+    "\ufeff" + event(),
+    "",
+    "   ",
+    "{}",
+    "[]",
+]
+
+
+def test_the_producer_form_shortcut_classifies_like_the_general_path(spark, campaigns):
+    lines = bronze(spark, *NEAR_PRODUCER_FORM)
+    assertDataFrameEqual(
+        classify_ad_events(lines, campaigns), classify_ad_events(lines, campaigns, shortcut=False)
+    )
+    # The test means something only if the shortcut took some of these lines and left others.
+    taken = lines.filter(F.col("raw_line").rlike(silver.PRODUCER_FORM)).count()
+    assert taken == 12, taken  # the first 13 lines but the one whose tab json.dumps escapes
