@@ -62,13 +62,15 @@ from lakehouse import catalog  # noqa: E402
 from lakehouse.config import Lakehouse  # noqa: E402
 from lakehouse.spark import fast_start_java_options  # noqa: E402
 
+from bench.sections import markers, replace_section, update_summary  # noqa: E402
+
 DAG_ID = "ysb_hourly"
 START = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
 WORK = PROJECT_DIR / ".local" / "bench" / "engine"
 CONNECT, SUBMIT = "connect", "submit"
 ENGINE_LABELS = {CONNECT: "Spark Connect (warm engine)", SUBMIT: "spark-submit (`local[2]`)"}
 SPARK_TASKS = {t.task for t in catalog.tasks()} | {"full_refresh"}
-BEGIN, END = "<!-- bench/engine_runs.py: begin -->", "<!-- bench/engine_runs.py: end -->"
+BEGIN, END = markers("bench/engine_runs.py")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # bench/results/summary.json: key prefix -> step (connect unsuffixed, spark-submit with `_spark_submit`).
 SUMMARY_KEYS = {
@@ -814,17 +816,6 @@ def interpretation(results: dict) -> str:
     return " ".join(parts)
 
 
-def replace_section(path: Path, section: str) -> None:
-    """Put ``section`` between this script's markers in ``path`` (appended when they are absent)."""
-    text = path.read_text() if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-
-
 def summary_figures(results: dict) -> dict:
     """The medians bench/results/summary.json holds (connect unsuffixed, spark-submit ``_spark_submit``)."""
     out: dict = {}
@@ -850,14 +841,6 @@ def engine_starts(results: dict) -> list[tuple[float, float]]:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
-
-
-def update_summary(path: Path, figures: dict) -> None:
-    """Update this benchmark's keys of a flat JSON object, keeping every other key."""
-    current = json.loads(path.read_text()) if path.exists() else {}
-    current.update(figures)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -891,7 +874,7 @@ def main(argv: list[str] | None = None) -> None:
     section = render(results)
     print(section)
     if options.out:
-        replace_section(Path(options.out), section)
+        replace_section(Path(options.out), section, BEGIN, END)
     if options.summary:
         update_summary(Path(options.summary), summary_figures(results))
 
