@@ -8,13 +8,16 @@
 #   make bench-smoke                             # the benchmark code on tiny data (also in `make test`)
 #   make bench-driver-start                      # driver JVM options of short runs: section 10 of BENCHMARKS.md
 #   make bench-engine                            # DAG runs on the warm engine vs spark-submit: section 11 (about 45 minutes on 2 quiet cores)
+#   make bench-compare                           # per-event CPU beside a minimal Spark job, DuckDB and Polars at 1M and 5M events:
+#                                                # section 12 (about 50 minutes on 2 quiet cores; the first run also generates 5M events)
 
 BENCH_ARGS ?= --sizes 100k,300k --reps 3 --growth-runs 50 --backfill-eps 2 --tune-growth-runs 3
 
 DRIVER_START_ARGS ?= --reps 3
 ENGINE_BENCH_ARGS ?= --reps 3
+COMPARE_ARGS ?= --sizes 1M,5M --reps 2
 
-.PHONY: bench bench-smoke bench-driver-start bench-engine
+.PHONY: bench bench-smoke bench-driver-start bench-engine bench-compare
 
 bench: setup  ## the benchmarks: BENCHMARKS.md from a full run (BENCH_ARGS to change sizes, repetitions, stages)
 	python -m bench.ysb_bench $(BENCH_ARGS) --out $(ROOT)/BENCHMARKS.md
@@ -27,3 +30,6 @@ bench-driver-start: setup driver-cds  ## CPU and wall time of a pipeline pass pe
 
 bench-engine: setup  ## Airflow DAG runs on the warm engine vs spark-submit (BENCHMARKS.md section 11, bench/results/summary.json)
 	python -m bench.engine_runs $(ENGINE_BENCH_ARGS) --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
+
+bench-compare: setup  ## the project's CPU per event beside a minimal Spark job, DuckDB and Polars (BENCHMARKS.md section 12, summary.json)
+	python -m bench.engine_compare $(COMPARE_ARGS) --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json

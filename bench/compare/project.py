@@ -1,0 +1,51 @@
+"""Contender ``project``: the project's pipeline, every task in DAG order, on a driver in this process.
+
+Each task runs through :func:`bench.ysb.worker.run_tasks` (``lakehouse.runner.run(task,
+["--lakehouse-root", root])`` with ``LAKEHOUSE_ENGINE=local``), one incremental availableNow run per
+task as the hourly DAG runs them, into an empty lakehouse whose landing zone is the dataset's. The
+session is built first, with the settings the plain Spark job gets (``DEFAULT_CONF``, ``local[2]``,
+the YSB benchmark's driver settings); the tasks' own ``build_spark_session`` calls reuse it.
+
+CPU per task: this Python process's own (``RUSAGE_SELF``, every thread: the driver and its
+``foreachBatch`` callbacks) plus the driver JVM's and its descendants' (``/proc``; the JVM is a live
+child, so ``RUSAGE_CHILDREN`` would not see it), read before and after the task.
+"""
+
+from __future__ import annotations
+
+import time
+
+from bench.compare.processes import self_cpu, tree_cpu
+
+
+def run(spec: dict) -> dict:
+    from lakehouse import catalog
+    from lakehouse.config import Lakehouse
+    from lakehouse.spark import build_spark_session
+
+    from bench.ysb.measuring import jvm_pid
+    from bench.ysb.tasks import PIPELINE
+    from bench.ysb.worker import BENCH_SPARK_CONF, run_tasks
+
+    started = time.perf_counter()
+    spark = build_spark_session(
+        "compare-project", {**BENCH_SPARK_CONF, "spark.master": "local[2]"}, engine_kind="local"
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    pid = jvm_pid(spark)
+
+    def cpu() -> float:
+        return self_cpu() + (tree_cpu(pid) if pid else 0.0)
+
+    setup = {"wall": time.perf_counter() - started, "cpu": cpu()}  # imports, JVM start, session (from process start)
+    lakehouse = Lakehouse(spec["root"])
+    tasks = {}
+    for task in PIPELINE:
+        before = cpu()
+        seconds = run_tasks(lakehouse, (task,))["seconds"]
+        tasks[task] = {"wall": seconds[task], "cpu": cpu() - before, "layer": catalog.task(task).layer}
+    started_stop = time.perf_counter()
+    before = cpu()
+    spark.stop()
+    stop = {"wall": time.perf_counter() - started_stop, "cpu": cpu() - before}
+    return {"setup": setup, "tasks": tasks, "stop": stop, "jvm_found": pid is not None}
