@@ -65,16 +65,15 @@ def run(spec: dict) -> dict:
     """)  # fmt: skip
     steps["classify"] = time.perf_counter() - began
     began = time.perf_counter()
-    columns = ", ".join(name for name in FIELDS if name != "event_time")
+    typed = ", ".join("CAST(epoch_ms(millis) AS TIMESTAMPTZ) AS event_time" if name == "event_time" else name for name in FIELDS)
     con.execute(f"""
         CREATE TEMP TABLE silver AS
-        SELECT DISTINCT ON (event_id) {columns}, CAST(epoch_ms(millis) AS TIMESTAMPTZ) AS event_time, campaign_id,
-               source_file, ingested_at
+        SELECT DISTINCT ON (event_id) {typed}, campaign_id, source_file, ingested_at
         FROM classified WHERE reason IS NULL
     """)  # fmt: skip
     steps["dedup"] = time.perf_counter() - began
     write(
-        f"""SELECT {columns}, event_time, campaign_id, source_file, ingested_at,
+        f"""SELECT {", ".join(FIELDS)}, campaign_id, source_file, ingested_at,
                    CAST(event_time AS DATE) AS event_date, CAST(hour(event_time) AS INTEGER) AS event_hour
             FROM silver""",
         SILVER,

@@ -64,8 +64,8 @@ def run(spec: dict) -> dict:
         .filter(pl.col("reason").is_null())
         .unique(subset="event_id", keep="any")
         .select(
-            *[name for name in FIELDS if name != "event_time"], event_time.alias("event_time"), "campaign_id",
-            "source_file", "ingested_at",
+            *[event_time.alias(name) if name == "event_time" else name for name in FIELDS],
+            "campaign_id", "source_file", "ingested_at",
         )  # fmt: skip
         .with_columns(event_date=pl.col("event_time").dt.date(), event_hour=pl.col("event_time").dt.hour().cast(pl.Int32))
         .collect()
