@@ -48,6 +48,7 @@ WORK = PROJECT_DIR / ".local" / "bench" / "compare"
 DATA = PROJECT_DIR / ".local" / "bench" / "data"
 BEGIN, END = markers("bench/engine_compare.py")
 RUN_TIMEOUT = 3 * 3600
+DEFAULT_ARGS = "--sizes 1M,5M --reps 2"  # make bench-compare's (COMPARE_ARGS in include/make/bench.mk)
 
 
 def log(message: str) -> None:
@@ -231,6 +232,12 @@ def command_line(options) -> str:
     return " ".join(parts)
 
 
+def make_command(command: str) -> str:
+    """The make line that runs ``command`` (the default arguments are include/make/bench.mk's COMPARE_ARGS)."""
+    args = command.removeprefix("python -m bench.engine_compare").strip()
+    return "`make bench-compare`" if args == DEFAULT_ARGS else f"`make bench-compare COMPARE_ARGS='{args}'`"
+
+
 def check_summary(checked: dict) -> str:
     if "error" in checked:
         return checked["error"]
@@ -328,7 +335,8 @@ def render(results: dict) -> str:
         BEGIN,
         "## 12. Per-event cost beside a minimal Spark job, DuckDB and Polars (issue 13)",
         "",
-        f"* **Command:** `make bench-compare` (`{results['command']} --out BENCHMARKS.md --summary bench/results/summary.json`)",
+        f"* **Command:** {make_command(results['command'])}, i.e. "
+        f"`{results['command']} --out BENCHMARKS.md --summary bench/results/summary.json`",
         f"* **Date:** {results['measured_at']}"
         + (f" → {results['finished_at']}" if results.get("finished_at") else " (did not finish)")
         + f"; load average at the start {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}"
