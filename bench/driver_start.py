@@ -30,12 +30,13 @@ from lakehouse.config import Lakehouse, jar_paths
 from lakehouse.spark import FAST_START_JAVA_OPTIONS, driver_cds_archive, fast_start_java_options
 from lakehouse_tools.generator import parse_hour, write_campaigns, write_hours
 
+from bench.sections import markers, replace_section
 from bench.ysb.measuring import run_measured
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 # Every task of the catalog, in DAG order: one spark-submit of jobs/run.py each.
 JOBS = tuple(entry.task for entry in catalog.tasks())
-BEGIN, END = "<!-- bench/driver_start.py: begin -->", "<!-- bench/driver_start.py: end -->"
+BEGIN, END = markers("bench/driver_start.py")
 
 
 def option_sets() -> dict[str, str]:
@@ -143,17 +144,6 @@ def render(measured: dict, options: argparse.Namespace, started: datetime, load:
     return "\n".join(out) + "\n"
 
 
-def replace_section(path: Path, section: str) -> None:
-    """Put ``section`` between the markers in ``path`` (appended when the markers are absent)."""
-    text = path.read_text() if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=3)
@@ -167,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     section = render(measure(options), options, started, load)
     print(section)
     if options.out:
-        replace_section(Path(options.out), section)
+        replace_section(Path(options.out), section, BEGIN, END)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.compare import CONTENDERS, LABELS, output_tables, spec_for
-from bench.sections import markers, replace_section, update_summary
+from bench.sections import markers, publish
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 WORK = PROJECT_DIR / ".local" / "bench" / "compare"
@@ -536,12 +536,7 @@ def main(argv: list[str] | None = None) -> None:
             save(results, Path(options.from_results))
     else:
         results = measure(options, Path(options.work_dir) / "results.json")
-    section = render(results)
-    print(section)
-    if options.out:
-        replace_section(Path(options.out), section, BEGIN, END)
-    if options.summary:
-        update_summary(Path(options.summary), summary_figures(results))
+    publish(render(results), options.out, options.summary, summary_figures(results))
 
 
 if __name__ == "__main__":

@@ -37,11 +37,9 @@ from ``/proc/<pid>/stat``) over the same interval.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import platform
-import resource
 import secrets
 import shutil
 import signal
@@ -58,11 +56,12 @@ PROJECT_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_DIR / "tests"))  # airflow_env: the tests' isolated Airflow
 
 from airflow_env import AirflowServices, airflow_environment  # noqa: E402
+from bench.compare.processes import become_subreaper, children_cpu, reap_all, tree_cpu  # noqa: E402
 from lakehouse import catalog  # noqa: E402
 from lakehouse.config import Lakehouse  # noqa: E402
 from lakehouse.spark import fast_start_java_options  # noqa: E402
 
-from bench.sections import markers, replace_section, update_summary  # noqa: E402
+from bench.sections import markers, publish  # noqa: E402
 
 DAG_ID = "ysb_hourly"
 START = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
@@ -71,7 +70,6 @@ CONNECT, SUBMIT = "connect", "submit"
 ENGINE_LABELS = {CONNECT: "Spark Connect (warm engine)", SUBMIT: "spark-submit (`local[2]`)"}
 SPARK_TASKS = {t.task for t in catalog.tasks()} | {"full_refresh"}
 BEGIN, END = markers("bench/engine_runs.py")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 # bench/results/summary.json: key prefix -> step (connect unsuffixed, spark-submit with `_spark_submit`).
 SUMMARY_KEYS = {
     "no_new_data_dag_run": "idle",
@@ -88,63 +86,9 @@ def log(message: str) -> None:
 # CPU time from /proc and getrusage
 
 
-def _proc_stats() -> dict[int, tuple[int, float]]:
-    """pid -> (parent pid, user + system + reaped children's CPU seconds) of every process."""
-    stats = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        rest = text[text.rfind(")") + 2 :].split()
-        # Fields 4 (ppid) and 14..17 (utime, stime, cutime, cstime) of proc(5); rest[0] is field 3.
-        stats[int(entry.name)] = (int(rest[1]), sum(int(v) for v in rest[11:15]) / CLK_TCK)
-    return stats
-
-
-def tree_cpu(root: int, include_root: bool = True) -> float:
-    """CPU seconds of ``root``'s live process tree (each process with the children it has reaped)."""
-    stats = _proc_stats()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        if pid in stats and (include_root or pid != root):
-            total += stats[pid][1]
-        todo += children.get(pid, [])
-    return total
-
-
 def own_cpu() -> float:
     """CPU of everything this process started: reaped children (getrusage) + live descendants (/proc)."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime + tree_cpu(os.getpid(), include_root=False)
-
-
-def become_subreaper() -> None:
-    """Orphaned descendants (a task process whose parent was killed) are re-parented to this process,
-    so their CPU reaches RUSAGE_CHILDREN when :func:`reap` collects them (Linux >= 3.4)."""
-    PR_SET_CHILD_SUBREAPER = 36
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def reap(timeout: float = 30) -> list[int]:
-    """Collect exited children (orphans handed to this subreaper); return the pids still alive after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        except ChildProcessError:
-            return []
-        alive = [pid for pid, (ppid, _) in _proc_stats().items() if ppid == os.getpid()]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.2)
+    return children_cpu() + tree_cpu(os.getpid(), include_root=False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -382,7 +326,7 @@ class Setup:
         if self.kind == CONNECT:
             step.cpu = None if step.engine_cpu is None else step.cpu + step.engine_cpu
         step.commits = self.delta_commits() - commits
-        alive = reap(timeout=5) if leftovers else []
+        alive = reap_all(timeout=5) if leftovers else []
         if alive:
             step.anomalies.append(f"processes left running after the step: {alive}")
 
@@ -443,7 +387,7 @@ class Setup:
             self.timed(step, run, leftovers=False)  # the services run until stopped below
         finally:
             services.stop()
-            alive = reap()
+            alive = reap_all(timeout=30)
             if alive:
                 step.anomalies.append(f"processes left running after the services stopped: {alive}")
         (start, end), = self.query(
@@ -871,12 +815,7 @@ def main(argv: list[str] | None = None) -> None:
             Path(options.from_results).write_text(json.dumps(results, indent=1))
     else:
         results = measure(options)
-    section = render(results)
-    print(section)
-    if options.out:
-        replace_section(Path(options.out), section, BEGIN, END)
-    if options.summary:
-        update_summary(Path(options.summary), summary_figures(results))
+    publish(render(results), options.out, options.summary, summary_figures(results))
 
 
 if __name__ == "__main__":

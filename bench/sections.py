@@ -36,3 +36,13 @@ def update_summary(path: Path, figures: dict) -> None:
     current.update(figures)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
+
+
+def publish(section: str, out: str | None, summary: str | None, figures: dict) -> None:
+    """Print a benchmark's section; put it in the Markdown file ``out`` and its figures in ``summary`` when given."""
+    print(section)
+    begin, end = section.splitlines()[0], section.rstrip("\n").splitlines()[-1]
+    if out:
+        replace_section(Path(out), section, begin, end)
+    if summary:
+        update_summary(Path(summary), figures)

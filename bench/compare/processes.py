@@ -89,7 +89,7 @@ def proc_stats() -> dict[int, tuple[int, float]]:
     return stats
 
 
-def tree_cpu(root: int) -> float:
+def tree_cpu(root: int, include_root: bool = True) -> float:
     """CPU seconds so far of the live process ``root`` and its descendants (each with the children it reaped)."""
     stats = proc_stats()
     children: dict[int, list[int]] = {}
@@ -98,7 +98,8 @@ def tree_cpu(root: int) -> float:
     total, todo = 0.0, [root]
     while todo:
         pid = todo.pop()
-        total += stats.get(pid, (0, 0.0))[1]
+        if pid in stats and (include_root or pid != root):
+            total += stats[pid][1]
         todo += children.get(pid, [])
     return total
 
