@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from datetime import timedelta
 
@@ -61,6 +63,29 @@ def wait_for_runs(env, count: int, log_dir, timeout: float = 1800) -> list[dict]
     raise AssertionError(f"DAG runs did not finish in {timeout} s: {dag_runs(env)}; logs in {log_dir}")
 
 
+# The backfills not yet marked complete. The scheduler marks one complete every 30 s once its runs
+# have finished; until then `backfill create` for the DAG refuses ("Another backfill is running").
+OPEN_BACKFILLS = """
+from sqlalchemy import func, select
+from airflow.models.backfill import Backfill
+from airflow.utils.session import create_session
+with create_session() as session:
+    print(session.scalar(select(func.count()).select_from(Backfill).where(Backfill.completed_at.is_(None))))
+"""
+
+
+def wait_for_backfill_completed(env, timeout: float = 120) -> None:
+    """Wait until the scheduler has marked every backfill of this metadata DB complete."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = subprocess.run([sys.executable, "-c", OPEN_BACKFILLS], env=env, capture_output=True, text=True, timeout=120)
+        assert found.returncode == 0, found.stderr[-3000:]
+        if found.stdout.strip().splitlines()[-1] == "0":
+            return
+        time.sleep(5)
+    raise AssertionError(f"the scheduler did not mark the backfill complete in {timeout} s")
+
+
 def describe_failures(env, runs: list[dict]) -> str:
     """Task states of every run that did not succeed, and the tail of their failed tasks' logs."""
     from pathlib import Path
@@ -106,7 +131,8 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
         # The 3 backfill runs, and the incremental run the scheduler starts for the latest hour
         # as soon as it sees the unpaused DAG (catchup=False): it ingests hour 02:00 meanwhile.
         runs = wait_for_runs(env, count=4, log_dir=services.log_dir)
-    elapsed = time.monotonic() - started
+        elapsed = time.monotonic() - started
+        wait_for_backfill_completed(env)
     assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
     # `list-runs` has no run type column; Airflow names a run after its type ("backfill__<date>").
     assert sorted(run["run_id"].split("__")[0] for run in runs) == ["backfill", "backfill", "backfill", "scheduled"], runs
