@@ -96,3 +96,28 @@ def latest_commit_info(path: str) -> dict:
             if '"commitInfo"' in line:
                 return json.loads(line).get("commitInfo") or {}
     return {}
+
+
+def tagged_commit_info(path: str, user_metadata: str) -> dict | None:
+    """The ``commitInfo`` of the newest commit whose ``userMetadata`` is ``user_metadata`` (None: none).
+
+    Searched newest first: the commits looked for (a micro-batch's MERGE) are recent. Only the
+    JSON commits are searched; those that log clean-up removed are gone from the history too.
+    """
+    log = Path(path) / "_delta_log"
+    try:
+        versions = sorted((int(m[1]) for p in log.iterdir() if (m := _COMMIT.match(p.name))), reverse=True)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for version in versions:
+        try:
+            with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
+                for line in commit:
+                    if '"commitInfo"' in line:
+                        info = json.loads(line).get("commitInfo") or {}
+                        if info.get("userMetadata") == user_metadata:
+                            return info
+                        break
+        except FileNotFoundError:  # removed by log clean-up meanwhile
+            continue
+    return None

@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from lakehouse import delta_log
 from lakehouse.catalog import Table
 from lakehouse.config import TablePaths
@@ -51,22 +50,18 @@ def txn_tag(app_id: str, batch_id: int) -> str:
     return f"txn {app_id} {batch_id}"
 
 
-def committed_merge_inserted(spark: SparkSession, table: TablePaths, app_id: str, batch_id: int) -> int | None:
-    """The rows that the MERGE committed under (``app_id``, ``batch_id``) inserted, from the table's history.
+def merge_figures(table: TablePaths, app_id: str, batch_id: int) -> tuple[int, int] | None:
+    """(source rows, rows inserted) of the MERGE committed under (``app_id``, ``batch_id``).
 
-    A replayed batch whose MERGE Delta skipped (it was committed before a crash) still needs its
-    figures for the batch's metrics row. None when the commit is not in the retained history.
+    Read from the commit's own record in the table's log (its ``operationMetrics``), found by its
+    :func:`txn_tag`: the same figures whether the MERGE ran now or before a crash (a replayed batch
+    whose MERGE Delta skipped). None when the commit is no longer in the log.
     """
-    for limit in (" LIMIT 50", ""):  # the commit is recent: the newest ones first, the whole history if not
-        found = (
-            spark.sql(f"DESCRIBE HISTORY delta.`{table.path}`{limit}")
-            .where(F.col("userMetadata") == txn_tag(app_id, batch_id))
-            .select("operationMetrics")
-            .collect()
-        )
-        if found:
-            return int(found[0].operationMetrics["numTargetRowsInserted"])
-    return None
+    info = delta_log.tagged_commit_info(table.path, txn_tag(app_id, batch_id))
+    if info is None:
+        return None
+    metrics = info.get("operationMetrics") or {}
+    return int(metrics.get("numSourceRows", 0)), int(metrics.get("numTargetRowsInserted", 0))
 
 
 def ensure_table(spark: SparkSession, table: TablePaths, declared: Table) -> None:
@@ -113,14 +108,14 @@ def _dml_transaction(spark: SparkSession, app_id: str, batch_id: int) -> Iterato
 
 def merge_new_rows(
     spark: SparkSession, rows: DataFrame, table: TablePaths, key: str, hours: HourRange, app_id: str, batch_id: int
-) -> int | None:
+) -> bool:
     """Insert the rows whose ``key`` the table does not hold yet (an insert-only MERGE).
 
     The match is restricted to ``hours`` so Delta reads only the partitions the batch touches:
     the cost follows the new data, not the size of the table. Insert-only MERGE only adds files,
     so downstream streams read the new rows as plain appends. New columns in ``rows`` are added
-    to the table (schema evolution). Returns the number of rows inserted (None when Delta skipped
-    the batch as already committed).
+    to the table (schema evolution). False when Delta skipped the batch as already committed
+    (:func:`merge_figures` has what it did either way).
     """
     condition = f"t.{key} = s.{key} AND ({_qualify(hours.silver_predicate(), 't')})"
     with _dml_transaction(spark, app_id, batch_id):
@@ -129,8 +124,7 @@ def merge_new_rows(
             "WHEN NOT MATCHED THEN INSERT *",
             rows=rows,
         ).collect()
-    first = metrics[0] if metrics else None
-    return first["num_inserted_rows"] if first is not None and "num_inserted_rows" in first else None
+    return bool(metrics) and "num_inserted_rows" in metrics[0]
 
 
 def replace_hours(

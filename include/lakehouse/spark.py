@@ -24,8 +24,14 @@ from lakehouse.config import ConfigError, engine_settings, jar_paths, jars_dir
 
 ENGINES = ("connect", "local")
 
+# HotSpot leaves a method of more than 8000 bytecode bytes interpreted for good. Spark's generated
+# code for silver's classification is one such method; a driver that runs for more than seconds
+# gains from compiling it (1M lines: 23 -> 17 CPU-s, BENCHMARKS.md section 12).
+LONG_RUN_JAVA_OPTIONS = "-XX:-DontCompileHugeMethods"
+
 # Defaults sized for 2 cores; a cluster deployment overrides them with --conf.
 DEFAULT_CONF = {
+    "spark.driver.extraJavaOptions": LONG_RUN_JAVA_OPTIONS,
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.sql.session.timeZone": "UTC",

@@ -62,7 +62,8 @@ def server_command() -> list[str]:
         "--driver-memory", os.environ.get("LAKEHOUSE_ENGINE_MEMORY", "3g"),
         "--jars", ",".join(jar_paths()),
         "--driver-java-options",
-        f"-Dlog4j2.configurationFile={LOG_CONFIG} -Dlakehouse.engine.level={os.environ.get('LAKEHOUSE_ENGINE_LOG_LEVEL', 'WARN')}",
+        f"{conf.pop('spark.driver.extraJavaOptions')} -Dlog4j2.configurationFile={LOG_CONFIG}"
+        f" -Dlakehouse.engine.level={os.environ.get('LAKEHOUSE_ENGINE_LOG_LEVEL', 'WARN')}",
     ]  # fmt: skip
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]

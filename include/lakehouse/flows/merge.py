@@ -26,9 +26,9 @@ from lakehouse.hours import HourRange
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, run_available_now
 from lakehouse.sinks import (
     append,
-    committed_merge_inserted,
     committed_txns,
     ensure_table,
+    merge_figures,
     merge_new_rows,
     replace_hours,
     txn_app_id,
@@ -46,15 +46,30 @@ def accepted(classified: DataFrame, table: Table) -> DataFrame:
     return classified.filter(F.col("reason").isNull()).select(*table.column_names).dropDuplicates([table.key])
 
 
+def cacheable(classified: DataFrame, table: Table, quarantine: Table) -> DataFrame:
+    """The columns a batch writes; a valid row's quarantine-only columns (its raw line) nulled.
+
+    What a micro-batch caches: the raw line is most of a row's bytes and only a rejected row keeps it.
+    """
+    keep = list(dict.fromkeys([*table.column_names, *quarantine.column_names, "reason"]))
+    rejected_only = set(quarantine.column_names) - set(table.column_names) - {"reason"}
+    return classified.select(
+        *[F.when(F.col("reason").isNotNull(), F.col(c)).alias(c) if c in rejected_only else F.col(c) for c in keep]
+    )
+
+
 def rejected(classified: DataFrame, quarantine: Table) -> DataFrame:
     """The rows that failed a check, with their raw line and reason, in the quarantine's columns."""
     return classified.filter(F.col("reason").isNotNull()).select(*quarantine.column_names)
 
 
-def batch_metrics(generation: int, batch_id: int, by_reason: dict, unique: int, inserted: int | None) -> dict:
+def batch_metrics(
+    generation: int, batch_id: int, by_reason: dict, unique: int | None, inserted: int | None
+) -> dict:  # fmt: skip
     """The stored account of one micro-batch: every line is valid, a duplicate or quarantined.
 
-    ``inserted`` is None only when the MERGE of a replayed batch is no longer in the table's history.
+    ``unique`` (the valid lines less the batch's duplicates) and ``inserted`` are None only when
+    the MERGE of a replayed batch is no longer in the table's log.
     """
     valid_lines = by_reason.get(None, 0)
     quarantined = {reason: count for reason, count in by_reason.items() if reason is not None}
@@ -64,8 +79,8 @@ def batch_metrics(generation: int, batch_id: int, by_reason: dict, unique: int, 
         "recorded_at": datetime.now(timezone.utc).replace(tzinfo=None),
         "lines": sum(by_reason.values()),
         "valid_lines": valid_lines,
-        "duplicates_in_batch": valid_lines - unique,
-        "duplicates_of_earlier_batches": unique - inserted if inserted is not None else None,
+        "duplicates_in_batch": valid_lines - unique if unique is not None else None,
+        "duplicates_of_earlier_batches": unique - inserted if unique is not None and inserted is not None else None,
         "inserted": inserted,
         "quarantined": sum(quarantined.values()),
         "quarantined_by_reason": quarantined,
@@ -96,22 +111,27 @@ class MergeBatch:
 
     def __call__(self, rows: DataFrame, batch_id: int) -> dict | None:
         table, layer, spark = self.table, self.table.layer, rows.sparkSession
-        classified = table.transform(rows, *self.static_inputs(spark)).persist()
+        classified = cacheable(table.transform(rows, *self.static_inputs(spark)), table, self.quarantine).persist()
         try:
-            by_reason = {row.reason: row["count"] for row in classified.groupBy("reason").count().collect()}
-            valid = accepted(classified, table).persist()
-            hours = HourRange.of(
-                row.hour for row in valid.select(F.date_trunc("hour", "event_time").alias("hour")).distinct().collect()
-            )
+            # One pass over the cached batch: the lines per reason, and the event hours of the valid ones.
+            hour = F.when(F.col("reason").isNull(), F.date_trunc("hour", "event_time")).alias("hour")
+            by_reason: dict = {}
+            touched = set()
+            for row in classified.groupBy("reason", hour).count().collect():
+                by_reason[row.reason] = by_reason.get(row.reason, 0) + row["count"]
+                if row.hour is not None:
+                    touched.add(row.hour)
+            hours = HourRange.of(touched)
             fault_point(f"{layer}.before_merge", batch_id)
-            inserted = 0
+            merged = False
             if hours:
-                inserted = with_conflict_retries(
+                merged = with_conflict_retries(
                     lambda: merge_new_rows(
-                        spark, valid, self.target, table.key, hours, self.app_ids[table.name], batch_id
+                        spark, accepted(classified, table), self.target, table.key, hours,
+                        self.app_ids[table.name], batch_id,
                     ),
                     f"{table.name} batch {batch_id}",
-                )
+                )  # fmt: skip
             fault_point(f"{layer}.after_merge", batch_id)
             append(
                 rejected(classified, self.quarantine),
@@ -121,18 +141,18 @@ class MergeBatch:
                 self.quarantine.partition_by,
             )
             fault_point(f"{layer}.after_quarantine", batch_id)
-            unique = valid.count()
-            valid.unpersist()
         finally:
             classified.unpersist()
-        if inserted is None:  # Delta skipped the MERGE: this batch's data was committed before a crash
+        # The MERGE's own record says how many rows it merged (the batch's unique valid rows) and inserted.
+        figures = merge_figures(self.target, self.app_ids[table.name], batch_id) if hours else (0, 0)
+        unique, inserted = figures if figures is not None else (None, None)
+        if hours and not merged:  # Delta skipped the MERGE: this batch's data was committed before a crash
             metrics_table = self.lakehouse.table(self.metrics.name)
             if committed_txns(spark, metrics_table).get(self.app_ids[self.metrics.name], -1) >= batch_id:
                 log.info("%s batch %d: already committed before a restart; skipped", table.name, batch_id)
                 return None
             # The driver died between the MERGE and the metrics append: the row is written now, with
-            # the MERGE's own count (its metrics append carries a txn id too: never written twice).
-            inserted = committed_merge_inserted(spark, self.target, self.app_ids[table.name], batch_id)
+            # the MERGE's own figures (its metrics append carries a txn id too: never written twice).
             log.info("%s batch %d: data committed before a restart, not its metrics row: writing it",
                      table.name, batch_id)
         metrics = batch_metrics(self.generation, batch_id, by_reason, unique, inserted)

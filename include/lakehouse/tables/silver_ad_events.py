@@ -150,9 +150,7 @@ def classify_ad_events(bronze: DataFrame, campaigns: DataFrame, *, shortcut: boo
     lines = bronze.withColumn("_raw_bytes", raw_bytes).withColumn(
         "_plain", in_producer_form if shortcut else F.lit(False)
     )
-    # Two branches, so that each is a small compiled loop: the general path's code would make the
-    # common one too big for the JIT (HotSpot does not compile a method over 8000 bytes).
-    fields = _fields_of_plain_lines(lines.filter("_plain")).unionByName(_fields_of_other_lines(lines.filter("NOT _plain")))
+    fields = _fields_of_lines(lines)
     enriched = fields.join(
         F.broadcast(campaigns.select(F.col("ad_id").alias("_dim_ad_id"), "campaign_id")),
         F.col("_ad_id") == F.col("_dim_ad_id"),
@@ -200,60 +198,46 @@ def classify_ad_events(bronze: DataFrame, campaigns: DataFrame, *, shortcut: boo
     )
 
 
-# What both branches of classify_ad_events give: the line's own checks, its fields and its extra fields.
-_BRANCH_COLUMNS = [
-    "raw_line", "source_file", "ingested_at", "ingest_date", "_raw_bytes", "_text",
-    *[f"_{name}" for name in RAW_EVENT_FIELDS], "_line_reason", "_line_detail", "_extra_fields",
-]  # fmt: skip
-
-
 def _blank(column: Column) -> Column:
     return F.btrim(column, F.lit(JSON_WHITESPACE)) == ""
 
 
-def _fields_of_plain_lines(lines: DataFrame) -> DataFrame:
-    """Lines in the producer's form: valid UTF-8, one object of string fields, split on '"'."""
-    quoted = F.split("raw_line", '"')  # '{"event_id": "<value 0>", "user_id": "<value 1>", ...}'
-    values = {f"_{name}": F.try_element_at(quoted, F.lit(4 * i + 4)) for i, name in enumerate(RAW_EVENT_FIELDS)}
-    blank = _fields_where(lambda name: _blank(F.col(f"_{name}")))
-    too_long = F.octet_length("raw_line") > MAX_LINE_BYTES
-    return (
-        lines.withColumns(values)
-        .withColumn("_blank_fields", blank)
-        .withColumns(
-            {
-                "_text": F.col("raw_line"),
-                "_line_reason": F.when(too_long, F.lit(Reason.LINE_TOO_LONG)).when(
-                    F.col("_blank_fields") != "", F.lit(Reason.MISSING_FIELD)
-                ),
-                "_line_detail": F.when(too_long, F.octet_length("raw_line").cast("string")).when(
-                    F.col("_blank_fields") != "", F.col("_blank_fields")
-                ),
-                "_extra_fields": F.lit(None).cast("map<string,string>"),
-            }
-        )
-        .select(*_BRANCH_COLUMNS)
-    )
+def _fields_of_lines(lines: DataFrame) -> DataFrame:
+    """Each line's own checks, its fields and its extra fields, by the shortcut or the general path.
 
-
-def _fields_of_other_lines(lines: DataFrame) -> DataFrame:
-    """Every other line: parsed as a Variant, each field's JSON type checked, extra fields kept."""
-    text = F.make_valid_utf8("raw_line")
-    line = F.when(text.startswith(BOM), F.substr(text, F.lit(2))).otherwise(text)
+    A line in the producer's form (``_plain``) is split on '"'; every other line is parsed as a
+    Variant, each field's JSON type checked and its extra fields kept. Each step computes one
+    path's value only (a ``when`` on ``_plain``), so the source is read once and a plain line
+    never pays for the parse.
+    """
+    plain = F.col("_plain")
+    text = F.when(plain, F.col("raw_line")).otherwise(F.make_valid_utf8("raw_line"))
+    line = F.when(F.col("_text").startswith(BOM), F.substr("_text", F.lit(2))).otherwise(F.col("_text"))
     # parse_json reads the first JSON value of a line and ignores whatever follows it. Wrapped in
     # an array and, separately, as an object's value, a line parses both ways only when it is one
     # value and whitespace: after the value, "]" breaks the object, "}" the array, "," needs a key
     # and ":" in the object but no ":" in the array, and anything else breaks both.
     in_array = F.try_parse_json(F.concat(F.lit("["), F.col("_line"), F.lit("]")))
     in_object = F.try_parse_json(F.concat(F.lit('{"line":'), F.col("_line"), F.lit("}")))
+    event = F.when(~plain & in_array.isNotNull(), F.try_variant_get(in_object, "$.line", "variant"))
+    # '{"event_id": "<value 0>", "user_id": "<value 1>", ...}'
+    quoted = F.when(plain, F.split("raw_line", '"'))
     parsed = (
-        lines.withColumns({"_text": text, "_line": line})
-        .withColumn("_event", F.when(in_array.isNotNull(), F.try_variant_get(in_object, "$.line", "variant")))
+        lines.withColumns({"_text": text, "_quoted": quoted})
+        .withColumn("_line", F.when(~plain, line))
+        .withColumn("_event", event)
         .withColumns(
             {
-                **{f"_{name}": F.try_variant_get("_event", f"$.{name}", "string") for name in RAW_EVENT_FIELDS},
                 **{
-                    f"_{name}_type": F.schema_of_variant(F.try_variant_get("_event", f"$.{name}", "variant"))
+                    f"_{name}": F.when(plain, F.try_element_at("_quoted", F.lit(4 * i + 4))).otherwise(
+                        F.try_variant_get("_event", f"$.{name}", "string")
+                    )
+                    for i, name in enumerate(RAW_EVENT_FIELDS)
+                },
+                **{
+                    f"_{name}_type": F.when(plain, F.lit("STRING")).otherwise(
+                        F.schema_of_variant(F.try_variant_get("_event", f"$.{name}", "variant"))
+                    )
                     for name in RAW_EVENT_FIELDS
                 },
             }
@@ -271,10 +255,13 @@ def _fields_of_other_lines(lines: DataFrame) -> DataFrame:
             (F.col("_raw_bytes").isNotNull(), Reason.INVALID_UTF8),
             (F.octet_length("raw_line") > MAX_LINE_BYTES, Reason.LINE_TOO_LONG),
             # A null line (a Kafka record without a value) is empty too.
-            (F.coalesce(_blank(F.col("_line")), F.lit(True)), Reason.EMPTY_LINE),
-            (F.col("_event").isNull() | ~F.schema_of_variant("_event").startswith("OBJECT"), Reason.MALFORMED_JSON),
+            (~plain & F.coalesce(_blank(F.col("_line")), F.lit(True)), Reason.EMPTY_LINE),
+            (
+                ~plain & (F.col("_event").isNull() | ~F.schema_of_variant("_event").startswith("OBJECT")),
+                Reason.MALFORMED_JSON,
+            ),
             (missing != "", Reason.MISSING_FIELD),
-            (wrong_type != "", Reason.WRONG_TYPE),
+            (~plain & (wrong_type != ""), Reason.WRONG_TYPE),
         ]
     )
     detail = _detail_of(
@@ -285,14 +272,11 @@ def _fields_of_other_lines(lines: DataFrame) -> DataFrame:
             Reason.WRONG_TYPE: wrong_type,
         },
     )
-    extra_fields = F.map_filter(
-        F.try_variant_get("_event", "$", "map<string,string>"), lambda key, _: ~key.isin(*RAW_EVENT_FIELDS)
+    extra_fields = F.when(
+        ~plain,
+        F.map_filter(F.try_variant_get("_event", "$", "map<string,string>"), lambda key, _: ~key.isin(*RAW_EVENT_FIELDS)),
     )
-    return (
-        parsed.withColumn("_line_reason", reason)
-        .withColumns({"_line_detail": detail, "_extra_fields": extra_fields})
-        .select(*_BRANCH_COLUMNS)
-    )
+    return parsed.withColumn("_line_reason", reason).withColumns({"_line_detail": detail, "_extra_fields": extra_fields})
 
 
 side_table(
