@@ -61,7 +61,8 @@ def spark_problems(conn_id: str = SPARK_CONN_ID) -> list[str]:
         from lakehouse.spark import check_engine
 
         url = engine_url(conn_id)
-        problem = check_engine(url, timeout_s=15)
+        # A handshake, not a query: a session and a query would cost the run seconds every hour.
+        problem = check_engine(url, timeout_s=15, query=False)
         if problem:
             shown = EngineSettings(port=0, token=None, url=url).display_url
             return [

@@ -119,10 +119,25 @@ def release_engine_sessions() -> None:
         os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
 
 
+def _grpc_problem(address: str, timeout_s: float) -> str | None:
+    """None when a gRPC server at ``address`` completes a connection within ``timeout_s``."""
+    import grpc  # pyspark's Connect client needs it: always installed
+
+    channel = grpc.insecure_channel(address)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout_s)
+        return None
+    except grpc.FutureTimeoutError:
+        return f"{address} listens but its gRPC server did not answer within {timeout_s:.0f} s"
+    finally:
+        channel.close()
+
+
 def check_engine(url: str, timeout_s: float = 10, query: bool = True) -> str | None:
     """None when the Spark Connect server at ``url`` answers a query within ``timeout_s``, else why not.
 
-    ``query`` False: only that its port listens.
+    ``query`` False: only that its gRPC server answers (an HTTP/2 handshake, a fraction of a second
+    where a session and a query cost seconds: what a task checks before it starts).
     A port that does not listen is reported at once; the client's own retries would wait minutes.
     """
     parsed = urlparse(url.replace("sc://", "http://", 1).split(";")[0])
@@ -132,7 +147,7 @@ def check_engine(url: str, timeout_s: float = 10, query: bool = True) -> str | N
     except OSError as error:
         return f"nothing listens on {host}:{port}: {error.strerror or error}"
     if not query:
-        return None
+        return _grpc_problem(f"{host}:{port}", timeout_s)
     outcome: list[str | None] = []
 
     def probe() -> None:

@@ -70,3 +70,18 @@ def test_manual_batch_run_takes_its_range_from_params():
     assert len(run_interval("manual", params, utc(2026, 11, 22)).hours) == 5
     with pytest.raises(ConfigError, match="needs the start and end params"):
         run_interval("manual", {"mode": "batch"}, utc(2026, 11, 22))
+
+
+def test_the_engine_check_tells_a_dead_port_from_a_port_without_a_grpc_server():
+    import socket
+
+    from lakehouse.spark import check_engine
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        assert check_engine(f"sc://localhost:{port}/", query=False).startswith("nothing listens on localhost")
+        listener.listen()  # a port that accepts connections but speaks no gRPC: not an engine
+        assert check_engine(f"sc://localhost:{port}/", timeout_s=1, query=False) == (
+            f"localhost:{port} listens but its gRPC server did not answer within 1 s"
+        )
