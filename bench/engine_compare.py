@@ -24,7 +24,9 @@ table's rows as a set), and the project's against the independent oracle
 
 Code: the Spark contenders import ``lakehouse`` from the commit checked out when the benchmark
 starts (``git archive HEAD include``; ``--code worktree`` for the files on disk), so edits made
-while it runs are in no figure; the commit is recorded.
+while it runs are in no figure; the commit is recorded. ``--baseline REV`` adds the contender
+``baseline``: the project's pipeline with ``include/`` as of REV, in the same run and order, so a
+change's before and after are measured side by side (its tables are checked like the others').
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.compare import CONTENDERS, LABELS, output_tables, spec_for
+from bench.compare import BASELINE, CONTENDERS, LABELS, output_tables, spec_for
 from bench.sections import markers, publish
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -63,11 +65,11 @@ def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def code_snapshot(work: Path, mode: str) -> tuple[str, Path]:
-    """(the code's version, its ``include`` folder): HEAD exported, or the work tree's own files."""
+def code_snapshot(work: Path, mode: str, rev: str = "HEAD") -> tuple[str, Path]:
+    """(the code's version, its ``include`` folder): ``rev`` exported, or the work tree's own files."""
     worktree = PROJECT_DIR / "include"
     try:
-        commit = git("rev-parse", "--short", "HEAD")
+        commit = git("rev-parse", "--short", rev)
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)", worktree
     if mode == "worktree":
@@ -77,7 +79,7 @@ def code_snapshot(work: Path, mode: str) -> tuple[str, Path]:
     if not (target / "include").is_dir():
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
-        archive = subprocess.run(["git", "archive", "HEAD", "include"], cwd=PROJECT_DIR, capture_output=True, check=True)
+        archive = subprocess.run(["git", "archive", commit, "include"], cwd=PROJECT_DIR, capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
     return commit, target / "include"
 
@@ -97,12 +99,13 @@ def run_contender(contender: str, dataset, label: str, rep: int, work: Path, inc
     spec = spec_for(lakehouse.root, contender, str(folder / f"{contender}.result.json"))
     spec_path = folder / f"{contender}.spec.json"
     spec_path.write_text(json.dumps(spec, indent=1))
+    job = "project" if contender == BASELINE else contender  # the same pipeline, another commit's code
     Path(spec["result"]).unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(include), str(PROJECT_DIR)]), "LAKEHOUSE_ENGINE": "local"}
     env.pop("PYSPARK_GATEWAY_PORT", None)
     log_path = folder / f"{contender}.log"
     code, wall, cpu = run_tree(
-        [sys.executable, "-m", "bench.compare.job", contender, str(spec_path)], env, log_path, timeout
+        [sys.executable, "-m", "bench.compare.job", job, str(spec_path)], env, log_path, timeout
     )
     run = {"size": label, "events": dataset.lines, "rep": rep, "contender": contender,
            "ok": code == 0, "exit_code": code, "wall": wall, "cpu": cpu, "root": lakehouse.root}  # fmt: skip
@@ -157,6 +160,11 @@ def measure(options, out_results: Path) -> dict:
         raise SystemExit(f"unknown contender(s) {', '.join(sorted(unknown))}; choose from {', '.join(CONTENDERS)}")
     sizes = sorted(parse_size(s) for s in options.sizes.split(","))
     commit, include = code_snapshot(work, options.code)
+    includes = dict.fromkeys(contenders, include)
+    baseline = None
+    if options.baseline:
+        baseline, includes[BASELINE] = code_snapshot(work, "head", options.baseline)
+        contenders.insert(1, BASELINE)
     results = {
         "command": command_line(options),
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -164,6 +172,7 @@ def measure(options, out_results: Path) -> dict:
         "machine": machine_info(),
         "versions": engine_versions(),
         "commit": commit,
+        "baseline": baseline,
         "code": options.code,
         "sizes": sizes,
         "reps": options.reps,
@@ -188,7 +197,7 @@ def measure(options, out_results: Path) -> dict:
         for rep in range(options.reps):
             order = contenders if rep % 2 == 0 else contenders[::-1]
             for contender in order:
-                run = run_contender(contender, dataset, label, rep, work, include, options.timeout)
+                run = run_contender(contender, dataset, label, rep, work, includes[contender], options.timeout)
                 runs.append(run)
                 results["runs"].append(run)
                 state = "" if run["ok"] else f" FAILED (exit {run['exit_code']}; see {work}/runs/{label}/{contender}.log)"
@@ -229,6 +238,8 @@ def command_line(options) -> str:
         parts.append(f"--check {options.check}")
     if options.code != "head":
         parts.append(f"--code {options.code}")
+    if options.baseline:
+        parts.append(f"--baseline {options.baseline}")
     return " ".join(parts)
 
 
@@ -297,9 +308,9 @@ def check_cell(results: dict, size: str, contender: str) -> str:
     return "= project" if outcome["ok"] else "**FAILED**"
 
 
-def project_layers(results: dict, size: str) -> list[tuple[str, str, list[float], list[float]]]:
+def project_layers(results: dict, size: str, contender: str = "project") -> list[tuple[str, str, list[float], list[float]]]:
     """(row label, layer, CPU samples, wall samples) of the project's runs at ``size``: start-up, each task, stop, the rest."""
-    runs = [r for r in results["runs"] if r["size"] == size and r["contender"] == "project" and r["ok"] and "job" in r]
+    runs = [r for r in results["runs"] if r["size"] == size and r["contender"] == contender and r["ok"] and "job" in r]
     if not runs:
         return []
     rows = [("process start, imports, JVM, session", "", [r["job"]["setup"]["cpu"] for r in runs],
@@ -358,7 +369,8 @@ def render(results: dict) -> str:
         "quarantine reasons below, a broadcast join with campaigns.csv, `dropDuplicates(event_id)`, the gold aggregates "
         "over silver read back; plain overwrites); both Spark contenders get the same session: "
         "`lakehouse.spark.build_spark_session(engine_kind='local')`, i.e. `DEFAULT_CONF` (Delta, UTC, 4 shuffle "
-        "partitions), `local[2]`, `spark.driver.memory` 2g, no UI, JVM defaults (C2). **DuckDB** = SQL, "
+        "partitions, the driver JVM option `-XX:-DontCompileHugeMethods`), `local[2]`, `spark.driver.memory` 2g, no UI. "
+        "**DuckDB** = SQL, "
         "**Polars** = lazy frames, each writing Arrow to Delta with `deltalake` (plain overwrite), both on their "
         "default of one thread per core.",
         "* **CPU** = user + system seconds of the contender's whole process tree (Python, the driver JVM, their "
@@ -382,7 +394,7 @@ def render(results: dict) -> str:
             ratio = cpu_ratio(results, size, contender)
             failed = sum(1 for r in results["runs"] if r["size"] == size and r["contender"] == contender and not r["ok"])
             out.append(
-                f"| {LABELS[contender]} | {cell(cpu)} | {cell(samples(results, size, contender, 'wall'))} | {eps} | "
+                f"| {label_of(results, contender)} | {cell(cpu)} | {cell(samples(results, size, contender, 'wall'))} | {eps} | "
                 + (f"{ratio:.2f}×" if ratio else "–")
                 + f" | {check_cell(results, size, contender)}"
                 + (f"; {failed} run(s) failed" if failed else "")
@@ -391,6 +403,8 @@ def render(results: dict) -> str:
         out.append("")
     if "project" in results["contenders"]:
         out += project_section(results)
+    if results.get("baseline"):
+        out += ["", *baseline_section(results)]
     out += ["", interpretation(results), "", LEFT_OUT]
     failures = check_failures(results)
     if failures:
@@ -478,7 +492,7 @@ def project_section(results: dict) -> list[str]:
 def interpretation(results: dict) -> str:
     parts = []
     for size in size_labels(results):
-        ratios = {c: cpu_ratio(results, size, c) for c in results["contenders"] if c != "project"}
+        ratios = {c: cpu_ratio(results, size, c) for c in results["contenders"] if c not in ("project", BASELINE)}
         known = {c: r for c, r in ratios.items() if r}
         if not known:
             continue
@@ -494,6 +508,39 @@ def interpretation(results: dict) -> str:
         "read the landing lines once and skip bronze, which is part of what they save (its task's row above)."
     )
     return " ".join(parts)
+
+
+def label_of(results: dict, contender: str) -> str:
+    if contender == BASELINE:
+        return f"project at {results.get('baseline')} (baseline)"
+    return LABELS[contender]
+
+
+def baseline_section(results: dict) -> list[str]:
+    """The project's steps at the baseline commit and now, side by side (``--baseline``)."""
+    sizes = [s for s in size_labels(results) if project_layers(results, s, BASELINE) and project_layers(results, s)]
+    if not sizes:
+        return []
+    out = [
+        f"The change since {results['baseline']}, step by step (CPU s, median (min–max); the same run, alternating):",
+        "",
+        "| step | layer | " + " | ".join(f"{s} at {results['baseline']} | {s} at {results['commit']}" for s in sizes) + " |",
+        "| --- | --- |" + " ---: | ---: |" * len(sizes),
+    ]
+    before = {s: project_layers(results, s, BASELINE) for s in sizes}
+    after = {s: project_layers(results, s) for s in sizes}
+    for index, (label, layer, _, _) in enumerate(after[sizes[0]]):
+        out.append(
+            f"| {label} | {layer} | "
+            + " | ".join(f"{cell(before[s][index][2])} | {cell(after[s][index][2])}" for s in sizes)
+            + " |"
+        )
+    out.append(
+        "| **whole process tree** | | "
+        + " | ".join(f"{cell(samples(results, s, BASELINE))} | {cell(samples(results, s, 'project'))}" for s in sizes)
+        + " |"
+    )
+    return [*out, ""]
 
 
 def summary_figures(results: dict) -> dict:
@@ -520,6 +567,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="compare the tables with the project's (and the project's with the oracle) at these sizes")  # fmt: skip
     parser.add_argument("--code", choices=("head", "worktree"), default="head",
                         help="the lakehouse code the Spark contenders import: HEAD's, exported, or the files on disk")  # fmt: skip
+    parser.add_argument("--baseline", help="also run the project at this commit (contender 'baseline'), for a change's before/after")
     parser.add_argument("--data-dir", default=str(DATA))
     parser.add_argument("--work-dir", default=str(WORK))
     parser.add_argument("--keep", action="store_true", help="keep the last run's tables of every contender")

@@ -15,6 +15,8 @@ else from the project. :mod:`bench.compare.check` then compares their tables wit
 from __future__ import annotations
 
 CONTENDERS = ("project", "plain_spark", "duckdb", "polars")
+# The project's pipeline at another commit (engine_compare's --baseline): the before of a change.
+BASELINE = "baseline"
 LABELS = {
     "project": "project (the pipeline, task by task)",
     "plain_spark": "plain Spark (minimal batch job)",

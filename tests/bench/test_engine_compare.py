@@ -132,3 +132,21 @@ def test_the_check_catches_a_contender_that_does_less(run):
     assert {name for name, o in outcome.items() if not o["ok"]} == {
         "gold.campaign_hourly", "silver.ad_events", "silver.quarantine_ad_events",
     }  # fmt: skip
+
+
+def test_a_baseline_is_rendered_beside_the_project_step_by_step(run):
+    from bench.engine_compare import render
+
+    results = json.loads(json.dumps(run["results"]))
+    (project,) = [r for r in results["runs"] if r["contender"] == "project"]
+    slower = json.loads(json.dumps(project))
+    slower.update(contender="baseline", cpu=project["cpu"] + 10)
+    slower["job"]["tasks"]["silver_ad_events"]["cpu"] = project["job"]["tasks"]["silver_ad_events"]["cpu"] + 10
+    results["runs"].append(slower)
+    results["contenders"].insert(1, "baseline")
+    results["baseline"] = "abc1234"
+
+    section = render(results)
+    assert f"| project at abc1234 (baseline) | {slower['cpu']:.1f} |" in section
+    silver = project["job"]["tasks"]["silver_ad_events"]["cpu"]
+    assert f"| `silver_ad_events` | silver | {silver + 10:.1f} | {silver:.1f} |" in section
