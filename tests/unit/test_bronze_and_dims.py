@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
+
+import pytest
 
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
 from lakehouse import catalog
+from lakehouse.config import ConfigError
+from lakehouse.flows.snapshot import check_csv_shape
 from lakehouse.tables.bronze_ad_events import bronze_ad_events
 from lakehouse.tables.dim_campaigns import campaigns_from_csv, invalid_campaign_rows
 
@@ -59,3 +64,29 @@ def test_campaigns_are_trimmed_and_ambiguous_rows_found(spark):
         spark.createDataFrame([("ad-1", "c-1"), ("ad-2", "c-1"), ("ad-2", "c-2"), ("ad-3", "")], "ad_id string, campaign_id string"),
     )
     assert sorted(row.ad_id for row in invalid_campaign_rows(campaigns).collect()) == ["ad-2", "ad-3"]
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b"", "is empty"),
+        (b"campaign_id,ad_id\nc-1,ad-1\n", "the header is 'campaign_id,ad_id', not 'ad_id,campaign_id'"),
+        (b"ad,campaign\nad-1,c-1\n", "the header is 'ad,campaign'"),
+        (b"ad_id,campaign_id\n", "has a header and no rows"),
+        (b"ad_id,campaign_id\nad-1,c-1\nad-2\n", "line 3: 1 field(s) ['ad-2'], expected 2"),
+        (b"ad_id,campaign_id\nad-1,c-1,c-2\n", "line 2: 3 field(s)"),
+        (b"ad_id,campaign_id\nad-1,c-\xff\n", "is not UTF-8 text"),
+    ],
+)
+def test_a_campaigns_file_of_the_wrong_shape_is_refused_with_what_to_fix(tmp_path, content, problem):
+    source = tmp_path / "campaigns.csv"
+    source.write_bytes(content)
+    with pytest.raises(ConfigError, match=re.escape(problem)) as refused:
+        check_csv_shape(source, catalog.get("dims.campaigns").column_names)
+    assert str(source) in str(refused.value)
+
+
+def test_a_byte_order_mark_blank_lines_and_crlf_are_a_valid_campaigns_file(tmp_path):
+    source = tmp_path / "campaigns.csv"
+    source.write_bytes(b"\xef\xbb\xbfad_id, campaign_id\r\nad-1,c-1\r\n\r\n\"ad-2\",c-2")
+    assert check_csv_shape(source, ["ad_id", "campaign_id"]) == 2

@@ -7,6 +7,8 @@ table ambiguous (the table's ``reject`` rows) is refused before anything is writ
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Sequence
 from pathlib import Path
 
 from lakehouse.catalog import Table
@@ -16,10 +18,41 @@ from lakehouse.runtime import JobArgs, log
 from lakehouse.spark import build_spark_session
 
 
+def check_csv_shape(source: str | Path, columns: Sequence[str]) -> int:
+    """The file's data rows; a ConfigError saying what to fix unless it is the declared columns' CSV.
+
+    Spark's CSV reader takes the first line for a header without reading it (a swapped header would
+    swap the columns) and pads or cuts a row to the schema, so the file's shape is checked here first.
+    """
+    expected = ",".join(columns)
+    data_rows = 0
+    try:
+        with open(source, newline="", encoding="utf-8-sig") as file:  # utf-8-sig: a byte-order mark is not a name
+            rows = csv.reader(file)
+            header = next(rows, None)
+            if header is None:
+                raise ConfigError(f"{source} is empty: it needs the header {expected!r} and a row per key.")
+            if [name.strip() for name in header] != list(columns):
+                raise ConfigError(f"{source}: the header is {','.join(header)!r}, not {expected!r}; fix the file.")
+            for row in rows:
+                if row and len(row) != len(columns):
+                    raise ConfigError(
+                        f"{source} line {rows.line_num}: {len(row)} field(s) {row!r}, expected {len(columns)} "
+                        f"({expected}); fix the file."
+                    )
+                data_rows += bool(row)
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{source} is not UTF-8 text (byte {error.start}); fix the file.") from None
+    if not data_rows:
+        raise ConfigError(f"{source} has a header and no rows: every event would be quarantined; fix the file.")
+    return data_rows
+
+
 def run(table: Table, args: JobArgs) -> dict:
     source = args.lakehouse.landing(table.source)
     if not Path(source).is_file():
         raise ConfigError(f"{table.name}: source file {source} not found: run the generator or copy the file there.")
+    check_csv_shape(source, table.column_names)
     target = args.lakehouse.table(table.name)
     fingerprint = file_fingerprint(source)
     why = snapshot_unchanged(target.path, fingerprint)
