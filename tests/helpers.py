@@ -82,7 +82,9 @@ def assert_tables_match_oracle(spark: SparkSession, lakehouse: Lakehouse, expect
     silver_ids = [row.event_id for row in table(spark, lakehouse, "silver.ad_events").select("event_id").collect()]
     assert len(silver_ids) == len(set(silver_ids)), "silver holds an event twice"
     assert set(silver_ids) == set(expected.events)
-    quarantine = table(spark, lakehouse, "silver.quarantine_ad_events").groupBy("reason").count().collect()
+    # A resolved row's line was admitted by a later backfill: the oracle counts it as valid.
+    quarantine = table(spark, lakehouse, "silver.quarantine_ad_events").filter("resolved_at IS NULL")
+    quarantine = quarantine.groupBy("reason").count().collect()
     assert {row.reason: row["count"] for row in quarantine} == dict(expected.quarantined)
     assert_gold_matches_oracle(spark, lakehouse, expected)
     return expected

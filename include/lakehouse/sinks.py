@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from lakehouse import delta_log
 from lakehouse.catalog import Table
 from lakehouse.config import TablePaths
@@ -125,6 +126,28 @@ def merge_new_rows(
             rows=rows,
         ).collect()
     return bool(metrics) and "num_inserted_rows" in metrics[0]
+
+
+def mark_resolved(spark: SparkSession, admitted: DataFrame, quarantine: TablePaths, resolved_by: str) -> int:
+    """Mark the quarantine's unresolved rows whose line is in ``admitted`` as resolved; the rows marked.
+
+    ``admitted`` holds the (``ingest_date``, ``source_file``, ``raw_line``) of lines a recompute
+    has just accepted (a line quarantined for an unknown ad, before the dimension had it). The row
+    stays, with ``resolved_at``/``resolved_by``: the quarantine keeps the history of what was
+    rejected, and its unresolved rows are what still needs a person. Rerunning marks nothing more.
+    """
+    columns = {field.name for field in spark.read.format("delta").load(quarantine.path).schema.fields}
+    if "resolved_at" not in columns:  # a quarantine created before lines could be resolved
+        spark.sql(f"ALTER TABLE delta.`{quarantine.path}` ADD COLUMNS (resolved_at TIMESTAMP, resolved_by STRING)")
+    metrics = spark.sql(
+        f"MERGE INTO delta.`{quarantine.path}` AS q USING {{admitted}} AS a "
+        "ON q.ingest_date = a.ingest_date AND q.source_file = a.source_file AND q.raw_line = a.raw_line "
+        "AND q.resolved_at IS NULL "
+        "WHEN MATCHED THEN UPDATE SET q.resolved_at = current_timestamp(), q.resolved_by = a.resolved_by",
+        admitted=admitted.select("ingest_date", "source_file", "raw_line").dropDuplicates()
+        .withColumn("resolved_by", F.lit(resolved_by)),
+    ).collect()
+    return int(metrics[0]["num_updated_rows"]) if metrics else 0
 
 
 def replace_hours(

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
+import pytest
 from pyspark.sql import functions as F
 
-from helpers import run_job, table
+from helpers import assert_tables_match_oracle, run_job, run_pipeline, table
+from lakehouse.config import ConfigError
 from lakehouse_tools.generator import write_campaigns, campaign_dimension
 
 EVENT_MS = 1795168800000  # 2026-11-20T10:00:00Z
@@ -88,13 +91,34 @@ def test_dirty_files_are_ingested_losslessly_and_classified(spark, lakehouse):
         "malformed_json": 4, "missing_required_field": 2, "empty_line": 1, "invalid_utf8": 1, "invalid_event_time": 1,
     }  # fmt: skip
 
-    # The producer finishes: the renamed file is read by the next run, once.
+    # The producer finishes: the renamed file is read by the next hourly run, once, and every task
+    # of that run passes the hour that held the line which used to stop silver.
     half_written.write_text(event("e-6", ad) + "\n")
     half_written.rename(hour_dir / "late.jsonl")
-    for job in ("bronze_ad_events", "silver_ad_events"):
-        run_job(job, lakehouse)
+    run_pipeline(lakehouse)
     assert table(spark, lakehouse, "bronze.ad_events").count() == 16
     assert table(spark, lakehouse, "silver.ad_events").filter("event_id = 'e-6'").count() == 1
+    assert_tables_match_oracle(spark, lakehouse)
+
+
+def test_a_bad_campaigns_file_is_refused_and_the_dimension_kept(spark, lakehouse):
+    """A dimension file that would join wrongly never replaces the dimension; a BOM does not harm it."""
+    campaigns = Path(lakehouse.landing_campaigns)
+    campaigns.parent.mkdir(parents=True, exist_ok=True)
+    campaigns.write_bytes(b"\xef\xbb\xbfad_id,campaign_id\r\nad-1, c-1\r\nad-2,c-2\r\n")
+    run_job("dim_campaigns", lakehouse)
+    loaded = {(r.ad_id, r.campaign_id) for r in table(spark, lakehouse, "dims.campaigns").collect()}
+    assert loaded == {("ad-1", "c-1"), ("ad-2", "c-2")}
+
+    refusals = {
+        b"campaign_id,ad_id\nc-1,ad-1\n": "the header is 'campaign_id,ad_id'",
+        b"ad_id,campaign_id\nad-1,c-1\nad-1,c-2\n": "rows that make dims.campaigns ambiguous, e.g. [('ad-1',)]",
+    }
+    for content, problem in refusals.items():
+        campaigns.write_bytes(content)
+        with pytest.raises(ConfigError, match=re.escape(problem)):
+            run_job("dim_campaigns", lakehouse)
+        assert {(r.ad_id, r.campaign_id) for r in table(spark, lakehouse, "dims.campaigns").collect()} == loaded
 
 
 def test_a_file_with_an_old_modification_time_is_still_read(spark, lakehouse):
@@ -117,3 +141,33 @@ def test_a_file_with_an_old_modification_time_is_still_read(spark, lakehouse):
 
     assert sorted(r.event_id for r in table(spark, lakehouse, "silver.ad_events").collect()) == ["e-1", "e-2"]
     assert table(spark, lakehouse, "bronze.ad_events").count() == 2
+
+
+def test_a_backfill_after_a_dimension_fix_admits_the_quarantined_line_and_marks_it_resolved(spark, lakehouse):
+    campaigns = Path(lakehouse.landing_campaigns)
+    campaigns.parent.mkdir(parents=True, exist_ok=True)
+    campaigns.write_text("ad_id,campaign_id\nad-1,c-1\n")
+    hour_dir = Path(lakehouse.landing_events, "2026-11-20", "10")
+    hour_dir.mkdir(parents=True)
+    (hour_dir / "events.jsonl").write_text(event("e-1", "ad-1") + "\n" + event("e-2", "ad-2") + "\n")
+    for job in ("dim_campaigns", "bronze_ad_events", "silver_ad_events"):
+        run_job(job, lakehouse)
+    quarantine = table(spark, lakehouse, "silver.quarantine_ad_events")
+    assert [(r.reason, r.resolved_at, r.resolved_by) for r in quarantine.collect()] == [("unknown_ad_id", None, None)]
+
+    # The dimension learns ad-2; the backfill of that hour admits e-2 and the quarantine says so.
+    campaigns.write_text("ad_id,campaign_id\nad-1,c-1\nad-2,c-2\n")
+    run_job("dim_campaigns", lakehouse)
+    hour = ("--mode", "batch", "--start", "2026-11-20T10:00Z", "--end", "2026-11-20T11:00Z")
+    assert run_job("silver_ad_events", lakehouse, *hour)["quarantine_resolved"] == 1
+    silver = {(r.event_id, r.campaign_id) for r in table(spark, lakehouse, "silver.ad_events").collect()}
+    assert silver == {("e-1", "c-1"), ("e-2", "c-2")}
+    resolved = table(spark, lakehouse, "silver.quarantine_ad_events").collect()
+    assert [(r.raw_line, r.reason, r.resolved_by) for r in resolved] == [
+        (event("e-2", "ad-2"), "unknown_ad_id", "recompute of 1 hour(s) 2026-11-20T10:00Z..2026-11-20T10:00Z")
+    ]
+    assert resolved[0].resolved_at is not None
+
+    # Idempotent: the same backfill again resolves nothing more and changes no row.
+    assert run_job("silver_ad_events", lakehouse, *hour)["quarantine_resolved"] == 0
+    assert table(spark, lakehouse, "silver.quarantine_ad_events").collect() == resolved

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 
 from pyspark.sql import functions as F
 
 from helpers import START, table
 from lakehouse import catalog
+from lakehouse.flows.containment import failing_keys
 from lakehouse.flows.merge import MergeBatch
 from lakehouse.flows.recompute import touched_hours
 from lakehouse.hours import HourRange
@@ -68,3 +70,45 @@ def test_touched_hours_are_the_event_hours_of_the_new_rows(spark):
     )
     assert touched_hours(rows, SILVER) == HourRange.between(START, START.replace(hour=2))
     assert touched_hours(rows.filter(F.lit(False)), SILVER) == HourRange(())
+
+
+def test_a_batch_that_fails_on_its_data_quarantines_the_failing_lines_and_keeps_the_rest(spark, lakehouse):
+    """The safety net for a line no one foresaw: here a transform that casts a marked line under ANSI mode."""
+    (ad, campaign), *_ = campaign_dimension(3)
+    spark.createDataFrame([(ad, campaign)], "ad_id string, campaign_id string").write.format("delta").save(
+        lakehouse.table("dims.campaigns").path
+    )
+    for declared in catalog.written_by_task(SILVER):
+        ensure_table(spark, lakehouse.table(declared.name), declared)
+
+    def fragile(lines, campaigns):  # fails on any line holding "boom", as an unforeseen cast would
+        line = F.col("raw_line")
+        fragile_line = F.when(line.contains("boom"), F.concat(line, line.cast("int").cast("string"))).otherwise(line)
+        return SILVER.transform(lines.withColumn("raw_line", fragile_line), campaigns)
+
+    on_batch = MergeBatch(lakehouse, dataclasses.replace(SILVER, transform=fragile), generation=0)
+    poison = [event(f"boom-{n}", ad) for n in range(3)]
+    lines = [event("e-1", ad), poison[0], event("e-2", ad), "not json", poison[1], event("e-1", ad), poison[2]]
+    note = on_batch(bronze_rows(spark, *lines), 0)
+
+    assert sorted(r.event_id for r in table(spark, lakehouse, "silver.ad_events").collect()) == ["e-1", "e-2"]
+    quarantine = table(spark, lakehouse, "silver.quarantine_ad_events").collect()
+    assert sorted((r.reason, r.raw_line, r.source_file) for r in quarantine) == sorted(
+        [("malformed_json", "not json", "file:/landing/a.jsonl")]
+        + [("processing_error", line, "file:/landing/a.jsonl") for line in poison]
+    )
+    assert {r.reason_detail.split("]")[0] for r in quarantine if r.reason == "processing_error"} == {"[CAST_INVALID_INPUT"}
+    assert (note["lines"], note["valid_lines"], note["inserted"], note["quarantined_by_reason"]) == (
+        7, 3, 2, {"malformed_json": 1, "processing_error": 3}
+    )
+
+
+def test_bisection_finds_exactly_the_lines_that_fail_alone(spark):
+    keyed = spark.createDataFrame([(n,) for n in range(-10, 10)], "_containment_key long")
+    failing = {-10, -3, 0, 9}
+
+    def transform(rows):
+        return rows.withColumn("x", F.when(F.col("_containment_key").isin(*failing), F.lit("x").cast("int")))
+
+    assert set(failing_keys(keyed, transform)) == failing
+    assert failing_keys(keyed.filter(~F.col("_containment_key").isin(*failing)), transform) == {}

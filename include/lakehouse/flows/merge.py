@@ -21,6 +21,7 @@ from lakehouse import catalog
 from lakehouse.catalog import Table
 from lakehouse.config import Lakehouse, TablePaths
 from lakehouse.faults import fault_point
+from lakehouse.flows.containment import PROCESSING_ERROR, contained, is_data_error
 from lakehouse.freshness import delta_source_caught_up
 from lakehouse.hours import HourRange
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, run_available_now
@@ -28,6 +29,7 @@ from lakehouse.sinks import (
     append,
     committed_txns,
     ensure_table,
+    mark_resolved,
     merge_figures,
     merge_new_rows,
     replace_hours,
@@ -39,6 +41,9 @@ from lakehouse.spark import build_spark_session
 
 # Where the fault harness may kill this flow's driver (lakehouse.faults; prefixed with the layer).
 FAULT_POINTS = ("before_merge", "after_merge", "after_quarantine")
+# A quarantine row's resolution, declared last in a quarantine: never set by classification, set by
+# a batch recompute that admits the row's line (lakehouse.sinks.mark_resolved).
+RESOLUTION_COLUMNS = ("resolved_at", "resolved_by")
 
 
 def accepted(classified: DataFrame, table: Table) -> DataFrame:
@@ -46,21 +51,49 @@ def accepted(classified: DataFrame, table: Table) -> DataFrame:
     return classified.filter(F.col("reason").isNull()).select(*table.column_names).dropDuplicates([table.key])
 
 
+def rejected_columns(quarantine: Table) -> list[str]:
+    """The quarantine's columns that classification fills (all but the resolution)."""
+    return [name for name in quarantine.column_names if name not in RESOLUTION_COLUMNS]
+
+
+def batch_columns(table: Table, quarantine: Table) -> list[str]:
+    """What a micro-batch writes of a classified row: the table's columns, the quarantine's, the reason."""
+    return list(dict.fromkeys([*table.column_names, *rejected_columns(quarantine), "reason"]))
+
+
 def cacheable(classified: DataFrame, table: Table, quarantine: Table) -> DataFrame:
     """The columns a batch writes; a valid row's quarantine-only columns (its raw line) nulled.
 
     What a micro-batch caches: the raw line is most of a row's bytes and only a rejected row keeps it.
     """
-    keep = list(dict.fromkeys([*table.column_names, *quarantine.column_names, "reason"]))
-    rejected_only = set(quarantine.column_names) - set(table.column_names) - {"reason"}
+    rejected_only = set(rejected_columns(quarantine)) - set(table.column_names) - {"reason"}
     return classified.select(
-        *[F.when(F.col("reason").isNotNull(), F.col(c)).alias(c) if c in rejected_only else F.col(c) for c in keep]
+        *[
+            F.when(F.col("reason").isNotNull(), F.col(c)).alias(c) if c in rejected_only else F.col(c)
+            for c in batch_columns(table, quarantine)
+        ]
+    )
+
+
+def failed_lines(lines: DataFrame, detail: str, table: Table, quarantine: Table) -> DataFrame:
+    """Upstream lines the transform cannot take, as batch rows of reason ``processing_error``.
+
+    The quarantine's own columns come from the line (raw line, source, ingestion); the table's are null.
+    """
+    types = {field.name: field.dataType for field in [*table.spark_schema().fields, *quarantine.spark_schema().fields]}
+    given = {"reason": F.lit(PROCESSING_ERROR), "reason_detail": F.lit(detail)}
+    present = set(lines.columns)
+    return lines.select(
+        *[
+            (given[c] if c in given else F.col(c) if c in present else F.lit(None).cast(types[c])).alias(c)
+            for c in batch_columns(table, quarantine)
+        ]
     )
 
 
 def rejected(classified: DataFrame, quarantine: Table) -> DataFrame:
     """The rows that failed a check, with their raw line and reason, in the quarantine's columns."""
-    return classified.filter(F.col("reason").isNotNull()).select(*quarantine.column_names)
+    return classified.filter(F.col("reason").isNotNull()).select(*rejected_columns(quarantine))
 
 
 def batch_metrics(
@@ -109,15 +142,42 @@ class MergeBatch:
         """The upstream tables after the streamed one, read afresh for every micro-batch."""
         return [spark.read.format("delta").load(self.lakehouse.table(name).path) for name in self.table.upstream[1:]]
 
+    def classified(self, rows: DataFrame) -> tuple[DataFrame, list]:
+        """The batch classified and cached, and its lines per (reason, event hour of a valid line).
+
+        Counting is the pass that computes and caches the batch, so a line that makes the transform
+        fail fails it; those lines are then found and quarantined (lakehouse.flows.containment).
+        """
+        static = self.static_inputs(rows.sparkSession)
+
+        def classify(lines: DataFrame) -> DataFrame:
+            return cacheable(self.table.transform(lines, *static), self.table, self.quarantine)
+
+        def counted(classified: DataFrame) -> list:
+            hour = F.when(F.col("reason").isNull(), F.date_trunc("hour", "event_time")).alias("hour")
+            return classified.groupBy("reason", hour).count().collect()
+
+        classified = classify(rows).persist()
+        try:
+            return classified, counted(classified)
+        except Exception as error:
+            classified.unpersist()
+            if not is_data_error(error):
+                raise
+            log.warning("%s: the batch failed on its data (%s); finding the lines", self.table.name, error)
+        classified = contained(
+            rows, classify, lambda lines, detail: failed_lines(lines, detail, self.table, self.quarantine)
+        ).persist()
+        return classified, counted(classified)
+
     def __call__(self, rows: DataFrame, batch_id: int) -> dict | None:
         table, layer, spark = self.table, self.table.layer, rows.sparkSession
-        classified = cacheable(table.transform(rows, *self.static_inputs(spark)), table, self.quarantine).persist()
+        classified, counts = self.classified(rows)
         try:
-            # One pass over the cached batch: the lines per reason, and the event hours of the valid ones.
-            hour = F.when(F.col("reason").isNull(), F.date_trunc("hour", "event_time")).alias("hour")
+            # One pass over the cached batch counted the lines per reason and the valid ones' event hours.
             by_reason: dict = {}
             touched = set()
-            for row in classified.groupBy("reason", hour).count().collect():
+            for row in counts:
                 by_reason[row.reason] = by_reason.get(row.reason, 0) + row["count"]
                 if row.hour is not None:
                     touched.add(row.hour)
@@ -174,17 +234,30 @@ class MergeBatch:
 def recompute(
     spark: SparkSession, lakehouse: Lakehouse, table: Table, hours: HourRange,
     target: TablePaths | None = None, upstream: dict[str, TablePaths] | None = None,
-) -> None:  # fmt: skip
-    """The batch form: the table's hours recomputed from upstream and replaced.
+) -> int:  # fmt: skip
+    """The batch form: the table's hours recomputed from upstream and replaced; the quarantined lines it admitted.
 
-    ``target`` is where to write and ``upstream`` where to read (default: the live tables; the
-    consistency check passes scratch copies).
+    ``target`` is where to write and ``upstream`` where to read (default: the live tables, whose
+    quarantine rows for the lines now accepted are marked resolved; the consistency check passes
+    scratch copies and leaves the quarantine alone).
     """
+    live = target is None
     target = target or lakehouse.table(table.name)
     where = {name: lakehouse.table(name) for name in table.upstream} | (upstream or {})
     inputs = [batch_input(spark, where[name], hours) for name in table.upstream]
-    rows = accepted(table.transform(*inputs).filter(table.hours_predicate(hours)), table)
-    with_conflict_retries(lambda: replace_hours(rows, target, table, hours), f"{table.name} {hours}")
+    classified = table.transform(*inputs).filter(table.hours_predicate(hours))
+    with_conflict_retries(lambda: replace_hours(accepted(classified, table), target, table, hours), f"{table.name} {hours}")
+    if not live:
+        return 0
+    # Lines quarantined earlier that this recompute accepts (the dimension has their ad now, a
+    # classification bug was fixed) would otherwise be in both tables.
+    quarantine = lakehouse.table(catalog.side(table, "quarantine").name)
+    if not spark.read.format("delta").load(quarantine.path).filter("resolved_at IS NULL").limit(1).collect():
+        return 0
+    return with_conflict_retries(
+        lambda: mark_resolved(spark, classified.filter(F.col("reason").isNull()), quarantine, f"recompute of {hours}"),
+        f"{quarantine.name} {hours}",
+    )
 
 
 def run(table: Table, args: JobArgs) -> dict:
@@ -196,9 +269,10 @@ def run(table: Table, args: JobArgs) -> dict:
         ensure_table(spark, lakehouse.table(declared.name), declared)
 
     if args.mode == "batch":
-        recompute(spark, lakehouse, table, args.hours)
-        log.info("%s: recomputed %s from upstream", table.name, args.hours)
-        return {"table": table.name, "mode": "batch", "hours": str(args.hours)}
+        resolved = recompute(spark, lakehouse, table, args.hours)
+        log.info("%s: recomputed %s from upstream; %d quarantined line(s) now accepted, marked resolved",
+                 table.name, args.hours, resolved)  # fmt: skip
+        return {"table": table.name, "mode": "batch", "hours": str(args.hours), "quarantine_resolved": resolved}
 
     target = lakehouse.table(table.name)
     generation = args.generation_of(target)

@@ -283,7 +283,8 @@ side_table(
     "silver.quarantine_ad_events",
     written_by="silver.ad_events",
     role="quarantine",
-    schema=QUARANTINE_SCHEMA,
+    # A backfill that accepts a quarantined line (its ad is in the dimension now) marks its row resolved.
+    schema=f"{QUARANTINE_SCHEMA}, resolved_at TIMESTAMP, resolved_by STRING",
     partition_by=["ingest_date"],
 )
 side_table("ops.silver_batch_metrics", written_by="silver.ad_events", role="metrics", schema=BATCH_METRICS_SCHEMA)
