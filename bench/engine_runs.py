@@ -464,7 +464,9 @@ def template_db(env_dir: Path) -> Path:
 def measure(options) -> dict:
     started_at, load = datetime.now(timezone.utc), os.getloadavg()
     WORK.mkdir(parents=True, exist_ok=True)
-    chosen = {k: v for k, v in vars(options).items() if k not in ("out", "summary", "from_results", "resume", "note")}
+    chosen = {
+        k: v for k, v in vars(options).items() if k not in ("out", "summary", "from_results", "resume", "note", "kinds")
+    }
     results = {
         "measured_at": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "load_at_start": load, "options": chosen,
         "cores": os.cpu_count(), "machine": platform.machine(), "runs": [], "notes": options.note,
@@ -497,7 +499,7 @@ def measure(options) -> dict:
         become_subreaper()  # after `up`: the engine's supervisor is not this process's child
         for rep in range(options.reps):
             for kind in (CONNECT, SUBMIT) if rep % 2 == 0 else (SUBMIT, CONNECT):
-                if (rep, kind) in finished:
+                if (rep, kind) in finished or kind not in options.kinds:
                     continue
                 setup, commit = Setup(options, kind, rep, engine, db), code_version()
                 log(f"rep {rep + 1}/{options.reps}, {kind}: {setup.dir} (code {commit})")
@@ -795,6 +797,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--engine-port", type=int, default=15004)
     parser.add_argument("--backfill-timeout", type=float, default=2400)
+    parser.add_argument(
+        "--kinds", nargs="+", choices=(CONNECT, SUBMIT), default=[CONNECT, SUBMIT],
+        help="measure only these kinds of Spark (a quick look at one; the section compares both)",
+    )  # fmt: skip
     parser.add_argument(
         "--submit-java-options", default=fast_start_java_options(),
         help="spark-submit's driver JVM options (SPARK_SUBMIT_OPTS); default: the tests' fast start",
