@@ -33,13 +33,19 @@ def event(event_id: str, ad_id: str) -> str:
     )
 
 
-def test_a_merge_batch_inserts_quarantines_and_accounts_once_even_when_replayed(spark, lakehouse):
+def silver_tables_with_one_ad(spark, lakehouse) -> str:
+    """A dimension of one ad and silver's empty tables; the ad."""
     (ad, campaign), *_ = campaign_dimension(3)
     spark.createDataFrame([(ad, campaign)], "ad_id string, campaign_id string").write.format("delta").save(
         lakehouse.table("dims.campaigns").path
     )
     for declared in catalog.written_by_task(SILVER):
         ensure_table(spark, lakehouse.table(declared.name), declared)
+    return ad
+
+
+def test_a_merge_batch_inserts_quarantines_and_accounts_once_even_when_replayed(spark, lakehouse):
+    ad = silver_tables_with_one_ad(spark, lakehouse)
     on_batch = MergeBatch(lakehouse, SILVER, generation=0)
     batch = bronze_rows(spark, event("e-1", ad), event("e-1", ad), event("e-2", ad), "not json")
 
@@ -74,12 +80,7 @@ def test_touched_hours_are_the_event_hours_of_the_new_rows(spark):
 
 def test_a_batch_that_fails_on_its_data_quarantines_the_failing_lines_and_keeps_the_rest(spark, lakehouse):
     """The safety net for a line no one foresaw: here a transform that casts a marked line under ANSI mode."""
-    (ad, campaign), *_ = campaign_dimension(3)
-    spark.createDataFrame([(ad, campaign)], "ad_id string, campaign_id string").write.format("delta").save(
-        lakehouse.table("dims.campaigns").path
-    )
-    for declared in catalog.written_by_task(SILVER):
-        ensure_table(spark, lakehouse.table(declared.name), declared)
+    ad = silver_tables_with_one_ad(spark, lakehouse)
 
     def fragile(lines, campaigns):  # fails on any line holding "boom", as an unforeseen cast would
         line = F.col("raw_line")
