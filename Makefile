@@ -52,12 +52,20 @@ help:  ## list the targets
 
 setup: venv jars airflow-db  ## venv + pinned packages + Spark jars + Airflow DB
 
-venv: $(VENV)/.installed  ## the virtualenv with requirements.txt under constraints.txt
+venv: $(VENV)/.installed $(VENV)/bin/lakehouse  ## the virtualenv with requirements.txt under constraints.txt
 $(VENV)/.installed: requirements.txt constraints.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements.txt -c constraints.txt
 	touch $@
+
+# The `lakehouse` command (include/lakehouse_tools/cli.py: status, query, repair without a JVM): a
+# wrapper rather than a package entry point, since include/ is used in place, not installed.
+$(VENV)/bin/lakehouse: $(VENV)/.installed
+	printf '%s\n' '#!/bin/sh' '# Written by make venv: the lakehouse command of $(ROOT).' \
+	    'PYTHONPATH="$(ROOT)/include$${PYTHONPATH:+:$$PYTHONPATH}" LAKEHOUSE_ROOT="$${LAKEHOUSE_ROOT:-$(LAKEHOUSE_ROOT)}" \' \
+	    '    exec "$(VENV)/bin/python" -m lakehouse_tools.cli "$$@"' > $@.tmp
+	chmod +x $@.tmp && mv $@.tmp $@
 
 jars: $(JARS_DIR)/.fetched  ## Delta (and Kafka) jars from Maven Central, cached in .jars/
 $(JARS_DIR)/.fetched: include/jars/pom.xml include/jars/settings.xml
