@@ -1,0 +1,113 @@
+"""The `lakehouse` command's pure parts: the grid's states on hand-built counts, line counting, backfill commands."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from lakehouse_tools import cli
+from lakehouse_tools.cli import Observed, TableWrite
+
+H0 = datetime(2026, 11, 20, 0)
+H1 = H0 + timedelta(hours=1)
+T = datetime(2026, 11, 24, 12)  # a moment; later writes are T + minutes
+
+
+def minutes(n: int) -> datetime:
+    return T + timedelta(minutes=n)
+
+
+def observed(**changes) -> Observed:
+    """Two healthy hours: every landed line ingested and classified, gold written after silver."""
+    base = dict(
+        landed={H0: 10, H1: 10},
+        ingest_table="bronze.t",
+        ingested={H0: 10, H1: 10},
+        newest_ingest={H0: minutes(0), H1: minutes(0)},
+        classified={"silver.t": {H0: 8, H1: 9}, "silver.q": {H0: 1, H1: 1}},
+        hour_counts={"silver.t": {H0: 8, H1: 9}, "gold.t": {H0: 3, H1: 3}},
+        hour_writes={"silver.t": {H0: minutes(1), H1: minutes(1)}, "gold.t": {H0: minutes(2), H1: minutes(2)}},
+        upstream={"silver.t": None, "gold.t": "silver.t"},
+        writes={
+            "bronze.t": TableWrite(0, minutes(0), "STREAMING UPDATE"),
+            "silver.t": TableWrite(1, minutes(1), "MERGE"),
+            "silver.q": TableWrite(1, minutes(1), "WRITE"),
+            "gold.t": TableWrite(1, minutes(2), "WRITE"),
+        },
+    )
+    base.update(changes)
+    return Observed(**base)
+
+
+def states(o: Observed, *window) -> dict[datetime, str]:
+    return {row.hour: row.state for row in cli.grade(o, *window).rows}
+
+
+def test_healthy_hours_are_complete_with_their_counts():
+    grid = cli.grade(observed())
+    assert grid.columns == ["landed", "bronze.t", "silver.q", "duplicates", "silver.t", "gold.t"]
+    assert [row.counts for row in grid.rows] == [
+        {"landed": 10, "bronze.t": 10, "silver.q": 1, "duplicates": 1, "silver.t": 8, "gold.t": 3},
+        {"landed": 10, "bronze.t": 10, "silver.q": 1, "duplicates": 0, "silver.t": 9, "gold.t": 3},
+    ]
+    assert states(observed()) == {H0: "complete", H1: "complete"} and not grid.needs_action
+
+
+def test_landed_lines_not_ingested_yet_are_pending():
+    o = observed(landed={H0: 10, H1: 12})
+    assert states(o) == {H0: "complete", H1: "pending"}
+    assert not cli.grade(o).needs_action
+
+
+def test_more_rows_than_landed_lines_is_a_mismatch():
+    assert states(observed(ingested={H0: 11, H1: 10})) == {H0: "mismatch", H1: "complete"}
+    # more valid + quarantined rows than ingested lines
+    assert states(observed(classified={"silver.t": {H0: 10, H1: 9}, "silver.q": {H0: 1, H1: 1}}))[H0] == "mismatch"
+
+
+def test_rows_ingested_after_silver_last_wrote_are_pending():
+    assert states(observed(newest_ingest={H0: minutes(0), H1: minutes(5)})) == {H0: "complete", H1: "pending"}
+
+
+def test_a_gold_hour_without_rows_is_missing_once_gold_wrote_since_else_pending():
+    counts = {"silver.t": {H0: 8, H1: 9}, "gold.t": {H0: 3}}
+    assert states(observed(hour_counts=counts)) == {H0: "complete", H1: "missing"}
+    # silver wrote H1 after gold's last commit: gold has simply not run yet
+    late = {"silver.t": {H0: minutes(1), H1: minutes(3)}, "gold.t": {H0: minutes(2)}}
+    assert states(observed(hour_counts=counts, hour_writes=late)) == {H0: "complete", H1: "pending"}
+
+
+def test_late_data_in_silver_is_pending_until_gold_runs_then_stale_if_gold_skipped_it():
+    late = {"silver.t": {H0: minutes(5), H1: minutes(1)}, "gold.t": {H0: minutes(2), H1: minutes(2)}}
+    assert states(observed(hour_writes=late)) == {H0: "pending", H1: "complete"}
+    writes = {**observed().writes, "gold.t": TableWrite(2, minutes(6), "WRITE")}
+    assert states(observed(hour_writes=late, writes=writes)) == {H0: "stale", H1: "complete"}
+
+
+def test_gold_rows_for_an_hour_silver_does_not_hold_are_stale():
+    counts = {"silver.t": {H0: 8}, "gold.t": {H0: 3, H1: 3}}
+    o = observed(hour_counts=counts, classified={"silver.t": {H0: 8, H1: 9}, "silver.q": {H0: 1, H1: 1}})
+    assert states(o) == {H0: "complete", H1: "stale"}
+
+
+def test_a_window_lists_every_hour_and_empty_ones_say_so():
+    assert states(observed(), H1, H1 + timedelta(hours=2)) == {H1: "complete", H1 + timedelta(hours=1): "empty"}
+
+
+def test_lines_are_counted_as_spark_splits_them():
+    assert [cli.count_lines(data) for data in (b"", b"a", b"a\n", b"a\r\nb", b"a\rb\n\n", b"\n")] == [0, 1, 1, 2, 3, 1]
+
+
+def test_folder_hours_and_the_landing_layout_match_the_source():
+    from lakehouse.sources import LANDING_FILES
+
+    assert cli.LANDING_FILES == LANDING_FILES
+    assert cli.folder_hour("file:/x/landing/events/2026-11-20/07/part-0001.jsonl") == datetime(2026, 11, 20, 7)
+    assert cli.folder_hour("kafka://topic/0/12") is None
+
+
+def test_backfill_commands_cover_contiguous_hours_with_the_runs_that_own_them():
+    hours = [H0, H1, H0 + timedelta(hours=5)]
+    assert [c[-3::2] for c in cli.backfill_commands(hours)] == [
+        ["2026-11-20T01:00:00+00:00", "2026-11-20T02:00:00+00:00"],
+        ["2026-11-20T06:00:00+00:00", "2026-11-20T06:00:00+00:00"],
+    ]
