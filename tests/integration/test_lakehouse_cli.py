@@ -1,0 +1,132 @@
+"""The `lakehouse` command (no JVM) on tables written by the real pipeline, against the plain-Python oracle."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from helpers import START, oracle, run_pipeline
+from lakehouse import catalog
+from lakehouse.config import Lakehouse
+from lakehouse_tools.generator import write_campaigns, write_hours
+from lakehouse_tools.oracle import expected_from_landing
+
+HOURS = 2
+# Installed by `make venv` beside the interpreter that runs the tests.
+COMMAND = Path(sys.executable).parent / "lakehouse"
+
+
+def lakehouse_command(lakehouse: Lakehouse, *args: str) -> subprocess.CompletedProcess:
+    assert COMMAND.exists(), f"{COMMAND} is missing: run `make venv`"
+    return subprocess.run(
+        [str(COMMAND), *args, "--lakehouse-root", lakehouse.root], capture_output=True, text=True, timeout=120
+    )
+
+
+def status(lakehouse: Lakehouse, *args: str) -> tuple[int, dict]:
+    done = lakehouse_command(lakehouse, "status", "--json", *args)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def written(request, tmp_path_factory) -> Lakehouse:
+    """Two producer hours (late events, duplicates, bad lines) through one incremental run of every task."""
+    from lakehouse.spark import engine as engine_kind
+
+    if engine_kind() == "connect":  # a module fixture is set up before the per-test one that starts it
+        request.getfixturevalue("engine")
+    lakehouse = Lakehouse(root=str(tmp_path_factory.mktemp("cli") / "lakehouse"))
+    write_campaigns(lakehouse, seed=16)
+    write_hours(lakehouse, START, HOURS, events_per_second=0.05, seed=16, files_per_hour=2)
+    run_pipeline(lakehouse)
+    return lakehouse
+
+
+def hour_key(moment) -> str:
+    return f"{moment:%Y-%m-%dT%H}:00:00Z"
+
+
+def test_status_counts_every_hour_as_the_oracle_does(written):
+    code, grid = status(written)
+    assert code == 0 and grid["needs_action"] == []
+    by_hour = {row["hour"]: row for row in grid["hours"]}
+    assert {row["state"] for row in grid["hours"]} == {"complete"}
+
+    # Producer hours: the oracle over each landing folder alone (the generator keeps a duplicate
+    # in the hour of its original, so duplicates are per folder too).
+    for offset in range(HOURS):
+        hour = START + timedelta(hours=offset)
+        expected = expected_from_landing(Path(written.landing_events, f"{hour:%Y-%m-%d/%H}"), written.landing_campaigns)
+        counts = by_hour[hour_key(hour)]["counts"]
+        assert (counts["landed"], counts["bronze.ad_events"]) == (expected.lines, expected.lines)
+        assert counts["silver.quarantine_ad_events"] == sum(expected.quarantined.values())
+        assert counts["duplicates"] == expected.duplicates
+    whole = oracle(written)
+    assert sum(row["counts"]["duplicates"] for row in grid["hours"]) == whole.duplicates > 0
+
+    # Event hours (late events fall before the first producer hour): silver and every gold table.
+    silver = Counter(hour_key(datetime.fromtimestamp(e["millis"] // 1000, timezone.utc)) for e in whole.events.values())
+    gold = {t.name: Counter(hour_key(row["hour_start"]) for row in whole.rows(t.name)) for t in catalog.tables() if t.layer == "gold"}
+    assert set(by_hour) == set(silver) | {hour_key(START + timedelta(hours=i)) for i in range(HOURS)}
+    for hour, row in by_hour.items():
+        assert row["counts"]["silver.ad_events"] == silver[hour], hour
+        for name, expected in gold.items():
+            assert row["counts"][name] == expected[hour], (name, hour)
+    assert set(grid["tables"]) == {t.name for t in catalog.tables()}
+    assert all(write is not None and write["version"] >= 0 for write in grid["tables"].values())
+
+
+def test_query_gives_exactly_the_oracle_rows(written):
+    done = lakehouse_command(
+        written, "query", "--json",
+        "select campaign_id, strftime(hour_start, '%Y-%m-%dT%H') as hour, views, clicks, purchases, distinct_users "
+        "from gold.campaign_hourly",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    actual = Counter(tuple(row.values()) for row in json.loads(done.stdout))
+    expected = Counter(
+        (r["campaign_id"], f"{r['hour_start']:%Y-%m-%dT%H}", r["views"], r["clicks"], r["purchases"], r["distinct_users"])
+        for r in oracle(written).rows("gold.campaign_hourly")
+    )
+    assert actual == expected
+
+    whole = oracle(written)
+    text = lakehouse_command(written, "query", "select count(*) as events from silver.ad_events")
+    assert text.returncode == 0 and text.stdout.split() == ["events", "------", str(len(whole.events)), "(1", "row)"]
+    missing = lakehouse_command(written, "query", "select * from gold.no_such_table")
+    assert missing.returncode == 2 and "gold.campaign_hourly" in missing.stderr
+
+
+def test_a_new_hour_is_pending_and_a_deleted_gold_hour_is_missing_and_repaired_by_one_backfill(spark, written, tmp_path):
+    copy = Lakehouse(root=str(tmp_path / "lakehouse"))
+    shutil.copytree(written.root, copy.root)
+    new_hour = START + timedelta(hours=HOURS)
+    write_hours(copy, new_hour, 1, events_per_second=0.05, seed=16, files_per_hour=2)
+    code, grid = status(copy)
+    states = {row["hour"]: row["state"] for row in grid["hours"]}
+    assert code == 0 and states[hour_key(new_hour)] == "pending"
+
+    damaged = START + timedelta(hours=1)
+    gold = copy.table("gold.campaign_hourly").path
+    spark.sql(f"DELETE FROM delta.`{gold}` WHERE hour_start = timestamp'{damaged:%Y-%m-%d %H:00:00}+00:00'")
+    code, grid = status(copy)
+    assert code == 1 and grid["needs_action"] == [hour_key(damaged)]
+    assert {row["hour"]: row["state"] for row in grid["hours"]} == {**states, hour_key(damaged): "missing"}
+
+    plan = lakehouse_command(copy, "repair", "--dry-run")
+    assert plan.returncode == 0, plan.stderr
+    owner = f"{damaged + timedelta(hours=1):%Y-%m-%dT%H:%M:%S}+00:00"  # the run at H+1h owns hour H
+    assert plan.stdout.splitlines() == [
+        "would run: airflow backfill create --dag-id ysb_hourly --reprocess-behavior completed "
+        f"--from-date {owner} --to-date {owner}"
+    ]
+    text = lakehouse_command(copy, "status")
+    assert text.returncode == 1 and f"{damaged:%Y-%m-%d %H}:00 missing: gold.campaign_hourly has no row" in text.stdout
