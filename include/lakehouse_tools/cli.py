@@ -72,6 +72,20 @@ def open_tables(lakehouse: Lakehouse) -> dict:
     return tables
 
 
+def _arrow(delta):
+    """The table as Arrow: a lazy dataset (DuckDB pushes filters and projections down), or, for a
+    table with deletion vectors or column mapping (which Arrow datasets cannot apply), every row
+    read by delta-rs's own scan."""
+    from deltalake.exceptions import DeltaProtocolError
+
+    try:
+        return delta.to_pyarrow_dataset()
+    except DeltaProtocolError:
+        import pyarrow as pa
+
+        return pa.table(delta.scan())
+
+
 def connect(lakehouse: Lakehouse, tables: dict | None = None):
     """A DuckDB connection with a view per written catalog table, named as in the catalog."""
     import duckdb
@@ -82,7 +96,7 @@ def connect(lakehouse: Lakehouse, tables: dict | None = None):
     for name, delta in tables.items():
         layer, table = name.split(".")
         arrow_name = f"__delta_{layer}_{table}"
-        connection.register(arrow_name, delta.to_pyarrow_dataset())  # lazy: DuckDB pushes filters down
+        connection.register(arrow_name, _arrow(delta))
         connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{layer}"')
         connection.execute(f'CREATE VIEW "{layer}"."{table}" AS SELECT * FROM "{arrow_name}"')
     return connection
