@@ -12,6 +12,9 @@ export AIRFLOW__API__HOST=127.0.0.1
 export AIRFLOW__API__PORT="$port"
 export AIRFLOW__API__BASE_URL="http://127.0.0.1:$port"
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$port/execution/"
+# LocalExecutor forks `parallelism` workers up front (Airflow's default 32, idle on a 2-core
+# machine); four task slots are plenty for an hourly run beside a small backfill here.
+export AIRFLOW__CORE__PARALLELISM="${AIRFLOW__CORE__PARALLELISM:-4}"
 # The default SimpleAuthManager: one admin user, its generated password in the file below.
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:-admin:admin}"
 
@@ -30,17 +33,23 @@ stop_all() {
 }
 trap stop_all INT TERM EXIT
 
-for component in "api-server --host 127.0.0.1 --port $port" scheduler dag-processor triggerer; do
-  name="${component%% *}"
-  setsid airflow $component > "$logs/$name.log" 2>&1 &
+start() {
+  local name="${1%% *}"
+  setsid airflow $1 > "$logs/$name.log" 2>&1 &
   pids+=("$!")
   echo "started airflow $name (pid $!, log $logs/$name.log)"
-done
+}
 
-for _ in $(seq 1 60); do
+# The api-server first, and the rest once it answers: the scheduler starts the latest hourly run
+# at once, and its tasks talk to the api-server (the execution API); started together, the
+# first task (preflight) failed its first try with "Connection refused".
+start "api-server --host 127.0.0.1 --port $port"
+for _ in $(seq 1 120); do
   curl -fsS "http://127.0.0.1:$port/api/v2/monitor/health" > /dev/null 2>&1 && break
+  kill -0 "${pids[0]}" 2>/dev/null || { echo "the api-server exited; see $logs/api-server.log"; exit 1; }
   sleep 1
 done
+for component in scheduler dag-processor triggerer; do start "$component"; done
 echo "Airflow UI: http://127.0.0.1:$port  (user admin; password in $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated)"
 echo "Ctrl-C stops every component."
 wait -n "${pids[@]}" || true
