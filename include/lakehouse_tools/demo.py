@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
@@ -27,15 +28,33 @@ DEMO_START = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
 SEED = 7
 
 
+# Every Spark task's last line (SparkJobOperator): "<task> done: {summary}".
+TASK_DONE = re.compile(r"(?P<task>\w+) done: (?P<summary>\{.*)")
+ROW_COUNTS = re.compile(r"'(rows_written|input_rows|inserted|quarantined)': (\d+)")
+
+
 def run_dag(logical_date: datetime, log_path: Path) -> float:
-    """One run of the hourly DAG through Airflow; its full output goes to ``log_path``."""
-    started = time.monotonic()
+    """One run of the hourly DAG through Airflow; its full output goes to ``log_path``, and a line
+    per Spark task as it finishes (task, seconds since the previous one, its summary) to stdout."""
+    started = last = time.monotonic()
     with log_path.open("w") as log:
-        result = subprocess.run(
-            ["airflow", "dags", "test", "ysb_hourly", logical_date.isoformat()], stdout=log, stderr=subprocess.STDOUT
+        process = subprocess.Popen(
+            ["airflow", "dags", "test", "ysb_hourly", logical_date.isoformat()],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
+        for line in process.stdout:
+            log.write(line)
+            done = TASK_DONE.search(line)
+            if done:
+                now = time.monotonic()
+                counts = ", ".join(f"{k}={v}" for k, v in ROW_COUNTS.findall(done["summary"]))
+                print(f"  {done['task']:<24} {now - last:>5.0f} s  {counts}", flush=True)
+                last = now
+        returncode = process.wait()
     output = log_path.read_text()
-    if result.returncode != 0 or "state=success" not in output:
+    if returncode != 0 or "state=success" not in output:
         tail = "\n".join(output.splitlines()[-40:])
         sys.exit(f"The DAG run failed; the last lines of {log_path}:\n{tail}")
     return time.monotonic() - started
@@ -49,7 +68,8 @@ def print_summary(lakehouse: Lakehouse) -> bool:
     from lakehouse.spark import build_spark_session
 
     spark = build_spark_session("demo-summary", {"spark.master": "local[2]", "spark.ui.enabled": "false"})
-    spark.sparkContext.setLogLevel("ERROR")
+    if not spark.__class__.__module__.startswith("pyspark.sql.connect"):  # a Connect session has no JVM here
+        spark.sparkContext.setLogLevel("ERROR")
 
     def read(name):
         return spark.read.format("delta").load(lakehouse.table(name).path)
