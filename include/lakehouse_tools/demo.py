@@ -78,10 +78,10 @@ def print_summary(lakehouse: Lakehouse) -> bool:
     from collections import Counter
 
     from lakehouse import catalog
-    from lakehouse.spark import build_spark_session
+    from lakehouse.spark import build_spark_session, is_remote
 
     spark = build_spark_session("demo-summary", {"spark.master": "local[2]", "spark.ui.enabled": "false"})
-    if not spark.__class__.__module__.startswith("pyspark.sql.connect"):  # a Connect session has no JVM here
+    if not is_remote(spark):  # a Connect session has no JVM here
         spark.sparkContext.setLogLevel("ERROR")
 
     def read(name):
