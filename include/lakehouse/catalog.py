@@ -45,6 +45,7 @@ class Write(str, Enum):
     APPEND = "append"  # new rows appended once per micro-batch (bronze, side outputs)
     MERGE_NEW = "insert-only merge"  # rows with a new key inserted, in the event hours a batch touches
     REPLACE_HOURS = "replace hours"  # the event hours a batch touches recomputed from upstream and replaced
+    SESSIONS = "sessions"  # a stateful query emits each session once, when the watermark closes it
 
 
 # The columns each hour-addressed write kind needs: they select and replace whole event hours.
@@ -126,6 +127,7 @@ class Table:
     role: str | None = None  # a side table's role in that query (e.g. quarantine)
     lineage: tuple[str, ...] = ()  # columns that may differ between two correct runs (where a row came from)
     reject: Callable | None = field(default=None, compare=False)  # OVERWRITE: rows that make the input unusable
+    event_time: str | None = None  # the column that places a row in event time (default: hour_start or event_time)
 
     @property
     def layer(self) -> str:
@@ -160,6 +162,8 @@ class Table:
 
     def hours_predicate(self, hours) -> str:
         """The Delta predicate that selects ``hours`` (a :class:`lakehouse.hours.HourRange`) of this table."""
+        if self.write is Write.SESSIONS:
+            return hours.sessions_predicate()
         if "event_hour" in self.partition_by:
             return hours.silver_predicate()
         return hours.gold_predicate()
@@ -167,6 +171,8 @@ class Table:
     @property
     def hour_sql(self) -> str:
         """SQL for the event hour a row belongs to (reports per hour)."""
+        if self.event_time:
+            return f"date_trunc('HOUR', {self.event_time})"
         return "hour_start" if "hour_start" in self.column_names else "date_trunc('HOUR', event_time)"
 
 
@@ -192,6 +198,7 @@ def table(
     key: str | None = None,
     lineage: list[str] | tuple[str, ...] = (),
     reject: Callable | None = None,
+    event_time: str | None = None,
 ) -> Callable:
     """Declare the table that the decorated function computes from its upstream tables (or source)."""
 
@@ -200,7 +207,7 @@ def table(
             Table(
                 name=name, schema=schema, write=write, task=transform.__module__.rsplit(".", 1)[-1],
                 upstream=tuple(upstream), source=source, partition_by=tuple(partition_by), batch=batch,
-                key=key, transform=transform, lineage=tuple(lineage), reject=reject,
+                key=key, transform=transform, lineage=tuple(lineage), reject=reject, event_time=event_time,
             )  # fmt: skip
         )
         return transform
@@ -209,11 +216,15 @@ def table(
 
 
 def side_table(
-    name: str, *, written_by: str, role: str, schema: str, partition_by: list[str] | tuple[str, ...] = ()
+    name: str, *, written_by: str, role: str, schema: str, partition_by: list[str] | tuple[str, ...] = (),
+    write: Write = Write.APPEND,
 ) -> Table:
-    """Declare a table that ``written_by``'s query appends to beside its own (e.g. its quarantine)."""
+    """Declare a table that ``written_by``'s query writes beside its own (e.g. its quarantine).
+
+    ``write``: APPEND (rows added once per micro-batch) or OVERWRITE (replaced by every run).
+    """
     return _declare(
-        Table(name=name, schema=schema, write=Write.APPEND, task="", partition_by=tuple(partition_by),
+        Table(name=name, schema=schema, write=write, task="", partition_by=tuple(partition_by),
               written_by=written_by, role=role)  # fmt: skip
     )
 
@@ -311,7 +322,8 @@ def _check(declared: dict[str, Table]) -> None:
         names = entry.column_names
         for column in entry.columns:
             _json_type(column.type)
-        missing = [c for c in (*entry.partition_by, *entry.lineage, *([entry.key] if entry.key else [])) if c not in names]
+        declared_columns = (*entry.partition_by, *entry.lineage, *(c for c in (entry.key, entry.event_time) if c))
+        missing = [c for c in declared_columns if c not in names]
         if missing:
             raise CatalogError(f"{where}: partition, key or lineage column(s) {missing} are not in its schema")
         for name in entry.upstream:
@@ -334,8 +346,11 @@ def _check(declared: dict[str, Table]) -> None:
                 )
         if entry.write is Write.MERGE_NEW and not entry.key:
             raise CatalogError(f"{where}: an {entry.write.value} table needs key=<column>")
-        if entry.batch and not layout:
-            raise CatalogError(f"{where}: only hour-addressed tables ({', '.join(w.value for w in HOUR_LAYOUTS)}) have a batch form")
+        if entry.write is Write.SESSIONS and not (entry.key and entry.event_time in names):
+            raise CatalogError(f"{where}: a {entry.write.value} table needs key=<session id column> and event_time=<its start>")
+        if entry.batch and not (layout or entry.write is Write.SESSIONS):
+            kinds = ", ".join(w.value for w in (*HOUR_LAYOUTS, Write.SESSIONS))
+            raise CatalogError(f"{where}: only hour-addressed tables and sessions ({kinds}) have a batch form")
     tasks_seen: dict[str, str] = {}
     for entry in declared.values():
         if entry.written_by is None:

@@ -78,3 +78,11 @@ class HourRange:
             return "false"
         stamps = ", ".join(f"TIMESTAMP'{h:%Y-%m-%d %H:00:00}'" for h in self.hours)
         return f"event_date IN ({self._dates()}) AND hour_start IN ({stamps})"
+
+    def sessions_predicate(self) -> str:
+        """Selects the sessions that overlap these hours (first to last) from a sessions table."""
+        if not self.hours:
+            return "false"
+        first, after = self.hours[0], self.hours[-1] + HOUR
+        return (f"session_end >= TIMESTAMP'{first:%Y-%m-%d %H:00:00}' "
+                f"AND session_start < TIMESTAMP'{after:%Y-%m-%d %H:00:00}'")  # fmt: skip

@@ -26,6 +26,7 @@ FLOWS = {
     Write.APPEND: "lakehouse.flows.ingest",
     Write.MERGE_NEW: "lakehouse.flows.merge",
     Write.REPLACE_HOURS: "lakehouse.flows.recompute",
+    Write.SESSIONS: "lakehouse.flows.sessions",
 }
 
 

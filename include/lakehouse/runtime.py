@@ -412,7 +412,8 @@ def _log_file_readable(path: Path, folder: str) -> bool:
         return False
 
 
-def _refresh(layer: str) -> str:
+def refresh_advice(layer: str) -> str:
+    """How to rebuild ``layer`` (and everything computed from it) when its checkpoint cannot be trusted."""
     return (
         f"Recovery: a full refresh of {layer}, which empties {layer} and every layer computed "
         f"from it (Delta keeps the old versions) and moves their queries to a new checkpoint generation: trigger "
@@ -453,11 +454,11 @@ def check_checkpoint(checkpoint: str, name: str, writes=(), retained: int = 100)
             f"{where} belongs to another query: its metadata names query {state.query_id}, but the query whose "
             f"batches the tables hold is {recorded} (recorded in {identity_record(checkpoint)}). A checkpoint "
             "copied or restored from elsewhere does not match its tables: resuming from it would skip or repeat "
-            f"batches. Nothing was written. {_refresh(layer)}"
+            f"batches. Nothing was written. {refresh_advice(layer)}"
         )
     if "metadata" in state.damaged:
         raise CheckpointMismatch(
-            f"{where}: its metadata file (the query id) is damaged. Nothing was written. {_refresh(layer)}"
+            f"{where}: its metadata file (the query id) is damaged. Nothing was written. {refresh_advice(layer)}"
         )
 
     # What the tables hold of this writer: app id -> newest batch id (-1: none).
@@ -498,7 +499,7 @@ def check_checkpoint(checkpoint: str, name: str, writes=(), retained: int = 100)
             raise CheckpointMismatch(
                 f"{where} holds no batch (moved away, deleted or never copied), but the tables already hold this "
                 f"writer's: {detail}. A new checkpoint would number its batches from 0 again: Delta would skip "
-                f"them as already written, or append every input again. Nothing was written. {_refresh(layer)}"
+                f"them as already written, or append every input again. Nothing was written. {refresh_advice(layer)}"
             )
         return  # a new checkpoint for new tables
 
@@ -551,7 +552,7 @@ def check_checkpoint(checkpoint: str, name: str, writes=(), retained: int = 100)
             )
     raise CheckpointMismatch(
         f"{found} Resuming from it would plan batches the tables already hold with other input (Delta would "
-        f"skip them) or miss some. Nothing was written. {_refresh(layer)}"
+        f"skip them) or miss some. Nothing was written. {refresh_advice(layer)}"
     )
 
 
@@ -578,14 +579,14 @@ def explain_query_failure(error: Exception, name: str, checkpoint: str) -> Excep
     if any(marker in trace.lower() for marker in unreadable):
         return ConfigError(
             f"{table}: the checkpoint {checkpoint} has a damaged log file that Spark could not read ({first}). "
-            f"Nothing was written. {_refresh(layer)}"
+            f"Nothing was written. {refresh_advice(layer)}"
         )
     incompatible = ("not compatible", "StateSchemaNotCompatible", "schema is not compatible",
                     "STATE_STORE_", "STREAMING_STATEFUL_OPERATOR")  # fmt: skip
     if any(marker in message for marker in incompatible):
         return ConfigError(
             f"{table}: the query no longer matches its checkpoint {checkpoint} ({first[:200]}). Nothing was "
-            f"written. {_refresh(layer)}"
+            f"written. {refresh_advice(layer)}"
         )
     return error
 

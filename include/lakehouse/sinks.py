@@ -128,6 +128,28 @@ def merge_new_rows(
     return bool(metrics) and "num_inserted_rows" in metrics[0]
 
 
+def upsert(spark: SparkSession, rows: DataFrame, table: TablePaths, declared: Table, app_id: str, batch_id: int) -> None:
+    """Insert ``rows``, or replace the rows with their key: once per (app id, batch id).
+
+    The match is restricted to the partitions the rows fall in (Delta reads only those).
+    """
+    key, partitions = declared.key, declared.partition_by
+    condition = " AND ".join([f"t.{key} = s.{key}", *(f"t.{column} = s.{column}" for column in partitions)])
+    with _dml_transaction(spark, app_id, batch_id):
+        spark.sql(
+            f"MERGE INTO delta.`{table.path}` AS t USING {{rows}} AS s ON {condition} "
+            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+            rows=rows,
+        ).collect()
+
+
+def replace_where(df: DataFrame, table: TablePaths, declared: Table, predicate: str) -> None:
+    """Replace the rows matching ``predicate`` with ``df`` (whose rows must all match it) in one commit."""
+    df.write.format("delta").mode("overwrite").option("replaceWhere", predicate).partitionBy(
+        *declared.partition_by
+    ).save(table.path)
+
+
 def mark_resolved(spark: SparkSession, admitted: DataFrame, quarantine: TablePaths, resolved_by: str) -> int:
     """Mark the quarantine's unresolved rows whose line is in ``admitted`` as resolved; the rows marked.
 

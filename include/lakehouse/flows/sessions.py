@@ -1,0 +1,500 @@
+"""SESSIONS tables: a stateful streaming query keeps each user's open sessions and emits each once, when the watermark closes it.
+
+Incremental mode streams silver's new events (availableNow) through ``transformWithStateInPandas``:
+the state (RocksDB, in the checkpoint) holds each user's open sessions, an event-time timer per
+user fires when the watermark passes its open session's last event plus the gap, and the session
+is emitted then (output mode append) and MERGEd into the table by its id under the batch's Delta
+transaction id: a replayed batch (a crash between the state commit and the write) is written once.
+
+Late events. The watermark is declared on silver's ``event_time``, but the processor reads a
+copy of it (``event_ms``) that carries no watermark mark, so Spark hands it the events behind the
+watermark instead of dropping them unseen; the processor records them (``ops.late_session_events``)
+without applying them, since they may belong to sessions already emitted. After the query, the
+batch form (the same session functions, per user, over silver) recomputes the sessions of the
+users with late events not yet reconciled and replaces theirs; a late event is reconciled once
+the session it belongs to has closed and been written.
+
+Batch mode (a backfill of [start, end)) recomputes every session that overlaps the interval, read
+with the margin sessionization needs (widened until no session can reach past what was read),
+and replaces exactly those. ``gold.open_sessions`` is rewritten after every run from the query's
+state (the state data source), corrected for users with unreconciled late events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
+
+from lakehouse import catalog
+from lakehouse.catalog import Table
+from lakehouse.config import ConfigError, Lakehouse, TablePaths
+from lakehouse.faults import fault_point
+from lakehouse.freshness import delta_source_caught_up
+from lakehouse.hours import HourRange
+from lakehouse.runtime import JobArgs, Written, guarded_batches, log, refresh_advice, run_available_now
+from lakehouse.sinks import append, ensure_table, replace_where, txn_app_id, upsert, with_conflict_retries
+from lakehouse.sources import delta_stream
+from lakehouse.spark import build_spark_session
+from lakehouse.tables.gold_user_sessions import (
+    SESSION_GAP_MS, WATERMARK_DELAY, WATERMARK_DELAY_MS, Session, add_events,
+)  # fmt: skip
+
+FAULT_POINTS = ("before_sessions_write", "after_sessions_write")
+
+# What the processor keeps per user: its open sessions (ListState rows).
+STATE_SCHEMA = StructType(
+    [StructField(name, LongType()) for name in ("start_ms", "end_ms", "first_ms")]
+    + [StructField(name, StringType()) for name in ("first_event_id", "first_campaign_id")]
+    + [StructField("last_ms", LongType())]
+    + [StructField(name, StringType()) for name in ("last_event_id", "last_campaign_id")]
+    + [StructField(name, LongType()) for name in ("events", "views", "clicks", "purchases")]
+    + [StructField(name, ArrayType(StringType())) for name in ("ads", "campaigns")]
+)
+STATE_NAME = "open_sessions"
+# Raised with every change the checkpoint's state cannot take (the state schema, the gap, the
+# meaning of a field): the run then refuses to start and names the full refresh that rebuilds it.
+STATE_VERSION = 1
+
+# What the processor and the batch form emit: kind "session" (closed), "open" or "late" (an event).
+OUTPUT_SCHEMA = (
+    "kind STRING, user_id STRING, start_ms BIGINT, end_ms BIGINT, events BIGINT, views BIGINT, clicks BIGINT, "
+    "purchases BIGINT, distinct_ads BIGINT, distinct_campaigns BIGINT, first_campaign_id STRING, "
+    "last_campaign_id STRING, event_id STRING, event_ms BIGINT, watermark_ms BIGINT"
+)
+OUTPUT_COLUMNS = [part.split()[0] for part in OUTPUT_SCHEMA.split(", ")]
+EVENT_FIELDS = ["event_ms", "event_id", "event_type", "ad_id", "campaign_id"]
+
+
+def _to_state(s: Session) -> tuple:
+    return (s.start, s.end, *s.first, *s.last, s.events, s.views, s.clicks, s.purchases, sorted(s.ads), sorted(s.campaigns))
+
+
+def _from_state(row) -> Session:
+    (start, end, first_ms, first_id, first_campaign, last_ms, last_id, last_campaign,
+     events, views, clicks, purchases, ads, campaigns) = row  # fmt: skip
+    return Session(int(start), int(end), (int(first_ms), first_id, first_campaign), (int(last_ms), last_id, last_campaign),
+                   int(events), int(views), int(clicks), int(purchases), set(ads), set(campaigns))  # fmt: skip
+
+
+def _output(kind: str, user_id: str, s: Session) -> tuple:
+    return (kind, user_id, s.start, s.end, s.events, s.views, s.clicks, s.purchases, len(s.ads), len(s.campaigns),
+            s.first[2], s.last[2], None, None, None)  # fmt: skip
+
+
+def _late(user_id: str, event: tuple, watermark_ms: int) -> tuple:
+    return ("late", user_id, *([None] * 10), event[1], int(event[0]), watermark_ms)
+
+
+def _events_of(frames: Iterator[pd.DataFrame]) -> Iterator[tuple]:
+    for frame in frames:
+        yield from frame[EVENT_FIELDS].itertuples(index=False, name=None)
+
+
+class UserSessions(StatefulProcessor):
+    """Per user: open sessions in state, a timer at the earliest close, closed sessions emitted once."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.open = handle.getListState(STATE_NAME, STATE_SCHEMA)
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+        (user_id,) = key
+        watermark = timerValues.getCurrentWatermarkInMs()
+        on_time, late = [], []
+        for event in _events_of(rows):
+            (late if event[0] < watermark else on_time).append(event)
+        self._keep(add_events(self._sessions(), on_time))
+        if late:
+            yield pd.DataFrame([_late(user_id, event, watermark) for event in late], columns=OUTPUT_COLUMNS)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+        (user_id,) = key
+        watermark = timerValues.getCurrentWatermarkInMs()
+        sessions = self._sessions()
+        closed = [s for s in sessions if s.closed_at(watermark)]
+        self._keep([s for s in sessions if not s.closed_at(watermark)])
+        if closed:
+            yield pd.DataFrame([_output("session", user_id, s) for s in closed], columns=OUTPUT_COLUMNS)
+
+    def _sessions(self) -> list[Session]:
+        return [_from_state(row) for row in self.open.get()] if self.open.exists() else []
+
+    def _keep(self, sessions: list[Session]) -> None:
+        for timer in self.handle.listTimers():
+            self.handle.deleteTimer(timer)
+        if sessions:
+            self.open.put([_to_state(s) for s in sessions])
+            self.handle.registerTimer(min(s.end for s in sessions) + SESSION_GAP_MS)
+        else:
+            self.open.clear()
+
+    def close(self) -> None:
+        pass
+
+
+def sessions_of_users(watermark_ms: int):
+    """The batch form: a user's events (a pandas frame) -> their closed and open sessions as of ``watermark_ms``."""
+
+    def per_user(key, events):  # no type hints: pandas' grouped-map form is chosen by applyInPandas
+        (user_id,) = key
+        sessions = add_events([], events[EVENT_FIELDS].itertuples(index=False, name=None))
+        rows = [_output("session" if s.closed_at(watermark_ms) else "open", user_id, s) for s in sessions]
+        return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
+
+    return per_user
+
+
+def table_rows(output: DataFrame, with_closes_at: bool = False) -> DataFrame:
+    """The table's columns from emitted sessions (``OUTPUT_SCHEMA`` rows of kind session or open)."""
+    start = F.timestamp_millis("start_ms")
+    columns = [
+        F.md5(F.concat_ws("/", "user_id", F.col("start_ms").cast("string"))).alias("session_id"),
+        "user_id",
+        start.alias("session_start"),
+        F.timestamp_millis("end_ms").alias("session_end"),
+        ((F.col("end_ms") - F.col("start_ms")) / 1000).cast("double").alias("duration_seconds"),
+        "events", "views", "clicks", "purchases", "distinct_ads", "distinct_campaigns",
+        "first_campaign_id", "last_campaign_id",
+        F.to_date(start).alias("session_date"),
+    ]  # fmt: skip
+    if with_closes_at:
+        columns.append(F.timestamp_millis(F.col("end_ms") + SESSION_GAP_MS).alias("closes_at"))
+    return output.select(*columns)
+
+
+# --------------------------------------------------------------------------------------------
+# The batch form: sessions recomputed from silver and replaced
+
+
+INITIAL_MARGIN_MS = 2 * 3_600_000
+MAX_MARGIN_MS = 32 * 24 * 3_600_000
+
+
+def _silver_events(spark: SparkSession, silver: TablePaths, table: Table, from_ms: int, to_ms: int | None, users) -> DataFrame:
+    rows = spark.read.format("delta").load(silver.path)
+    after = datetime.fromtimestamp(from_ms / 1000, tz=timezone.utc)
+    rows = rows.where(F.col("event_date") >= F.lit(after.date())).where(F.unix_millis("event_time") >= from_ms)
+    if to_ms is not None:
+        before = datetime.fromtimestamp(to_ms / 1000, tz=timezone.utc)
+        rows = rows.where(F.col("event_date") <= F.lit(before.date())).where(F.unix_millis("event_time") < to_ms)
+    if users is not None:
+        rows = rows.where(F.col("user_id").isin(sorted(users)))
+    return table.transform(rows)
+
+
+def recomputed_sessions(
+    spark: SparkSession, silver: TablePaths, table: Table, watermark_ms: int, start_ms: int, end_ms: int | None = None,
+    users: set[str] | None = None,
+) -> tuple[DataFrame, int, int | None]:  # fmt: skip
+    """Every session (closed or open as of ``watermark_ms``) overlapping [start_ms, end_ms), whole.
+
+    Silver is read with a margin around the interval, doubled while a session could reach past
+    what was read (a session is whole when no event lies within the gap before its first or after
+    its last). Returns the sessions (``OUTPUT_SCHEMA``, cached: the caller unpersists) and the
+    interval widened to their extent, which is what a replacement must cover.
+    """
+    margin = INITIAL_MARGIN_MS
+    while True:
+        read_from, read_to = start_ms - margin, (end_ms + margin if end_ms is not None else None)
+        events = _silver_events(spark, silver, table, read_from, read_to, users)
+        sessions = events.groupBy("user_id").applyInPandas(sessions_of_users(watermark_ms), OUTPUT_SCHEMA)
+        overlapping = sessions.where(F.col("end_ms") >= start_ms)
+        if end_ms is not None:
+            overlapping = overlapping.where(F.col("start_ms") < end_ms)
+        overlapping = overlapping.persist()
+        reach = overlapping.agg(F.min("start_ms").alias("first"), F.max("end_ms").alias("last")).first()
+        first, last = reach["first"], reach["last"]
+        whole = first is None or (
+            first - SESSION_GAP_MS >= read_from and (read_to is None or last + SESSION_GAP_MS < read_to)
+        )
+        if whole:
+            widened_start = min(start_ms, first) if first is not None else start_ms
+            widened_end = None if end_ms is None else max(end_ms, last + 1 if last is not None else end_ms)
+            return overlapping, widened_start, widened_end
+        overlapping.unpersist()
+        if margin >= MAX_MARGIN_MS:
+            raise ConfigError(
+                f"{table.name}: a session reaches more than {MAX_MARGIN_MS // 86_400_000} days beyond "
+                f"{_iso(start_ms)}..{_iso(end_ms)}; a user active without a {SESSION_GAP_MS // 60_000}-minute "
+                "pause for that long is a producer bug. Check silver for that user."
+            )
+        margin *= 2
+
+
+def _iso(millis: int | None) -> str:
+    if millis is None:
+        return "now"
+    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _ts(millis: int) -> str:
+    return f"TIMESTAMP'{datetime.fromtimestamp(millis / 1000, tz=timezone.utc):%Y-%m-%d %H:%M:%S.%f}'"
+
+
+def replace_sessions(
+    spark: SparkSession, target: TablePaths, table: Table, sessions: DataFrame, start_ms: int, end_ms: int | None,
+    users: set[str] | None = None,
+) -> int:  # fmt: skip
+    """Replace the target's sessions overlapping [start_ms, end_ms) (of ``users``) with the closed ones of ``sessions``."""
+    predicate = f"session_end >= {_ts(start_ms)}"
+    if end_ms is not None:
+        predicate += f" AND session_start < {_ts(end_ms)}"
+    if users is not None:
+        quoted = ", ".join("'" + user.replace("'", "''") + "'" for user in sorted(users))
+        predicate += f" AND user_id IN ({quoted})"
+    closed = table_rows(sessions.where(F.col("kind") == "session"))
+    with_conflict_retries(lambda: replace_where(closed, target, table, predicate), f"{table.name} sessions")
+    return closed.count()
+
+
+# --------------------------------------------------------------------------------------------
+# The watermark and the state contract, read from the checkpoint
+
+
+def checkpoint_watermark_ms(checkpoint: str) -> int | None:
+    """The watermark of the checkpoint's newest planned batch (None: no batch yet)."""
+    offsets = Path(checkpoint) / "offsets"
+    batches = sorted((int(p.name) for p in offsets.glob("[0-9]*") if p.name.isdigit()), reverse=True) if offsets.is_dir() else []
+    for batch in batches:
+        try:
+            metadata = json.loads((offsets / str(batch)).read_text().splitlines()[1])
+            return int(metadata.get("batchWatermarkMs", 0))
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def watermark_for(spark: SparkSession, lakehouse: Lakehouse, table: Table) -> int:
+    """The stream's watermark, or (no stream yet) the one it will reach over today's silver."""
+    target = lakehouse.table(table.name)
+    recorded = checkpoint_watermark_ms(target.checkpoint(target.current_generation()))
+    if recorded is not None:
+        return recorded
+    newest = spark.read.format("delta").load(lakehouse.table(table.upstream[0]).path).agg(
+        F.max(F.unix_millis("event_time")).alias("newest")
+    ).first()["newest"]
+    return (newest or 0) - WATERMARK_DELAY_MS
+
+
+def _contract() -> dict:
+    return {"state_version": STATE_VERSION, "state_schema": STATE_SCHEMA.simpleString(),
+            "session_gap_ms": SESSION_GAP_MS, "watermark_delay": WATERMARK_DELAY}  # fmt: skip
+
+
+def check_state_contract(checkpoint: str, name: str) -> None:
+    """Refuse to run a query whose state the checkpoint holds in another shape; record the shape otherwise.
+
+    Spark would fail mid-batch on a changed state schema, and would carry on silently under a
+    changed gap or meaning; both are caught here, before the query starts.
+    """
+    record = Path(checkpoint).with_name(Path(checkpoint).name + ".state.json")
+    has_state = (Path(checkpoint) / "offsets").is_dir() and any((Path(checkpoint) / "offsets").iterdir())
+    wanted = _contract()
+    if has_state and record.exists():
+        recorded = json.loads(record.read_text())
+        if recorded != wanted:
+            changed = ", ".join(f"{k} {recorded.get(k)!r} -> {v!r}" for k, v in wanted.items() if recorded.get(k) != v)
+            raise ConfigError(
+                f"{name}: the sessions query changed in a way its checkpoint's state cannot take ({changed}; "
+                f"state recorded in {record}). Nothing was written. The state is rebuilt from silver by a new "
+                f"checkpoint generation. {refresh_advice('gold')}"
+            )
+        return
+    record.parent.mkdir(parents=True, exist_ok=True)
+    tmp = record.with_name(f".{record.name}.tmp")
+    tmp.write_text(json.dumps(wanted))
+    os.replace(tmp, record)
+
+
+def open_sessions_in_state(spark: SparkSession, checkpoint: str) -> DataFrame:
+    """The open sessions the query's state holds (Spark's state data source: also for debugging)."""
+    state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(checkpoint)
+    s = F.col("list_element")
+    return state.select(
+        F.lit("open").alias("kind"), F.col("key.user_id").alias("user_id"), s.start_ms.alias("start_ms"),
+        s.end_ms.alias("end_ms"), s.events.alias("events"), s.views.alias("views"), s.clicks.alias("clicks"),
+        s.purchases.alias("purchases"), F.size(s.ads).cast("bigint").alias("distinct_ads"),
+        F.size(s.campaigns).cast("bigint").alias("distinct_campaigns"), s.first_campaign_id.alias("first_campaign_id"),
+        s.last_campaign_id.alias("last_campaign_id"), F.lit(None).cast("string").alias("event_id"),
+        F.lit(None).cast("bigint").alias("event_ms"), F.lit(None).cast("bigint").alias("watermark_ms"),
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# The job
+
+
+def recompute(
+    spark: SparkSession, lakehouse: Lakehouse, table: Table, hours: HourRange,
+    target: TablePaths | None = None, upstream: dict[str, TablePaths] | None = None,  # noqa: ARG001
+) -> dict:  # fmt: skip
+    """Replace every session overlapping ``hours`` (first to last) with its recomputation from live silver.
+
+    Always from the live silver, even for the consistency check's scratch copy: sessions need
+    events from beyond the hours checked, which the check does not recompute.
+    """
+    target = target or lakehouse.table(table.name)
+    ensure_table(spark, target, table)
+    watermark = watermark_for(spark, lakehouse, table)
+    start_ms = int(hours.hours[0].timestamp() * 1000)
+    end_ms = int(hours.hours[-1].timestamp() * 1000) + 3_600_000
+    sessions, widened_start, widened_end = recomputed_sessions(
+        spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, end_ms
+    )
+    try:
+        written = replace_sessions(spark, target, table, sessions, widened_start, widened_end)
+    finally:
+        sessions.unpersist()
+    log.info("%s: recomputed %d closed session(s) overlapping %s (watermark %s)", table.name, written, hours, _iso(watermark))
+    return {"sessions": written, "watermark": _iso(watermark)}
+
+
+def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: Table, run_label: str) -> dict:
+    """Recompute the sessions of users with unreconciled late events; mark those whose session has closed."""
+    late_table = lakehouse.table(catalog.side(table, "late").name)
+    pending = (
+        spark.read.format("delta").load(late_table.path).where(F.col("reconciled_at").isNull())
+        .select("event_id", "user_id", F.unix_millis("event_time").alias("event_ms")).collect()
+    )  # fmt: skip
+    if not pending:
+        return {"late_pending": 0, "late_reconciled": 0}
+    users = {row.user_id for row in pending}
+    start_ms = min(row.event_ms for row in pending) - SESSION_GAP_MS
+    watermark = watermark_for(spark, lakehouse, table)
+    target = lakehouse.table(table.name)
+    sessions, widened_start, _ = recomputed_sessions(
+        spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, None, users
+    )
+    try:
+        replace_sessions(spark, target, table, sessions, widened_start, None, users)
+        closed = sessions.where(F.col("kind") == "session").select("user_id", "start_ms", "end_ms")
+        settled = [
+            row.event_id
+            for row in spark.createDataFrame([(r.event_id, r.user_id, r.event_ms) for r in pending], "event_id STRING, user_id STRING, event_ms BIGINT")
+            .join(closed, "user_id")
+            .where(F.col("event_ms").between(F.col("start_ms"), F.col("end_ms")))
+            .select("event_id").collect()
+        ]  # fmt: skip
+        open_truth = sessions.where(F.col("kind") == "open").localCheckpoint()
+    finally:
+        sessions.unpersist()
+    if settled:
+        ids = ", ".join(f"'{event_id}'" for event_id in settled)
+        spark.sql(
+            f"UPDATE delta.`{late_table.path}` SET reconciled_at = current_timestamp(), reconciled_by = '{run_label}' "
+            f"WHERE reconciled_at IS NULL AND event_id IN ({ids})"
+        )
+    still = len(pending) - len(settled)
+    log.info("%s: %d late event(s) of %d user(s) reconciled (%d wait for their session to close)",
+             table.name, len(settled), len(users), still)  # fmt: skip
+    return {"late_pending": still, "late_reconciled": len(settled), "dirty_users": users, "open_truth": open_truth}
+
+
+def refresh_open_sessions(spark: SparkSession, lakehouse: Lakehouse, table: Table, checkpoint: str, reconciled: dict) -> int:
+    """Rewrite ``gold.open_sessions``: the state's open sessions, the recomputed ones for users with late events."""
+    target = lakehouse.table(catalog.side(table, "open").name)
+    ensure_table(spark, target, catalog.side(table, "open"))
+    opened = open_sessions_in_state(spark, checkpoint) if (Path(checkpoint) / "state").is_dir() else None
+    dirty = reconciled.get("dirty_users")
+    if opened is not None and dirty:
+        opened = opened.where(~F.col("user_id").isin(sorted(dirty)))
+    if dirty:
+        truth = reconciled["open_truth"]
+        opened = truth if opened is None else opened.unionByName(truth)
+    if opened is None:
+        return 0
+    rows = table_rows(opened, with_closes_at=True)
+    rows.write.format("delta").mode("overwrite").save(target.path)
+    return spark.read.format("delta").load(target.path).count()
+
+
+def run(table: Table, args: JobArgs) -> dict:
+    spark = build_spark_session(table.task)
+    lakehouse = args.lakehouse
+    target = lakehouse.table(table.name)
+    for written in catalog.written_by_task(table):
+        ensure_table(spark, lakehouse.table(written.name), written)
+
+    if args.mode == "batch":
+        figures = recompute(spark, lakehouse, table, args.hours)
+        return {"table": table.name, "mode": "batch", "hours": str(args.hours), **figures}
+
+    generation = args.generation_of(target)
+    checkpoint = target.checkpoint(generation)
+    late_table = lakehouse.table(catalog.side(table, "late").name)
+    app_id = txn_app_id(target, generation, "stream")
+    late_app_id = txn_app_id(late_table, generation, "stream")
+    check_state_contract(checkpoint, table.name)
+
+    def on_batch(output: DataFrame, batch_id: int) -> dict:
+        # Runs where foreachBatch runs (the engine's Python worker). Persisted: each action on the
+        # output would otherwise run the stateful operator again.
+        output = output.persist()
+        try:
+            counts = {row.kind: row["count"] for row in output.groupBy("kind").count().collect()}
+            fault_point(f"{table.layer}.before_sessions_write", batch_id)
+            spark_ = output.sparkSession
+            closed = table_rows(output.where(F.col("kind") == "session"))
+            with_conflict_retries(lambda: upsert(spark_, closed, target, table, app_id, batch_id), f"{table.name} batch {batch_id}")
+            late = output.where(F.col("kind") == "late")
+            if counts.get("late"):
+                append(late_rows(spark_, late, target, batch_id), late_table, late_app_id, batch_id)
+            fault_point(f"{table.layer}.after_sessions_write", batch_id)
+        finally:
+            output.unpersist()
+        sessions, late_events = counts.get("session", 0), counts.get("late", 0)
+        return {"batch_id": batch_id, "sessions": sessions, "late": late_events,
+                "summary": f"{sessions} session(s) closed, {late_events} late event(s) recorded"}  # fmt: skip
+
+    silver = lakehouse.table(table.upstream[0])
+    events = table.transform(delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY))
+    sessions = events.groupBy("user_id").transformWithStateInPandas(
+        UserSessions(), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="EventTime"
+    )
+    summary = run_available_now(
+        lambda lease: sessions.writeStream.foreachBatch(guarded_batches(on_batch, checkpoint, lease, table.name)),
+        checkpoint,
+        name=table.name,
+        writes=[Written(target, app_id), Written(late_table, late_app_id)],
+        caught_up=lambda: delta_source_caught_up(checkpoint, silver.path),
+    )
+    run_label = f"sessions run of {datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
+    reconciled = reconcile(spark, lakehouse, table, run_label)
+    if "not_started" not in summary or reconciled.get("dirty_users"):
+        summary["open_sessions"] = refresh_open_sessions(spark, lakehouse, table, checkpoint, reconciled)
+    summary.update({k: v for k, v in reconciled.items() if k in ("late_pending", "late_reconciled")})
+    watermark = checkpoint_watermark_ms(checkpoint)
+    summary["watermark"] = _iso(watermark) if watermark is not None else None
+    log.info("%s: watermark %s, %s open session(s), late events: %d reconciled, %d pending", table.name,
+             summary["watermark"], summary.get("open_sessions", "unchanged"), summary["late_reconciled"],
+             summary["late_pending"])  # fmt: skip
+    return summary
+
+
+def late_rows(spark: SparkSession, late: DataFrame, sessions: TablePaths, batch_id: int) -> DataFrame:
+    """Late events as ``ops.late_session_events`` rows, each with the emitted session it falls within the gap of."""
+    stored = spark.read.format("delta").load(sessions.path).select(
+        F.col("user_id").alias("s_user"), F.col("session_id"), F.unix_millis("session_start").alias("s_start"),
+        F.unix_millis("session_end").alias("s_end"),
+    )  # fmt: skip
+    near = (F.col("s_user") == F.col("user_id")) & (F.col("event_ms") > F.col("s_start") - SESSION_GAP_MS) & (
+        F.col("event_ms") < F.col("s_end") + SESSION_GAP_MS
+    )
+    touched = late.join(stored, near, "left").groupBy("event_id", "user_id", "event_ms", "watermark_ms").agg(
+        F.min("session_id").alias("touches_session_id")
+    )
+    return touched.select(
+        "event_id", "user_id", F.timestamp_millis("event_ms").alias("event_time"), F.lit(batch_id).cast("bigint").alias("batch_id"),
+        F.timestamp_millis("watermark_ms").alias("watermark"), "touches_session_id",
+        F.current_timestamp().alias("recorded_at"), F.lit(None).cast("timestamp").alias("reconciled_at"),
+        F.lit(None).cast("string").alias("reconciled_by"),
+    )  # fmt: skip
