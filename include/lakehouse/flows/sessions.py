@@ -35,7 +35,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
 from lakehouse import catalog
-from lakehouse.catalog import Table
+from lakehouse.catalog import Table, Write
 from lakehouse.config import ConfigError, Lakehouse, TablePaths
 from lakehouse.faults import fault_point
 from lakehouse.freshness import delta_source_caught_up
@@ -317,6 +317,7 @@ def check_state_contract(checkpoint: str, name: str) -> None:
 
 def open_sessions_in_state(spark: SparkSession, checkpoint: str) -> DataFrame:
     """The open sessions the query's state holds (Spark's state data source: also for debugging)."""
+    spark.streams.active  # noqa: B018 - the state reader needs the state store coordinator a query manager starts
     state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(checkpoint)
     s = F.col("list_element")
     return state.select(
@@ -498,3 +499,34 @@ def late_rows(spark: SparkSession, late: DataFrame, sessions: TablePaths, batch_
         F.current_timestamp().alias("recorded_at"), F.lit(None).cast("timestamp").alias("reconciled_at"),
         F.lit(None).cast("string").alias("reconciled_by"),
     )  # fmt: skip
+
+
+def show_state(argv: list[str] | None = None) -> None:
+    """Print what the sessions query holds in its state: for debugging, without touching it.
+
+    Usage: ``spark-submit ... jobs/session_state.py [--user USER_ID] [--lakehouse-root DIR]``
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description=show_state.__doc__.splitlines()[0])
+    parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
+    parser.add_argument("--user", help="show this user's open sessions")
+    args = parser.parse_args(argv)
+    table = next(t for t in catalog.tasks() if t.write is Write.SESSIONS)
+    target = Lakehouse.from_env(args.lakehouse_root).table(table.name)
+    checkpoint = target.checkpoint(target.current_generation())
+    if not (Path(checkpoint) / "state").is_dir():
+        raise ConfigError(f"{table.name}: no state in {checkpoint} yet: run the {table.task} task first")
+    spark = build_spark_session("session_state")
+    spark.read.format("state-metadata").load(checkpoint).select(
+        "operatorName", "numPartitions", "minBatchId", "maxBatchId"
+    ).show(truncate=False)
+    opened = table_rows(open_sessions_in_state(spark, checkpoint), with_closes_at=True)
+    figures = opened.agg(F.count("*").alias("sessions"), F.countDistinct("user_id").alias("users"),
+                         F.min("session_start").alias("oldest_start"), F.max("session_end").alias("newest_event")).first()  # fmt: skip
+    watermark = checkpoint_watermark_ms(checkpoint)
+    print(f"{table.name}: checkpoint {checkpoint}\n  watermark {_iso(watermark) if watermark is not None else 'none'}; "
+          f"{figures.sessions} open session(s) of {figures.users} user(s); oldest start {figures.oldest_start}, "
+          f"newest event {figures.newest_event}")  # fmt: skip
+    if args.user:
+        opened.where(F.col("user_id") == args.user).orderBy("session_start").show(truncate=False)

@@ -1,0 +1,88 @@
+"""User sessions: hourly runs, one run, the batch form and a full refresh all equal the oracle."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pyspark.sql import functions as F
+
+from helpers import START, assert_gold_matches_oracle, oracle, rows_of, run_job, run_pipeline, table
+from lakehouse.config import Lakehouse
+from lakehouse_tools.generator import write_campaigns, write_hours
+
+HOURS = 4
+SEED = 21
+EVENTS_PER_SECOND = 0.2
+SESSIONS = "gold.user_sessions"
+
+
+def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(spark, tmp_path):
+    hourly, at_once = Lakehouse(root=str(tmp_path / "hourly")), Lakehouse(root=str(tmp_path / "at_once"))
+    for lakehouse in (hourly, at_once):
+        write_campaigns(lakehouse, seed=SEED)
+    for hour in range(HOURS):  # a run per producer hour: sessions cross hours and runs
+        write_hours(hourly, START + timedelta(hours=hour), 1, events_per_second=EVENTS_PER_SECOND, seed=SEED)
+        run_pipeline(hourly)
+    write_hours(at_once, START, HOURS, events_per_second=EVENTS_PER_SECOND, seed=SEED)
+    run_pipeline(at_once)
+
+    expected = oracle(hourly)
+    assert expected.events == oracle(at_once).events
+    for lakehouse in (hourly, at_once):
+        assert_gold_matches_oracle(spark, lakehouse, expected)
+
+    # What the sample exercised: sessions across an hour (and so a run) boundary, late events
+    # (90 minutes behind, past the watermark) that the hourly stream recorded and reconciled.
+    closed = expected.rows(SESSIONS)
+    assert any(row["session_start"].hour != row["session_end"].hour for row in closed)
+    late = table(spark, hourly, "ops.late_session_events")
+    assert late.count() > 0
+    pending = late.where(F.col("reconciled_at").isNull()).select("user_id").collect()
+    still_open = {row["user_id"] for row in expected.rows("gold.open_sessions")}
+    assert {row.user_id for row in pending} <= still_open, "a late event waits only for a session still open"
+    assert table(spark, at_once, "ops.late_session_events").count() == 0, "one run sees no event behind its watermark"
+
+    # The batch form alone: sessions deleted, then a backfill of the whole range brings them back.
+    path = at_once.table(SESSIONS).path
+    spark.sql(f"DELETE FROM delta.`{path}`")
+    interval = ["--mode", "batch", "--start", f"{START:%Y-%m-%dT%H:%MZ}", "--end", f"{START + timedelta(hours=HOURS + 1):%Y-%m-%dT%H:%MZ}"]
+    run_job("gold_user_sessions", at_once, *interval)
+    assert rows_of(spark, at_once, SESSIONS) == rows_of(spark, hourly, SESSIONS)
+    run_job("gold_user_sessions", at_once, *interval)  # idempotent
+    assert_gold_matches_oracle(spark, at_once, expected)
+
+
+def test_a_backfill_of_one_hour_replaces_exactly_the_sessions_overlapping_it(spark, lakehouse):
+    write_campaigns(lakehouse, seed=SEED)
+    write_hours(lakehouse, START, 3, events_per_second=EVENTS_PER_SECOND, seed=SEED)
+    run_pipeline(lakehouse)
+    before = rows_of(spark, lakehouse, SESSIONS)
+    path = lakehouse.table(SESSIONS).path
+    hour = START + timedelta(hours=1)
+    # Damage the hour: drop one session overlapping it, and corrupt another one's figures.
+    overlapping = (F.col("session_end") >= F.lit(hour.replace(tzinfo=None))) & (
+        F.col("session_start") < F.lit((hour + timedelta(hours=1)).replace(tzinfo=None))
+    )
+    ids = [row.session_id for row in table(spark, lakehouse, SESSIONS).where(overlapping).limit(2).collect()]
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE session_id = '{ids[0]}'")
+    spark.sql(f"UPDATE delta.`{path}` SET events = events + 100 WHERE session_id = '{ids[1]}'")
+    untouched = table(spark, lakehouse, SESSIONS).where(~overlapping).count()
+
+    run_job("gold_user_sessions", lakehouse, "--mode", "batch", "--start", f"{hour:%Y-%m-%dT%H:%MZ}",
+            "--end", f"{hour + timedelta(hours=1):%Y-%m-%dT%H:%MZ}")  # fmt: skip
+    assert rows_of(spark, lakehouse, SESSIONS) == before
+    assert table(spark, lakehouse, SESSIONS).where(~overlapping).count() == untouched
+
+
+def test_a_full_refresh_rebuilds_the_sessions_state_from_silver(spark, lakehouse):
+    write_campaigns(lakehouse, seed=SEED)
+    write_hours(lakehouse, START, 2, events_per_second=EVENTS_PER_SECOND, seed=SEED)
+    run_pipeline(lakehouse)
+    before = {name: rows_of(spark, lakehouse, name) for name in (SESSIONS, "gold.open_sessions")}
+
+    run_job("full_refresh", lakehouse, "--layer", "gold")
+    assert table(spark, lakehouse, SESSIONS).count() == 0
+    assert lakehouse.table(SESSIONS).current_generation() == 1
+    run_pipeline(lakehouse)
+    assert {name: rows_of(spark, lakehouse, name) for name in before} == before
+    assert_gold_matches_oracle(spark, lakehouse)

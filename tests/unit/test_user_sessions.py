@@ -1,0 +1,66 @@
+"""The session logic shared by the streaming processor and the batch form, on hand-built events."""
+
+from __future__ import annotations
+
+import random
+
+from lakehouse.tables.gold_user_sessions import SESSION_GAP_MS, Session, add_events
+
+MINUTE = 60_000
+T0 = 1_763_596_800_000  # 2025-11-20T00:00Z
+
+
+def event(offset_ms: int, event_id: str, event_type: str = "view", ad: str = "ad-1", campaign: str = "c-1") -> tuple:
+    return (T0 + offset_ms, event_id, event_type, ad, campaign)
+
+
+def spans(sessions: list[Session]) -> list[tuple[int, int, int]]:
+    return [(s.start - T0, s.end - T0, s.events) for s in sessions]
+
+
+def test_a_gap_of_exactly_thirty_minutes_starts_a_new_session_and_one_millisecond_less_does_not():
+    split = add_events([], [event(0, "a"), event(SESSION_GAP_MS, "b")])
+    kept = add_events([], [event(0, "a"), event(SESSION_GAP_MS - 1, "b")])
+    assert spans(split) == [(0, 0, 1), (SESSION_GAP_MS, SESSION_GAP_MS, 1)]
+    assert spans(kept) == [(0, SESSION_GAP_MS - 1, 2)]
+
+
+def test_a_user_with_one_event_has_one_session_of_zero_duration():
+    (session,) = add_events([], [event(5 * MINUTE, "only", "click", "ad-9", "c-9")])
+    assert (session.start, session.end, session.events, session.clicks, session.views) == (T0 + 5 * MINUTE,) * 2 + (1, 1, 0)
+    assert (session.first[2], session.last[2], session.ads, session.campaigns) == ("c-9", "c-9", {"ad-9"}, {"c-9"})
+
+
+def test_events_in_any_order_and_in_any_split_across_batches_give_the_same_sessions():
+    events = [event(m * MINUTE, f"e{m:03d}", random.Random(m).choice(["view", "click", "purchase"]), f"ad-{m % 4}", f"c-{m % 3}")
+              for m in (0, 10, 25, 70, 71, 99, 128, 200, 229, 258)]  # fmt: skip
+    whole = add_events([], events)
+    assert spans(whole) == [(0, 25 * MINUTE, 3), (70 * MINUTE, 128 * MINUTE, 4), (200 * MINUTE, 258 * MINUTE, 3)]
+    for seed in range(20):
+        shuffled = random.Random(seed).sample(events, len(events))
+        cut = seed % len(events)
+        in_two_batches = add_events(add_events([], shuffled[:cut]), shuffled[cut:])
+        assert in_two_batches == whole
+
+
+def test_an_out_of_order_event_bridges_two_open_sessions_into_one():
+    apart = add_events([], [event(0, "a"), event(50 * MINUTE, "c")])
+    assert len(apart) == 2
+    (bridged,) = add_events(apart, [event(25 * MINUTE, "b", "purchase")])
+    assert (bridged.start - T0, bridged.end - T0, bridged.events, bridged.purchases) == (0, 50 * MINUTE, 3, 1)
+
+
+def test_first_and_last_campaign_follow_event_time_then_event_id_and_distinct_counts_ignore_repeats():
+    (session,) = add_events(
+        [],
+        [event(0, "b", campaign="c-second"), event(0, "a", campaign="c-first"), event(MINUTE, "y", ad="ad-2", campaign="c-last-but-one"),
+         event(MINUTE, "z", ad="ad-2", campaign="c-last")],
+    )  # fmt: skip
+    assert (session.first[2], session.last[2]) == ("c-first", "c-last")
+    assert (len(session.ads), len(session.campaigns), session.events, session.views) == (2, 4, 4, 4)
+
+
+def test_a_session_is_closed_once_the_watermark_reaches_its_last_event_plus_the_gap():
+    (session,) = add_events([], [event(0, "a"), event(MINUTE, "b")])
+    assert not session.closed_at(T0 + MINUTE + SESSION_GAP_MS - 1)
+    assert session.closed_at(T0 + MINUTE + SESSION_GAP_MS)
