@@ -84,13 +84,14 @@ def plain_batch(spark, dataset_lakehouse: Lakehouse, out: Lakehouse, reuse: Lake
     """Every task's transform over whole tables in batch, each table written with a plain overwrite.
 
     The transforms of the catalog, in DAG order; no streaming, no checkpoints, no MERGE, no
-    replaceWhere. A table is read back from ``out`` by the tables downstream of it. A MERGE_NEW
+    replaceWhere (sessions: the batch form over all of silver, no state). A table is read back from ``out`` by the tables downstream of it. A MERGE_NEW
     table's accepted rows (one per key) go to the table and its rejected rows to its quarantine,
     as its stream does; its metrics record is left out. With ``reuse``, the tasks without a batch
     form are not run: their tables are read from ``reuse`` (what a backfill starts from). Returns
     wall seconds per task.
     """
     from lakehouse.flows.merge import accepted, rejected
+    from lakehouse.flows.sessions import whole_sessions
 
     where = {}
 
@@ -115,6 +116,10 @@ def plain_batch(spark, dataset_lakehouse: Lakehouse, out: Lakehouse, reuse: Lake
                 write(rejected(classified, quarantine), quarantine)
             finally:
                 classified.unpersist()
+        elif table.write is Write.SESSIONS:
+            closed, still_open = whole_sessions(inputs[0], table)
+            write(closed, table)
+            write(still_open, catalog.side(table, "open"))
         else:
             write(table.transform(*inputs), table)
         seconds[table.task] = time.perf_counter() - started

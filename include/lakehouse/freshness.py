@@ -88,3 +88,21 @@ def snapshot_unchanged(table_path: str, fingerprint: str) -> str | None:
     if recorded == f"source sha256 {fingerprint}":
         return "its source file is unchanged since the last load"
     return None
+
+
+def watermark_advance_pending(checkpoint: str) -> bool:
+    """True when a stateful query's newest batch moved its watermark and the batch that acts on it has not run.
+
+    Spark runs that batch (no new data, timers fire) right after; a driver that died in between
+    leaves sessions unclosed that a skipped run would leave so until new data came.
+    """
+    offsets, commits = Path(checkpoint) / "offsets", Path(checkpoint) / "commits"
+    try:
+        newest = max((int(p.name) for p in commits.iterdir() if p.name.isdigit()), default=None)
+        if newest is None:
+            return False
+        committed = json.loads((commits / str(newest)).read_text(encoding="utf-8").splitlines()[1])
+        planned = json.loads((offsets / str(newest)).read_text(encoding="utf-8").splitlines()[1])
+    except (OSError, ValueError, IndexError):
+        return False  # the checkpoint check reports what is wrong with it
+    return int(committed.get("nextBatchWatermarkMs", 0)) > int(planned.get("batchWatermarkMs", 0))

@@ -268,13 +268,23 @@ def run_available_now(
             if explained is error:
                 raise
             raise explained from error
-        progress = [p for p in query.recentProgress if p.batchId is not None and p.numInputRows]
+        every = [p for p in query.recentProgress if p.batchId is not None]
+    progress = [p for p in every if p.numInputRows]
     rows = sum(p.numInputRows for p in progress)
-    notes = read_batch_notes(checkpoint, [p.batchId for p in progress])
+    ran = [p.batchId for p in every if p.numInputRows or p.stateOperators]  # no-data batches of a stateful query act too
+    notes = read_batch_notes(checkpoint, ran)
     for note in notes:
         log.info("%s batch %s: %s", name, note.get("batch_id", "?"), note.get("summary", note))
     log.info("%s: %d micro-batch(es), %d input row(s), checkpoint %s", name, len(progress), rows, checkpoint)
-    return {"table": name, "micro_batches": len(progress), "input_rows": rows, "batches": notes}
+    summary = {"table": name, "micro_batches": len(progress), "input_rows": rows, "batches": notes}
+    if every and every[-1].stateOperators:
+        last = every[-1]
+        summary["state_rows"] = sum(op.numRowsTotal for op in last.stateOperators)
+        summary["state_memory_bytes"] = sum(op.memoryUsedBytes for op in last.stateOperators)
+        summary["rows_behind_watermark"] = sum(op.numRowsDroppedByWatermark for p in every for op in p.stateOperators)
+        log.info("%s: state %d row(s), %d byte(s) in memory, watermark %s", name, summary["state_rows"],
+                 summary["state_memory_bytes"], (last.eventTime or {}).get("watermark"))  # fmt: skip
+    return summary
 
 
 # On the engine a foreachBatch query starts a Python worker that must connect back to the server

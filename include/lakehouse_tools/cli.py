@@ -352,7 +352,7 @@ def observe(lakehouse: Lakehouse) -> Observed:
             open_only = "resolved_at IS NULL" if "resolved_at" in entry.column_names else ""
             classified[entry.name] = _count_by_folder(connection, entry.name, open_only)[0]
     hour_counts, hour_writes, upstream = {}, {}, {}
-    hour_tables = [t for t in catalog.batch_tables()]
+    hour_tables = [t for t in catalog.batch_tables() if t.write in catalog.HOUR_LAYOUTS]  # sessions span hours
     for entry in hour_tables:
         upstream[entry.name] = next((u for u in entry.upstream if u in {t.name for t in hour_tables}), None)
         if entry.name not in tables:

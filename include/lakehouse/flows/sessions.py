@@ -38,7 +38,7 @@ from lakehouse import catalog
 from lakehouse.catalog import Table, Write
 from lakehouse.config import ConfigError, Lakehouse, TablePaths
 from lakehouse.faults import fault_point
-from lakehouse.freshness import delta_source_caught_up
+from lakehouse.freshness import delta_source_caught_up, watermark_advance_pending
 from lakehouse.hours import HourRange
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, refresh_advice, run_available_now
 from lakehouse.sinks import append, ensure_table, replace_where, txn_app_id, upsert, with_conflict_retries
@@ -279,10 +279,23 @@ def watermark_for(spark: SparkSession, lakehouse: Lakehouse, table: Table) -> in
     recorded = checkpoint_watermark_ms(target.checkpoint(target.current_generation()))
     if recorded is not None:
         return recorded
-    newest = spark.read.format("delta").load(lakehouse.table(table.upstream[0]).path).agg(
-        F.max(F.unix_millis("event_time")).alias("newest")
-    ).first()["newest"]
+    return final_watermark(spark.read.format("delta").load(lakehouse.table(table.upstream[0]).path))
+
+
+def final_watermark(silver: DataFrame) -> int:
+    """The watermark the stream reaches once it has read all of ``silver``."""
+    newest = silver.agg(F.max(F.unix_millis("event_time")).alias("newest")).first()["newest"]
     return (newest or 0) - WATERMARK_DELAY_MS
+
+
+def whole_sessions(silver: DataFrame, table: Table) -> tuple[DataFrame, DataFrame]:
+    """Every session of ``silver`` as of :func:`final_watermark`: (closed rows, open rows); no stream, no state."""
+    sessions = table.transform(silver).groupBy("user_id").applyInPandas(
+        sessions_of_users(final_watermark(silver)), OUTPUT_SCHEMA
+    )
+    return table_rows(sessions.where(F.col("kind") == "session")), table_rows(
+        sessions.where(F.col("kind") == "open"), with_closes_at=True
+    )
 
 
 def _contract() -> dict:
@@ -466,7 +479,7 @@ def run(table: Table, args: JobArgs) -> dict:
         checkpoint,
         name=table.name,
         writes=[Written(target, app_id), Written(late_table, late_app_id)],
-        caught_up=lambda: delta_source_caught_up(checkpoint, silver.path),
+        caught_up=lambda: None if watermark_advance_pending(checkpoint) else delta_source_caught_up(checkpoint, silver.path),
     )
     run_label = f"sessions run of {datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
     reconciled = reconcile(spark, lakehouse, table, run_label)

@@ -1,0 +1,39 @@
+"""Sessions are written exactly once when the driver dies between the state commit and the Delta write."""
+
+from __future__ import annotations
+
+import signal
+from datetime import timedelta
+from pathlib import Path
+
+from helpers import START, assert_gold_matches_oracle, rows_of, run_job, run_pipeline, table
+from lakehouse_tools.fault_injection import Attempt, BatchClock, run_attempt
+from lakehouse_tools.generator import write_campaigns, write_hours
+
+SESSIONS = "gold.user_sessions"
+
+
+def test_a_kill_after_the_state_commit_and_before_the_write_loses_and_doubles_no_session(spark, lakehouse, tmp_path):
+    write_campaigns(lakehouse, seed=31)
+    write_hours(lakehouse, START, 1, events_per_second=0.1, seed=31)
+    run_pipeline(lakehouse)  # batch 0 (and its no-data batch 1, which closes sessions)
+    written_before = table(spark, lakehouse, SESSIONS).count()
+    write_hours(lakehouse, START + timedelta(hours=1), 2, events_per_second=0.1, seed=31)
+    for task in ("bronze_ad_events", "silver_ad_events"):
+        run_job(task, lakehouse)
+
+    checkpoint = Path(lakehouse.table(SESSIONS).checkpoint())
+    batch = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()) + 1
+    killed = run_attempt(Attempt("gold_user_sessions", 1, "gold.before_sessions_write", batch=batch), lakehouse,
+                         tmp_path / "killed.log", BatchClock())  # fmt: skip
+    assert killed.killed and killed.returncode == -signal.SIGKILL, Path(killed.log).read_text()[-3000:]
+    # The batch's state was committed (the stateful tasks ran), its output not written, its commit not made.
+    state_versions = {p.name.split(".")[0] for p in (checkpoint / "state" / "0").rglob("*") if p.suffix in (".zip", ".changelog")}
+    assert str(batch + 1) in state_versions, sorted(state_versions)
+    assert not (checkpoint / "commits" / str(batch)).exists()
+    assert table(spark, lakehouse, SESSIONS).count() == written_before
+
+    retry = run_job("gold_user_sessions", lakehouse)  # the retry replays the batch from the state before it
+    assert batch in [note["batch_id"] for note in retry["batches"]], retry
+    expected = assert_gold_matches_oracle(spark, lakehouse)
+    assert sum(rows_of(spark, lakehouse, SESSIONS).values()) == len(expected.rows(SESSIONS)) > written_before
