@@ -17,7 +17,7 @@ DRIVER_START_ARGS ?= --reps 3
 ENGINE_BENCH_ARGS ?= --reps 3
 COMPARE_ARGS ?= --sizes 1M,5M --reps 2
 
-.PHONY: bench bench-smoke bench-driver-start bench-engine bench-compare
+.PHONY: bench bench-smoke bench-driver-start bench-engine bench-compare bench-sessions
 
 bench: setup  ## the benchmarks: BENCHMARKS.md from a full run (BENCH_ARGS to change sizes, repetitions, stages)
 	python -m bench.ysb_bench $(BENCH_ARGS) --out $(ROOT)/BENCHMARKS.md
@@ -33,3 +33,6 @@ bench-engine: setup  ## Airflow DAG runs on the warm engine vs spark-submit (BEN
 
 bench-compare: setup  ## the project's CPU per event beside a minimal Spark job, DuckDB and Polars (BENCHMARKS.md section 12, summary.json)
 	python -m bench.engine_compare $(COMPARE_ARGS) --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
+
+bench-sessions: setup  ## the sessions query on hourly runs: cost beside silver, state size, late events (BENCHMARKS.md section 13)
+	python -m bench.sessions_runs $(SESSIONS_BENCH_ARGS) --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json

@@ -16,7 +16,7 @@ EVENTS_PER_SECOND = 0.2
 SESSIONS = "gold.user_sessions"
 
 
-def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(spark, tmp_path):
+def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(spark, tmp_path, capsys):
     hourly, at_once = Lakehouse(root=str(tmp_path / "hourly")), Lakehouse(root=str(tmp_path / "at_once"))
     for lakehouse in (hourly, at_once):
         write_campaigns(lakehouse, seed=SEED)
@@ -42,10 +42,16 @@ def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(spark,
     assert {row.user_id for row in pending} <= still_open, "a late event waits only for a session still open"
     assert table(spark, at_once, "ops.late_session_events").count() == 0, "one run sees no event behind its watermark"
 
+    # The consistency check recomputes the sessions of the hourly runs' hours and finds them equal.
+    interval = ["--start", f"{START:%Y-%m-%dT%H:%MZ}", "--end", f"{START + timedelta(hours=HOURS + 1):%Y-%m-%dT%H:%MZ}"]
+    capsys.readouterr()
+    run_job("consistency_check", hourly, *interval)
+    assert SESSIONS in capsys.readouterr().out.split("no differences:")[1]
+
     # The batch form alone: sessions deleted, then a backfill of the whole range brings them back.
     path = at_once.table(SESSIONS).path
     spark.sql(f"DELETE FROM delta.`{path}`")
-    interval = ["--mode", "batch", "--start", f"{START:%Y-%m-%dT%H:%MZ}", "--end", f"{START + timedelta(hours=HOURS + 1):%Y-%m-%dT%H:%MZ}"]
+    interval = ["--mode", "batch", *interval]
     run_job("gold_user_sessions", at_once, *interval)
     assert rows_of(spark, at_once, SESSIONS) == rows_of(spark, hourly, SESSIONS)
     run_job("gold_user_sessions", at_once, *interval)  # idempotent
