@@ -457,8 +457,9 @@ def run(table: Table, args: JobArgs) -> dict:
             counts = {row.kind: row["count"] for row in output.groupBy("kind").count().collect()}
             fault_point(f"{table.layer}.before_sessions_write", batch_id)
             spark_ = output.sparkSession
-            closed = table_rows(output.where(F.col("kind") == "session"))
-            with_conflict_retries(lambda: upsert(spark_, closed, target, table, app_id, batch_id), f"{table.name} batch {batch_id}")
+            if counts.get("session"):  # most batches with data close nothing: their sessions are still open
+                closed = table_rows(output.where(F.col("kind") == "session"))
+                with_conflict_retries(lambda: upsert(spark_, closed, target, table, app_id, batch_id), f"{table.name} batch {batch_id}")
             late = output.where(F.col("kind") == "late")
             if counts.get("late"):
                 append(late_rows(spark_, late, target, batch_id), late_table, late_app_id, batch_id)
