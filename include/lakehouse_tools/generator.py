@@ -8,6 +8,15 @@ tomorrow gives the same files as generating hours 0-3 at once (an hourly drip). 
 atomically: each is written under a hidden temporary name (which Spark's file source ignores)
 and renamed into place; an hour whose files already exist is not written again.
 
+Users act in bursts, so that sessions (30 minutes of inactivity) mean something: an hour's
+events are spread over bursts (a user, a start, a few minutes' length, a few to a few dozen
+events), and a user's bursts are tens of minutes to hours apart. A user whose burst ends late in
+hour h often comes back early in hour h+1 (a session across the hour): hour h+1 recomputes hour
+h's bursts from (seed, h) to know who, so adjacent hours are correlated and each hour still
+depends on nothing but (seed, hour). Ads, ad types and event types are drawn per event as in
+YSB, independently of the burst; an hour holds exactly ``int(events_per_second * 3600)`` events
+(malformed lines included, re-sent duplicates not).
+
 Layout: ``<root>/landing/events/YYYY-MM-DD/HH/part-NNNN.jsonl`` (the hour the producer wrote
 it, not the event hour: late events sit in a later folder), ``<root>/landing/campaigns/
 campaigns.csv`` (ad -> campaign), and ``<root>/landing/manifests/YYYY-MM-DDTHH.json`` (what
@@ -21,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import uuid
@@ -37,6 +47,21 @@ CAMPAIGNS = 100
 ADS_PER_CAMPAIGN = 10
 USERS = 1000
 PAGES = 200
+HOUR_MS = 3_600_000
+# Bursts: a burst's events are lognormal (mean about MEAN_EVENTS_PER_BURST, from 1 up to
+# MAX_EVENTS_PER_BURST), seconds to a minute apart (THINK_MS median), at most BURST_MAX_MS in all.
+# The user pool grows beyond USERS at high rates so that a user bursts BURSTS_PER_USER_HOUR
+# times an hour on average at most: a user's bursts stay tens of minutes to hours apart.
+MEAN_EVENTS_PER_BURST = 10
+MAX_EVENTS_PER_BURST = 60
+THINK_MS = 20_000
+BURST_MAX_MS = 20 * 60_000
+BURSTS_PER_USER_HOUR = 0.75
+# A burst starting in an hour's second half is followed, with probability RETURN_PROBABILITY, by
+# the same user's return after a pause (exponential, mean RETURN_PAUSE_MS); a return that falls in
+# the next hour takes the place of one of that hour's bursts starting in its first half.
+RETURN_PROBABILITY = 0.5
+RETURN_PAUSE_MS = 8 * 60_000
 
 
 @dataclass(frozen=True)
@@ -88,6 +113,61 @@ def _population(seed: int) -> tuple[list[tuple[str, str]], list[str]]:
     return users, pages
 
 
+def _more_users(users: list[tuple[str, str]], seed: int, count: int) -> list[tuple[str, str]]:
+    """``count`` (user_id, ip_address) pairs: the population's ``users``, then more if needed."""
+    rng = random.Random(f"more-users-{seed}")
+    for _ in range(count - len(users)):
+        users.append((_uuid(rng), f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}"))
+    return users
+
+
+def _new_bursts(hour_start: datetime, seed: int, count: int, pool: int) -> list[list[int]]:
+    """An hour's bursts as [user, start, length, events] (offsets in ms), exactly ``count`` events in all.
+
+    Drawn from (seed, hour) alone, so the next hour can recompute them to find who comes back.
+    """
+    rng = random.Random(f"bursts-{seed}-{hour_start.isoformat()}")
+    mu = math.log(MEAN_EVENTS_PER_BURST) - 0.5  # lognormal(mu, 1) has mean MEAN_EVENTS_PER_BURST
+    bursts, left = [], count
+    while left:
+        events = min(left, MAX_EVENTS_PER_BURST, max(1, round(rng.lognormvariate(mu, 1.0))))
+        start = rng.randrange(HOUR_MS)
+        length = min(int((events - 1) * THINK_MS * rng.lognormvariate(0.0, 0.5)), BURST_MAX_MS, HOUR_MS - 1 - start)
+        bursts.append([rng.randrange(pool), start, length, events])
+        left -= events
+    return bursts
+
+
+def _hour_bursts(hour_start: datetime, seed: int, count: int, pool: int) -> list[list[int]]:
+    """An hour's own bursts, the first-half ones partly replaced by returns from the hour before.
+
+    Only second-half bursts cause returns and only first-half ones are replaced, so whether an
+    hour's burst happened never depends on the hour before it: no chain back to the first hour.
+    """
+    previous_start = hour_start - timedelta(hours=1)
+    rng = random.Random(f"returns-{seed}-{previous_start.isoformat()}")
+    returns = []
+    for user, start, length, _ in _new_bursts(previous_start, seed, count, pool):
+        if start >= HOUR_MS // 2 and rng.random() < RETURN_PROBABILITY:
+            back_at = start + length + int(rng.expovariate(1 / RETURN_PAUSE_MS)) - HOUR_MS
+            if 0 <= back_at < HOUR_MS // 2:
+                returns.append((user, back_at))
+    bursts = _new_bursts(hour_start, seed, count, pool)
+    replaceable = (burst for burst in bursts if burst[1] < HOUR_MS // 2)
+    for (user, back_at), burst in zip(returns, replaceable):  # returns beyond the slots are dropped
+        burst[0], burst[1], burst[2] = user, back_at, min(burst[2], HOUR_MS - 1 - back_at)
+    return bursts
+
+
+def _event_offsets(rng: random.Random, bursts: list[list[int]], pool: int) -> list[tuple[int, int]]:
+    """(offset ms, user) of every event of ``bursts``, spread over each burst, sorted by offset."""
+    random_ = rng.random
+    # One int per event (offset * pool + user) sorts much faster than tuples.
+    keys = [(start + int(random_() * length)) * pool + user for user, start, length, events in bursts for _ in range(events)]
+    keys.sort()
+    return [divmod(key, pool) for key in keys]
+
+
 def _malformed_line(rng: random.Random, good_line: str) -> str:
     """A line that silver must quarantine: broken JSON, a missing field or an unknown ad."""
     kind = rng.choice(("truncated", "not_json", "missing_field", "unknown_ad"))
@@ -113,15 +193,16 @@ def generate_hour(
     """The lines of one producer hour, split into ``files_per_hour`` files, and its manifest."""
     rng = random.Random(f"events-{seed}-{hour_start.isoformat()}")
     ads = [ad for ad, _ in campaign_dimension(seed)]
-    users, pages = _population(seed)
-    hour_ms = int(hour_start.timestamp() * 1000)
     count = int(events_per_second * 3600)
-    arrivals = sorted(rng.randrange(3_600_000) for _ in range(count))
+    pool = max(USERS, round(count / MEAN_EVENTS_PER_BURST / BURSTS_PER_USER_HOUR))
+    users, pages = _population(seed)
+    users = _more_users(users, seed, pool)
+    hour_ms = int(hour_start.timestamp() * 1000)
 
     lines: list[tuple[int, str]] = []  # (arrival offset ms, line)
     late = duplicates = malformed = 0
-    for arrival in arrivals:
-        user_id, ip_address = rng.choice(users)
+    for arrival, user in _event_offsets(rng, _hour_bursts(hour_start, seed, count, pool), pool):
+        user_id, ip_address = users[user]
         event_ms = hour_ms + arrival - int(rng.random() * disorder.jitter_seconds * 1000)
         if rng.random() < disorder.late_fraction:
             event_ms -= int(disorder.late_by_minutes * 60_000)

@@ -11,6 +11,7 @@ table means adding its method to ``GOLD`` (a test checks that every gold table o
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import re
 from collections import Counter, defaultdict
@@ -24,6 +25,8 @@ EVENT_TYPES = {"view", "click", "purchase"}
 AD_TYPES = {"banner", "modal", "sponsored-search", "mail", "mobile"}
 WINDOW_MS = 10_000
 HOUR_MS = 3_600_000
+SESSION_GAP_MS = 30 * 60 * 1000  # inactivity that ends a user's session
+WATERMARK_DELAY_MS = 10 * 60 * 1000  # how far behind the newest event time the watermark trails
 
 
 @dataclass
@@ -91,6 +94,40 @@ class Expected:
             for (ad_type, hour), c in counts.items()
         ]
 
+    def sessions(self) -> list[dict]:
+        """Every user's sessions, open or closed, each with ``closed`` and ``end_millis``.
+
+        A user's events sorted by (millis, event_id) stay in one session while each follows the
+        previous by less than the gap; a session is closed once its last event plus the gap is at
+        or behind the watermark (the newest event time minus the delay).
+        """
+        by_user: dict[str, list[tuple[int, str, dict]]] = defaultdict(list)
+        for event_id, event in self.events.items():
+            by_user[event["user_id"]].append((event["millis"], event_id, event))
+        if not by_user:
+            return []
+        watermark = max(event["millis"] for event in self.events.values()) - WATERMARK_DELAY_MS
+        sessions = []
+        for user_id, events in by_user.items():
+            events.sort(key=lambda item: item[:2])
+            run: list[dict] = []
+            for index, (millis, _, event) in enumerate(events):
+                run.append(event)
+                if index + 1 == len(events) or events[index + 1][0] - millis >= SESSION_GAP_MS:
+                    sessions.append(_session(user_id, run, watermark))
+                    run = []
+        return sessions
+
+    def user_sessions_rows(self) -> list[dict]:
+        return [_session_row(session) for session in self.sessions() if session["closed"]]
+
+    def open_sessions_rows(self) -> list[dict]:
+        return [
+            {**_session_row(session), "closes_at": _utc(session["end_millis"] + SESSION_GAP_MS)}
+            for session in self.sessions()
+            if not session["closed"]
+        ]
+
     def rows(self, table: str) -> list[dict]:
         """The expected rows of a gold table, each a dict of its columns."""
         if table not in GOLD:
@@ -103,7 +140,41 @@ GOLD = {
     "gold.campaign_windows": Expected.campaign_windows_rows,
     "gold.campaign_hourly": Expected.campaign_hourly_rows,
     "gold.ad_type_hourly": Expected.ad_type_hourly_rows,
+    "gold.user_sessions": Expected.user_sessions_rows,
+    "gold.open_sessions": Expected.open_sessions_rows,
 }
+
+
+def _session(user_id: str, events: list[dict], watermark: int) -> dict:
+    """One session of ``user_id`` from its events, in (millis, event_id) order."""
+    start, end = events[0]["millis"], events[-1]["millis"]
+    kinds = Counter(event["event_type"] for event in events)
+    return {
+        "session_id": hashlib.md5(f"{user_id}/{start}".encode()).hexdigest(),
+        "user_id": user_id,
+        "start_millis": start,
+        "end_millis": end,
+        "events": len(events),
+        "views": kinds["view"],
+        "clicks": kinds["click"],
+        "purchases": kinds["purchase"],
+        "distinct_ads": len({event["ad_id"] for event in events}),
+        "distinct_campaigns": len({event["campaign_id"] for event in events}),
+        "first_campaign_id": events[0]["campaign_id"],
+        "last_campaign_id": events[-1]["campaign_id"],
+        "closed": end + SESSION_GAP_MS <= watermark,
+    }
+
+
+def _session_row(session: dict) -> dict:
+    start, end = _utc(session["start_millis"]), _utc(session["end_millis"])
+    return {
+        "session_id": session["session_id"], "user_id": session["user_id"], "session_start": start,
+        "session_end": end, "duration_seconds": (session["end_millis"] - session["start_millis"]) / 1000,
+        **{name: session[name] for name in ("events", "views", "clicks", "purchases", "distinct_ads",
+                                            "distinct_campaigns", "first_campaign_id", "last_campaign_id")},
+        "session_date": start.date(),
+    }  # fmt: skip
 
 
 def _hour(moment: datetime) -> datetime:
@@ -321,6 +392,7 @@ def expected_from_lines(
             continue
         expected.events[event["event_id"]] = {
             "campaign_id": ads[event["ad_id"]],
+            "ad_id": event["ad_id"],
             "ad_type": event["ad_type"],
             "millis": int(event["event_time"]),
             "event_type": event["event_type"],
