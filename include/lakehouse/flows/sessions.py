@@ -16,7 +16,7 @@ the session it belongs to has closed and been written.
 
 Batch mode (a backfill of [start, end)) recomputes every session that overlaps the interval, read
 with the margin sessionization needs (widened until no session can reach past what was read),
-and replaces exactly those. ``gold.open_sessions`` is rewritten after every run from the query's
+and replaces exactly those (and, for one reaching past the interval, its user's rows within it). ``gold.open_sessions`` is rewritten after every run from the query's
 state (the state data source), corrected for users with unreconciled late events.
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
@@ -194,13 +194,12 @@ def _silver_events(spark: SparkSession, silver: TablePaths, table: Table, from_m
 def recomputed_sessions(
     spark: SparkSession, silver: TablePaths, table: Table, watermark_ms: int, start_ms: int, end_ms: int | None = None,
     users: set[str] | None = None,
-) -> tuple[DataFrame, int, int | None]:  # fmt: skip
+) -> DataFrame:  # fmt: skip
     """Every session (closed or open as of ``watermark_ms``) overlapping [start_ms, end_ms), whole.
 
     Silver is read with a margin around the interval, doubled while a session could reach past
     what was read (a session is whole when no event lies within the gap before its first or after
-    its last). Returns the sessions (``OUTPUT_SCHEMA``, cached: the caller unpersists) and the
-    interval widened to their extent, which is what a replacement must cover.
+    its last). Returns the sessions (``OUTPUT_SCHEMA``), cached: the caller unpersists them.
     """
     margin = INITIAL_MARGIN_MS
     while True:
@@ -217,9 +216,7 @@ def recomputed_sessions(
             first - SESSION_GAP_MS >= read_from and (read_to is None or last + SESSION_GAP_MS < read_to)
         )
         if whole:
-            widened_start = min(start_ms, first) if first is not None else start_ms
-            widened_end = None if end_ms is None else max(end_ms, last + 1 if last is not None else end_ms)
-            return overlapping, widened_start, widened_end
+            return overlapping
         overlapping.unpersist()
         if margin >= MAX_MARGIN_MS:
             raise ConfigError(
@@ -237,20 +234,34 @@ def _iso(millis: int | None) -> str:
 
 
 def _ts(millis: int) -> str:
-    return f"TIMESTAMP'{datetime.fromtimestamp(millis / 1000, tz=timezone.utc):%Y-%m-%d %H:%M:%S.%f}'"
+    return f"TIMESTAMP'{datetime(1970, 1, 1) + timedelta(milliseconds=millis):%Y-%m-%d %H:%M:%S.%f}'"
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
 
 
 def replace_sessions(
     spark: SparkSession, target: TablePaths, table: Table, sessions: DataFrame, start_ms: int, end_ms: int | None,
     users: set[str] | None = None,
 ) -> int:  # fmt: skip
-    """Replace the target's sessions overlapping [start_ms, end_ms) (of ``users``) with the closed ones of ``sessions``."""
-    predicate = f"session_end >= {_ts(start_ms)}"
-    if end_ms is not None:
-        predicate += f" AND session_start < {_ts(end_ms)}"
+    """Replace the target's sessions overlapping [start_ms, end_ms) (of ``users``) with the closed ones of ``sessions``.
+
+    ``sessions`` are every recomputed session overlapping the interval. One that reaches past its
+    start or end also replaces the rows of its user within its own extent: a stored session that
+    it now contains (merged by an event since) would otherwise stay beside it.
+    """
+    overlapping = f"session_end >= {_ts(start_ms)}" + (f" AND session_start < {_ts(end_ms)}" if end_ms is not None else "")
     if users is not None:
-        quoted = ", ".join("'" + user.replace("'", "''") + "'" for user in sorted(users))
-        predicate += f" AND user_id IN ({quoted})"
+        overlapping += f" AND user_id IN ({', '.join(_quoted(user) for user in sorted(users))})"
+    reaching_out = F.col("start_ms") < start_ms
+    if end_ms is not None:
+        reaching_out = reaching_out | (F.col("end_ms") >= end_ms)
+    extents = [
+        f"(user_id = {_quoted(row.user_id)} AND session_end >= {_ts(row.start_ms)} AND session_start <= {_ts(row.end_ms)})"
+        for row in sessions.where(reaching_out).select("user_id", "start_ms", "end_ms").collect()
+    ]
+    predicate = " OR ".join([f"({overlapping})", *extents])
     closed = table_rows(sessions.where(F.col("kind") == "session"))
     with_conflict_retries(lambda: replace_where(closed, target, table, predicate), f"{table.name} sessions")
     return closed.count()
@@ -361,11 +372,9 @@ def recompute(
     watermark = watermark_for(spark, lakehouse, table)
     start_ms = int(hours.hours[0].timestamp() * 1000)
     end_ms = int(hours.hours[-1].timestamp() * 1000) + 3_600_000
-    sessions, widened_start, widened_end = recomputed_sessions(
-        spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, end_ms
-    )
+    sessions = recomputed_sessions(spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, end_ms)
     try:
-        written = replace_sessions(spark, target, table, sessions, widened_start, widened_end)
+        written = replace_sessions(spark, target, table, sessions, start_ms, end_ms)
     finally:
         sessions.unpersist()
     log.info("%s: recomputed %d closed session(s) overlapping %s (watermark %s)", table.name, written, hours, _iso(watermark))
@@ -385,11 +394,9 @@ def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: Table, run_label
     start_ms = min(row.event_ms for row in pending) - SESSION_GAP_MS
     watermark = watermark_for(spark, lakehouse, table)
     target = lakehouse.table(table.name)
-    sessions, widened_start, _ = recomputed_sessions(
-        spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, None, users
-    )
+    sessions = recomputed_sessions(spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, None, users)
     try:
-        replace_sessions(spark, target, table, sessions, widened_start, None, users)
+        replace_sessions(spark, target, table, sessions, start_ms, None, users)
         closed = sessions.where(F.col("kind") == "session").select("user_id", "start_ms", "end_ms")
         settled = [
             row.event_id
