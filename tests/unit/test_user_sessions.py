@@ -64,3 +64,24 @@ def test_a_session_is_closed_once_the_watermark_reaches_its_last_event_plus_the_
     (session,) = add_events([], [event(0, "a"), event(MINUTE, "b")])
     assert not session.closed_at(T0 + MINUTE + SESSION_GAP_MS - 1)
     assert session.closed_at(T0 + MINUTE + SESSION_GAP_MS)
+
+
+def test_a_state_change_the_checkpoint_cannot_take_is_refused_before_the_run_with_the_full_refresh_to_run(tmp_path):
+    import json
+
+    import pytest
+
+    from lakehouse.config import ConfigError
+    from lakehouse.flows import sessions
+
+    checkpoint = tmp_path / "gen=0"
+    sessions.check_state_contract(str(checkpoint), "gold.user_sessions")  # a new checkpoint: recorded
+    record = tmp_path / "gen=0.state.json"
+    assert json.loads(record.read_text())["state_version"] == sessions.STATE_VERSION
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets" / "0").write_text("v1\n{}\n")
+    sessions.check_state_contract(str(checkpoint), "gold.user_sessions")  # unchanged: runs
+
+    record.write_text(json.dumps({**json.loads(record.read_text()), "session_gap_ms": 20 * MINUTE}))
+    with pytest.raises(ConfigError, match=r"session_gap_ms 1200000 -> 1800000.*full_refresh=gold"):
+        sessions.check_state_contract(str(checkpoint), "gold.user_sessions")
