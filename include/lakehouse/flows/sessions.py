@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
-from lakehouse import catalog
+from lakehouse import catalog, delta_log
 from lakehouse.catalog import Table, Write
 from lakehouse.config import ConfigError, Lakehouse, TablePaths
 from lakehouse.faults import fault_point
@@ -397,17 +397,15 @@ def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: Table, run_label
     sessions = recomputed_sessions(spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, None, users)
     try:
         replace_sessions(spark, target, table, sessions, start_ms, None, users)
-        closed = sessions.where(F.col("kind") == "session").select("user_id", "start_ms", "end_ms")
-        settled = [
-            row.event_id
-            for row in spark.createDataFrame([(r.event_id, r.user_id, r.event_ms) for r in pending], "event_id STRING, user_id STRING, event_ms BIGINT")
-            .join(closed, "user_id")
-            .where(F.col("event_ms").between(F.col("start_ms"), F.col("end_ms")))
-            .select("event_id").collect()
-        ]  # fmt: skip
-        open_truth = sessions.where(F.col("kind") == "open").localCheckpoint()
+        recomputed = sessions.collect()  # a few sessions per user with a late event
     finally:
         sessions.unpersist()
+    closed = [row for row in recomputed if row.kind == "session"]
+    settled = [
+        late.event_id for late in pending
+        if any(row.user_id == late.user_id and row.start_ms <= late.event_ms <= row.end_ms for row in closed)
+    ]  # fmt: skip
+    open_truth = [row for row in recomputed if row.kind == "open"]
     if settled:
         ids = ", ".join(f"'{event_id}'" for event_id in settled)
         spark.sql(
@@ -429,13 +427,13 @@ def refresh_open_sessions(spark: SparkSession, lakehouse: Lakehouse, table: Tabl
     if opened is not None and dirty:
         opened = opened.where(~F.col("user_id").isin(sorted(dirty)))
     if dirty:
-        truth = reconciled["open_truth"]
+        truth = spark.createDataFrame(reconciled["open_truth"], OUTPUT_SCHEMA)
         opened = truth if opened is None else opened.unionByName(truth)
     if opened is None:
         return 0
     rows = table_rows(opened, with_closes_at=True)
     rows.write.format("delta").mode("overwrite").save(target.path)
-    return spark.read.format("delta").load(target.path).count()
+    return int(delta_log.latest_commit_info(target.path).get("operationMetrics", {}).get("numOutputRows", 0))
 
 
 def run(table: Table, args: JobArgs) -> dict:
@@ -504,7 +502,10 @@ def run(table: Table, args: JobArgs) -> dict:
 
 def late_rows(spark: SparkSession, late: DataFrame, sessions: TablePaths, batch_id: int) -> DataFrame:
     """Late events as ``ops.late_session_events`` rows, each with the emitted session it falls within the gap of."""
-    stored = spark.read.format("delta").load(sessions.path).select(
+    # Only the session dates the late events can reach (a session touched ends within the gap of the event).
+    earliest = late.agg(F.min("event_ms").alias("earliest")).first()["earliest"]
+    since = (datetime(1970, 1, 1) + timedelta(milliseconds=earliest) - timedelta(days=1)).date()
+    stored = spark.read.format("delta").load(sessions.path).where(F.col("session_date") >= F.lit(since)).select(
         F.col("user_id").alias("s_user"), F.col("session_id"), F.unix_millis("session_start").alias("s_start"),
         F.unix_millis("session_end").alias("s_end"),
     )  # fmt: skip
