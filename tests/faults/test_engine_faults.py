@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers import START, assert_tables_match_oracle, run_job, table
+from lakehouse import catalog
 from lakehouse.config import Lakehouse, engine_settings
 from lakehouse.runtime import CheckpointBusy, batch_running
 from lakehouse.spark import build_spark_session, check_engine, engine, release_engine_sessions
@@ -25,6 +26,7 @@ from lakehouse_tools import engine as engine_tool
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
+GOLD_TASKS = tuple(entry.task for entry in catalog.tasks() if entry.layer == "gold")
 
 pytestmark = pytest.mark.skipif(engine() != "connect", reason="jobs run with their own driver (LAKEHOUSE_ENGINE=local)")
 
@@ -72,7 +74,7 @@ def test_a_client_killed_mid_batch_leaves_no_query_running_into_the_next_run(spa
     assert batch_running(checkpoint), "the killed client's batch should still be running on the engine"
     summary = run_job("silver_ad_events", lakehouse)
 
-    for task in ("gold_ad_type_hourly", "gold_campaign_hourly", "gold_campaign_windows"):
+    for task in GOLD_TASKS:
         run_job(task, lakehouse)
     assert_tables_match_oracle(spark, lakehouse)
     batches = metrics_batches(spark, lakehouse)
@@ -100,7 +102,7 @@ def test_the_engine_killed_mid_batch_is_restarted_and_the_next_run_completes(spa
     wait_for(lambda: check_engine(engine_settings().url, timeout_s=5) is None, "the restarted engine", timeout_s=300)
     assert engine_tool.server_pid() not in (None, server)
     run_job("silver_ad_events", lakehouse)
-    for task in ("gold_ad_type_hourly", "gold_campaign_hourly", "gold_campaign_windows"):
+    for task in GOLD_TASKS:
         run_job(task, lakehouse)
     assert_tables_match_oracle(spark, lakehouse)
 
@@ -119,7 +121,7 @@ def test_a_second_client_on_a_running_query_fails_fast_and_the_first_completes(s
     assert time.monotonic() - started < 30, "the second client should fail at once, not wait"
     output, _ = first.communicate(timeout=600)
     assert first.returncode == 0, output[-3000:]
-    for task in ("gold_ad_type_hourly", "gold_campaign_hourly", "gold_campaign_windows"):
+    for task in GOLD_TASKS:
         run_job(task, lakehouse)
     assert_tables_match_oracle(spark, lakehouse)
 
