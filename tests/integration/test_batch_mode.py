@@ -74,7 +74,8 @@ def test_full_refresh_rebuilds_from_upstream_with_a_new_checkpoint_generation(sp
     run_job("full_refresh", lakehouse, "--layer", "silver")
     assert table(spark, lakehouse, "silver.ad_events").count() == 0
     assert all(table(spark, lakehouse, name).count() == 0 for name in GOLD)
-    assert [silver.current_generation(), *(lakehouse.table(name).current_generation() for name in GOLD)] == [1] * (1 + len(GOLD))
+    queries = [t.name for t in catalog.tasks() if t.layer == "gold"]  # a side table lives under its writer's checkpoint
+    assert [silver.current_generation(), *(lakehouse.table(name).current_generation() for name in queries)] == [1] * (1 + len(queries))
     assert lakehouse.table("bronze.ad_events").current_generation() == 0
     assert Path(old_checkpoint, "offsets").is_dir(), "the old checkpoint is kept aside"
 
