@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,15 @@ def written(spark, tmp_path_factory) -> Lakehouse:
     write_campaigns(lakehouse, seed=61)
     write_hours(lakehouse, START, 1, events_per_second=0.02, seed=61)
     Path(lakehouse.landing_events, f"{START:%Y-%m-%d/%H}", "bad.jsonl").write_text("not json\n")  # for the quarantine
+    run_pipeline(lakehouse)
+    # An event an hour behind the sessions query's watermark, in a later file: recorded as late.
+    hour = Path(lakehouse.landing_events, f"{START:%Y-%m-%d/%H}")
+    lines = [line for path in sorted(hour.glob("part-*.jsonl")) for line in path.read_text().splitlines()]
+    event = next(json.loads(line) for line in lines if line.startswith("{") and line.endswith("}") and '"ad_id"' in line)
+    late = {**event, "event_id": "late-event-for-the-contract", "event_time": str(int(START.timestamp() * 1000))}
+    later = Path(lakehouse.landing_events, f"{START + timedelta(hours=1):%Y-%m-%d/%H}")
+    later.mkdir(parents=True)
+    (later / "late.jsonl").write_text(json.dumps(late) + "\n")
     run_pipeline(lakehouse)
     return lakehouse
 
