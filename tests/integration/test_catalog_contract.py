@@ -19,17 +19,17 @@ TABLES = catalog.tables()
 
 @pytest.fixture(scope="module")
 def written(spark, tmp_path_factory) -> Lakehouse:
-    """A lakehouse after one incremental run of every task over an hour of generated data."""
+    """A lakehouse after two incremental runs of every task: an hour of generated data, then a late event."""
     lakehouse = Lakehouse(root=str(tmp_path_factory.mktemp("contract") / "lakehouse"))
     write_campaigns(lakehouse, seed=61)
     write_hours(lakehouse, START, 1, events_per_second=0.02, seed=61)
     Path(lakehouse.landing_events, f"{START:%Y-%m-%d/%H}", "bad.jsonl").write_text("not json\n")  # for the quarantine
     run_pipeline(lakehouse)
     # An event an hour behind the sessions query's watermark, in a later file: recorded as late.
-    hour = Path(lakehouse.landing_events, f"{START:%Y-%m-%d/%H}")
-    lines = [line for path in sorted(hour.glob("part-*.jsonl")) for line in path.read_text().splitlines()]
-    event = next(json.loads(line) for line in lines if line.startswith("{") and line.endswith("}") and '"ad_id"' in line)
-    late = {**event, "event_id": "late-event-for-the-contract", "event_time": str(int(START.timestamp() * 1000))}
+    ad_id = Path(lakehouse.landing_campaigns).read_text().splitlines()[1].split(",")[0]
+    late = {"event_id": "late-event-for-the-contract", "user_id": "u-late", "page_id": "p-1", "ad_id": ad_id,
+            "ad_type": "banner", "event_type": "view", "event_time": str(int(START.timestamp() * 1000)),
+            "ip_address": "10.0.0.1"}  # fmt: skip
     later = Path(lakehouse.landing_events, f"{START + timedelta(hours=1):%Y-%m-%d/%H}")
     later.mkdir(parents=True)
     (later / "late.jsonl").write_text(json.dumps(late) + "\n")
