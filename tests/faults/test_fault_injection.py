@@ -125,8 +125,8 @@ def test_a_second_driver_on_a_locked_checkpoint_fails_fast_and_writes_nothing(sp
 def test_a_retry_after_a_kill_between_the_silver_commit_and_the_checkpoint_adds_no_duplicate(
     spark, lakehouse, tmp_path
 ):
-    write_campaigns(lakehouse, seed=25)
-    write_hours(lakehouse, START, 1, events_per_second=0.05, seed=25)
+    write_campaigns(lakehouse, seed=27)  # an hour with duplicates and bad lines
+    write_hours(lakehouse, START, 1, events_per_second=0.05, seed=27)
     run_job("dim_campaigns", lakehouse)
     run_job("bronze_ad_events", lakehouse)
     expected = oracle(lakehouse)
