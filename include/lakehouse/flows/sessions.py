@@ -181,10 +181,10 @@ MAX_MARGIN_MS = 32 * 24 * 3_600_000
 
 def _silver_events(spark: SparkSession, silver: TablePaths, table: Table, from_ms: int, to_ms: int | None, users) -> DataFrame:
     rows = spark.read.format("delta").load(silver.path)
-    after = datetime.fromtimestamp(from_ms / 1000, tz=timezone.utc)
+    after = _utc(from_ms)
     rows = rows.where(F.col("event_date") >= F.lit(after.date())).where(F.unix_millis("event_time") >= from_ms)
     if to_ms is not None:
-        before = datetime.fromtimestamp(to_ms / 1000, tz=timezone.utc)
+        before = _utc(to_ms)
         rows = rows.where(F.col("event_date") <= F.lit(before.date())).where(F.unix_millis("event_time") < to_ms)
     if users is not None:
         rows = rows.where(F.col("user_id").isin(sorted(users)))
@@ -227,14 +227,17 @@ def recomputed_sessions(
         margin *= 2
 
 
+def _utc(millis: int) -> datetime:
+    """Epoch milliseconds as a naive UTC datetime, exactly (no float rounding)."""
+    return datetime(1970, 1, 1) + timedelta(milliseconds=millis)
+
+
 def _iso(millis: int | None) -> str:
-    if millis is None:
-        return "now"
-    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return "now" if millis is None else f"{_utc(millis):%Y-%m-%dT%H:%M:%SZ}"
 
 
 def _ts(millis: int) -> str:
-    return f"TIMESTAMP'{datetime(1970, 1, 1) + timedelta(milliseconds=millis):%Y-%m-%d %H:%M:%S.%f}'"
+    return f"TIMESTAMP'{_utc(millis):%Y-%m-%d %H:%M:%S.%f}'"
 
 
 def _quoted(value: str) -> str:
@@ -504,7 +507,7 @@ def late_rows(spark: SparkSession, late: DataFrame, sessions: TablePaths, batch_
     """Late events as ``ops.late_session_events`` rows, each with the emitted session it falls within the gap of."""
     # Only the session dates the late events can reach (a session touched ends within the gap of the event).
     earliest = late.agg(F.min("event_ms").alias("earliest")).first()["earliest"]
-    since = (datetime(1970, 1, 1) + timedelta(milliseconds=earliest) - timedelta(days=1)).date()
+    since = (_utc(earliest) - timedelta(days=1)).date()
     stored = spark.read.format("delta").load(sessions.path).where(F.col("session_date") >= F.lit(since)).select(
         F.col("user_id").alias("s_user"), F.col("session_id"), F.unix_millis("session_start").alias("s_start"),
         F.unix_millis("session_end").alias("s_end"),
