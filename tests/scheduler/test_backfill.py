@@ -135,7 +135,9 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
         wait_for_backfill_completed(env)
     assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
     # `list-runs` has no run type column; Airflow names a run after its type ("backfill__<date>").
-    assert sorted(run["run_id"].split("__")[0] for run in runs) == ["backfill", "backfill", "backfill", "scheduled"], runs
+    # A second scheduled run appears when the wall clock crosses an hour meanwhile; it finds nothing new.
+    kinds = [run["run_id"].split("__")[0] for run in runs]
+    assert kinds.count("backfill") == 3 and kinds.count("scheduled") >= 1 and len(kinds) == 3 + kinds.count("scheduled"), runs
     print(f"3-hour backfill beside an incremental run: {elapsed:.0f} s")
     assert_tables_match_oracle(spark, lakehouse)
 
