@@ -27,6 +27,7 @@ TIERS = {
     "e2e": "e2e",
     "kafka": "e2e",
     "deploy": "e2e",
+    "ui": "e2e",
     "faults": "slow",
     "scheduler": "slow",
     "cluster": "slow",
