@@ -128,6 +128,7 @@ class Table:
     lineage: tuple[str, ...] = ()  # columns that may differ between two correct runs (where a row came from)
     reject: Callable | None = field(default=None, compare=False)  # OVERWRITE: rows that make the input unusable
     event_time: str | None = None  # the column that places a row in event time (default: hour_start or event_time)
+    operation: str | None = None  # an ops record written by an operation (e.g. maintenance), not by a query
 
     @property
     def layer(self) -> str:
@@ -144,7 +145,9 @@ class Table:
     @property
     def streamed(self) -> bool:
         """Written by a streaming query with a checkpoint (everything but a file snapshot)."""
-        return self.write is not Write.OVERWRITE and not (self.written_by and get(self.written_by).write is Write.OVERWRITE)
+        if self.operation or self.write is Write.OVERWRITE:
+            return False
+        return not (self.written_by and get(self.written_by).write is Write.OVERWRITE)
 
     @property
     def asset_uri(self) -> str:
@@ -229,6 +232,14 @@ def side_table(
     )
 
 
+def ops_table(name: str, *, operation: str, schema: str, partition_by: list[str] | tuple[str, ...] = ()) -> Table:
+    """Declare an ops table that ``operation`` (a job that is not a table's query) appends its records to."""
+    return _declare(
+        Table(name=name, schema=schema, write=Write.APPEND, task=operation, partition_by=tuple(partition_by),
+              operation=operation)  # fmt: skip
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Reading the catalog
 
@@ -262,7 +273,7 @@ def get(name: str) -> Table:
 
 def tasks() -> list[Table]:
     """The tables that have a query of their own (one job, one DAG task each), upstream first."""
-    return [entry for entry in tables() if entry.written_by is None]
+    return [entry for entry in tables() if entry.written_by is None and entry.operation is None]
 
 
 def task(name: str) -> Table:
@@ -333,7 +344,7 @@ def _check(declared: dict[str, Table]) -> None:
             writer = declared.get(entry.written_by)
             if writer is None or writer.written_by is not None:
                 raise CatalogError(f"{where}: written_by {entry.written_by!r} is not a table with a query of its own")
-        elif not entry.upstream and not entry.source:
+        elif not entry.upstream and not entry.source and not entry.operation:
             raise CatalogError(f"{where}: a table needs upstream tables or a source")
         layout = HOUR_LAYOUTS.get(entry.write)
         if layout:
@@ -353,7 +364,7 @@ def _check(declared: dict[str, Table]) -> None:
             raise CatalogError(f"{where}: only hour-addressed tables and sessions ({kinds}) have a batch form")
     tasks_seen: dict[str, str] = {}
     for entry in declared.values():
-        if entry.written_by is None:
+        if entry.written_by is None and entry.operation is None:
             if entry.task in tasks_seen:
                 raise CatalogError(f"Module {entry.task} declares two tables with queries ({tasks_seen[entry.task]}, {entry.name})")
             tasks_seen[entry.task] = entry.name
@@ -385,7 +396,8 @@ def describe() -> str:
     """The catalog as a table for people: one line per table."""
     lines = [f"{'table':<30} {'task':<24} {'write':<18} {'batch':<5} upstream"]
     for entry in tables():
-        upstream = ", ".join(entry.upstream) or (f"written by {entry.written_by}" if entry.written_by else entry.source)
+        writer = entry.written_by or entry.operation
+        upstream = ", ".join(entry.upstream) or (f"written by {writer}" if writer else entry.source)
         lines.append(f"{entry.name:<30} {entry.task:<24} {entry.write.value:<18} {'yes' if entry.batch else '':<5} {upstream}")
     return "\n".join(lines)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -120,4 +121,43 @@ def tagged_commit_info(path: str, user_metadata: str) -> dict | None:
                         break
         except FileNotFoundError:  # removed by log clean-up meanwhile
             continue
+    return None
+
+
+def commit_time(path: str, version: int) -> datetime | None:
+    """When ``version`` of the table at ``path`` was committed (None: its commit is gone from the log)."""
+    try:
+        with open(Path(path) / "_delta_log" / f"{version:020d}.json", encoding="utf-8") as commit:
+            for line in commit:
+                if '"commitInfo"' in line:
+                    millis = (json.loads(line).get("commitInfo") or {}).get("timestamp")
+                    if millis is not None:
+                        return datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+    except FileNotFoundError:
+        return None
+    return None
+
+
+def table_id(path: str) -> str | None:
+    """The table's id (its ``metaData`` action's), which a streaming reader's offsets name as ``reservoirId``."""
+    log = Path(path) / "_delta_log"
+    try:
+        names = [p.name for p in log.iterdir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for version in sorted((int(m[1]) for n in names if (m := _COMMIT.match(n))), reverse=True):
+        with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
+            for line in commit:
+                if '"metaData"' in line:
+                    action = json.loads(line).get("metaData")
+                    if action:
+                        return action["id"]
+    checkpoint = _newest_checkpoint(log, names)
+    if checkpoint is not None:
+        import pyarrow.parquet as pq
+
+        for part in sorted(n for n in names if (m := _CHECKPOINT.match(n)) and int(m[1]) == checkpoint):
+            for action in pq.read_table(log / part, columns=["metaData"]).column("metaData").to_pylist():
+                if action:
+                    return action["id"]
     return None

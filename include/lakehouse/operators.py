@@ -27,6 +27,7 @@ JOB_MAINS = {
     "run": "lakehouse.runner:main",
     "full_refresh": "lakehouse.refresh:main",
     "consistency_check": "lakehouse.consistency:main",
+    "maintenance": "lakehouse.maintenance:main",
 }
 CONNECT = "spark_connect"
 

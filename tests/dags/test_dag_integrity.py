@@ -75,6 +75,21 @@ def test_hourly_dag_shape():
         assert all(a.uri == f"delta://{a.name}/" for a in [*task.outlets, *task.inlets])
 
 
+def test_maintenance_dag_maintains_every_table_one_at_a_time():
+    from airflow.dag_processing.dagbag import DagBag
+
+    from lakehouse import catalog
+
+    dag = DagBag(dag_folder=str(DAGS_DIR)).dags["ysb_maintenance"]
+    assert (dag.timetable.expression, dag.max_active_tasks, dag.max_active_runs) == ("0 0 * * *", 1, 1)
+    assert sorted(dag.task_ids) == sorted(f"maintain_{t.name.replace('.', '_')}" for t in catalog.tables())
+    task = dag.get_task("maintain_silver_ad_events")
+    assert (task.job, task.application_args[3], task.application_args[-1]) == (
+        "maintenance", "silver.ad_events", "{{ params.retain_hours }}",
+    )  # fmt: skip
+    assert dag.params["retain_hours"] == 168
+
+
 @pytest.mark.parametrize(
     "conf",
     [{"start": "yesterday"}, {"start": "2026-11-20T13:30Z"}, {"end": "20.11.2026 14:00"}, {"mode": "stream"}],

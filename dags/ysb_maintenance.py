@@ -1,0 +1,57 @@
+"""
+### YSB table maintenance
+
+Daily, for every table of the catalog: **OPTIMIZE** (compacts the small files that each
+micro-batch adds) and then **VACUUM** (deletes the files no version within the retention needs).
+The retention is `retain_hours` (Delta's default, 7 days), raised for any table whose streaming
+reader still needs older files: a downstream query that has not run for a while reads from the
+version its checkpoint reached, and VACUUM must not delete the files it will read
+(delta-io/delta#577). Each operation's files and bytes before and after, the retention used and
+the reader that set it go to `ops.table_maintenance`.
+
+One task per table, one at a time (the tables share the engine with the hourly runs); a task that
+fails leaves the others to run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "include"))  # see ysb_hourly.py
+
+from lakehouse import catalog  # noqa: E402
+from lakehouse.maintenance import DEFAULT_RETAIN_HOURS  # noqa: E402
+from lakehouse.operators import SparkJobOperator  # noqa: E402
+from lakehouse.orchestration import MACROS  # noqa: E402
+
+with DAG(
+    dag_id="ysb_maintenance",
+    schedule="@daily",
+    start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    max_active_tasks=1,
+    default_args={"retries": 1, "retry_delay": pendulum.duration(minutes=5)},
+    user_defined_macros=MACROS,
+    doc_md=__doc__,
+    tags=["ysb", "lakehouse", "maintenance"],
+    params={
+        "retain_hours": Param(
+            DEFAULT_RETAIN_HOURS, type="integer", minimum=0,
+            description="keep removed files at least this long (raised for a table whose streaming reader lags)",
+        ),
+    },
+):
+    for table in catalog.tables():
+        SparkJobOperator(
+            task_id=f"maintain_{table.name.replace('.', '_')}",
+            job="maintenance",
+            application_args=[
+                "--lakehouse-root", "{{ lakehouse_root() }}", "--table", table.name,
+                "--retain-hours", "{{ params.retain_hours }}",
+            ],  # fmt: skip
+        )
