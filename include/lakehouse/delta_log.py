@@ -161,3 +161,30 @@ def table_id(path: str) -> str | None:
                 if action:
                     return action["id"]
     return None
+
+
+def versions_of_txns(path: str, app_id: str, txn_versions: set[int], newest: int = 200) -> dict[int, int]:
+    """Transaction version -> the table version that committed it, for ``app_id``'s writes.
+
+    Searched in the newest ``newest`` JSON commits (a query's batches just committed are recent);
+    a batch that wrote nothing (or was not found) is left out.
+    """
+    log = Path(path) / "_delta_log"
+    try:
+        versions = sorted((int(m[1]) for p in log.iterdir() if (m := _COMMIT.match(p.name))), reverse=True)[:newest]
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    found: dict[int, int] = {}
+    for version in versions:
+        try:
+            with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
+                for line in commit:
+                    if '"txn"' in line:
+                        action = json.loads(line).get("txn") or {}
+                        if action.get("appId") == app_id and action.get("version") in txn_versions:
+                            found.setdefault(action["version"], version)
+        except FileNotFoundError:
+            continue
+        if len(found) == len(txn_versions):
+            break
+    return found

@@ -21,7 +21,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
@@ -29,6 +29,9 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from lakehouse.config import ConfigError, Lakehouse, TablePaths
 from lakehouse.hours import HourRange, parse_instant
+
+if TYPE_CHECKING:
+    from lakehouse.progress import ProgressLog
 
 log = logging.getLogger("lakehouse")
 
@@ -239,6 +242,7 @@ def run_available_now(
     name: str,
     writes: tuple["Written", ...] | list["Written"] = (),
     caught_up: Callable[[], str | None] | None = None,
+    progress_log: "ProgressLog | None" = None,
 ) -> dict:
     """Process everything new since the checkpoint, then stop (``trigger(availableNow=True)``); a summary.
 
@@ -250,6 +254,7 @@ def run_available_now(
 
     ``caught_up`` (:mod:`lakehouse.freshness`) says why there is nothing new, from files alone:
     the query is then not started at all (an hourly run with nothing new costs no Spark job).
+    ``progress_log``: where the batches' progress reports are kept (:mod:`lakehouse.progress`).
     """
     with checkpoint_lock(checkpoint, name) as lease:
         check_checkpoint(checkpoint, name, writes)
@@ -273,6 +278,8 @@ def run_available_now(
     rows = sum(p.numInputRows for p in progress)
     ran = [p.batchId for p in every if p.numInputRows or p.stateOperators]  # no-data batches of a stateful query act too
     notes = read_batch_notes(checkpoint, ran)
+    if progress_log and writes:
+        progress_log.record(name, str(query.id), [p for p in every if p.batchId in ran], writes[0].table, writes[0].app_id)
     for note in notes:
         log.info("%s batch %s: %s", name, note.get("batch_id", "?"), note.get("summary", note))
     log.info("%s: %d micro-batch(es), %d input row(s), checkpoint %s", name, len(progress), rows, checkpoint)

@@ -9,10 +9,11 @@ from pathlib import Path
 from pyspark.sql import functions as F
 
 from helpers import START, assert_tables_match_oracle, expected_rows, gold_tables, run_pipeline, table, table_version
-from lakehouse import catalog
+from lakehouse import catalog, delta_log
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 STREAMED_TABLES = tuple(t.name for t in catalog.tables() if t.streamed and t.layer != "ops")
+QUERIES = [t for t in catalog.tasks() if t.streamed]
 
 
 def test_jobs_process_everything_once_then_nothing_then_only_new_files(spark, lakehouse):
@@ -23,9 +24,20 @@ def test_jobs_process_everything_once_then_nothing_then_only_new_files(spark, la
     first = assert_tables_match_oracle(spark, lakehouse)
     assert first.duplicates > 0 and first.quarantined, "the sample must exercise duplicates and bad lines"
 
+    # Every query's micro-batch is on record: what it read and the version of its table it wrote.
+    progress = batches_with_data(spark, lakehouse)
+    read_from = {"bronze.ad_events": first.lines, "silver.ad_events": first.lines}
+    assert {(r.table_name, r.batch_id, r.input_rows) for r in progress} == {
+        (t.name, 0, read_from.get(t.name, len(first.events))) for t in QUERIES
+    }
+    for row in progress:
+        if catalog.get(row.table_name).write is not catalog.Write.SESSIONS:  # sessions reconcile after the query
+            assert row.table_version == delta_log.latest_version(lakehouse.table(row.table_name).path), row
+
     versions = {name: table_version(spark, lakehouse, name) for name in STREAMED_TABLES}
     run_pipeline(lakehouse)
     assert {name: table_version(spark, lakehouse, name) for name in STREAMED_TABLES} == versions
+    assert batches_with_data(spark, lakehouse) == progress, "a run with nothing new records no batch"
 
     bronze_before = table_version(spark, lakehouse, "bronze.ad_events")
     new_hour = START + timedelta(hours=2)
@@ -39,6 +51,16 @@ def test_jobs_process_everything_once_then_nothing_then_only_new_files(spark, la
     added_per_file = Counter(Path(row.source_file.removeprefix("file:")).name for row in added.collect())
     assert added_per_file == {p.name: len(p.read_text().splitlines()) for p in new_files}
     assert_tables_match_oracle(spark, lakehouse)
+    # The new run's batches start where the first run's ended.
+    runs = {t.name: [r for r in batches_with_data(spark, lakehouse) if r.table_name == t.name] for t in QUERIES}
+    for name, (first_run, new_run) in runs.items():  # exactly two batches with data each
+        assert new_run.source_start_offset == first_run.source_end_offset, name
+    assert runs["bronze.ad_events"][1].input_rows == sum(added_per_file.values())
+
+
+def batches_with_data(spark, lakehouse) -> list:
+    rows = table(spark, lakehouse, "ops.query_progress").filter("input_rows > 0")
+    return sorted(rows.drop("duration_ms").collect(), key=lambda r: (r.table_name, r.batch_id))
 
 
 def test_late_events_are_counted_in_their_own_hour(spark, lakehouse):

@@ -39,6 +39,7 @@ from lakehouse.kafka_settings import (
     resolve_bootstrap_servers,
     validate_topic,
 )
+from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, run_available_now
 from lakehouse.sources import (
     KafkaUnavailableError,
@@ -94,6 +95,7 @@ def run(table: Table, args: JobArgs, source: argparse.Namespace) -> dict:
         # The Delta sink's transaction app id is the query id: the check compares the checkpoint's.
         return run_available_now(
             writer.option("path", target.path), checkpoint, name=table.name, writes=[Written(target)],
+            progress_log=ProgressLog(spark, args.lakehouse),
             caught_up=None if source.source == "kafka" else (
                 lambda: file_source_caught_up(checkpoint, args.lakehouse.landing(table.source), LANDING_FILES)
             ),

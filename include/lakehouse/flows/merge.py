@@ -24,6 +24,7 @@ from lakehouse.faults import fault_point
 from lakehouse.flows.containment import PROCESSING_ERROR, contained, is_data_error
 from lakehouse.freshness import delta_source_caught_up
 from lakehouse.hours import HourRange
+from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, run_available_now
 from lakehouse.sinks import (
     append,
@@ -286,4 +287,5 @@ def run(table: Table, args: JobArgs) -> dict:
         name=table.name,
         writes=[Written(lakehouse.table(name), app_id) for name, app_id in on_batch.app_ids.items()],
         caught_up=lambda: delta_source_caught_up(checkpoint, streamed.path),
+        progress_log=ProgressLog(spark, lakehouse),
     )

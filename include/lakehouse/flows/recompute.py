@@ -20,6 +20,7 @@ from lakehouse.config import Lakehouse, TablePaths
 from lakehouse.faults import fault_point
 from lakehouse.freshness import delta_source_caught_up
 from lakehouse.hours import HourRange
+from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, run_available_now
 from lakehouse.sinks import ensure_table, replace_hours, txn_app_id, with_conflict_retries
 from lakehouse.sources import batch_input, delta_stream
@@ -88,5 +89,6 @@ def run(table: Table, args: JobArgs) -> dict:
         name=table.name,
         writes=[Written(target, app_id)],
         caught_up=lambda: delta_source_caught_up(checkpoint, upstream.path),
+        progress_log=ProgressLog(spark, lakehouse),
     )
 

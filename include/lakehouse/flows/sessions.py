@@ -40,6 +40,7 @@ from lakehouse.config import ConfigError, Lakehouse, TablePaths
 from lakehouse.faults import fault_point
 from lakehouse.freshness import delta_source_caught_up, watermark_advance_pending
 from lakehouse.hours import HourRange
+from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, refresh_advice, run_available_now
 from lakehouse.sinks import append, ensure_table, replace_where, txn_app_id, upsert, with_conflict_retries
 from lakehouse.sources import delta_stream
@@ -489,6 +490,7 @@ def run(table: Table, args: JobArgs) -> dict:
         name=table.name,
         writes=[Written(target, app_id), Written(late_table, late_app_id)],
         caught_up=lambda: None if watermark_advance_pending(checkpoint) else delta_source_caught_up(checkpoint, silver.path),
+        progress_log=ProgressLog(spark, lakehouse),
     )
     run_label = f"sessions run of {datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
     reconciled = reconcile(spark, lakehouse, table, run_label)
