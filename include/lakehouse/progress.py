@@ -64,7 +64,7 @@ def _row(name: str, query_id: str, p, version: int | None) -> dict:
         "input_rows_per_second": _number(p.inputRowsPerSecond), "processed_rows_per_second": _number(p.processedRowsPerSecond),
         "duration_ms": {k: int(v) for k, v in (p.durationMs or {}).items()},
         "source_start_offset": source and _text(source.startOffset), "source_end_offset": source and _text(source.endOffset),
-        "watermark": _instant(watermark) if states else None,
+        "watermark": _instant(watermark) if states and not watermark.startswith("1970-01-01T00:00:00") else None,  # none yet
         "state_rows": sum(op.numRowsTotal for op in states) if states else None,
         "state_memory_bytes": sum(op.memoryUsedBytes for op in states) if states else None,
         "rows_dropped_by_watermark": sum(op.numRowsDroppedByWatermark for op in states) if states else None,
