@@ -188,3 +188,28 @@ def versions_of_txns(path: str, app_id: str, txn_versions: set[int], newest: int
         if len(found) == len(txn_versions):
             break
     return found
+
+
+def data_changed_since(path: str, version: int) -> bool:
+    """Does any commit from ``version`` on change the table's data (or its schema)?
+
+    Compaction (OPTIMIZE: files added and removed with ``dataChange: false``) and VACUUM's
+    START/END commits do not; a streaming reader finds nothing in them. True when unsure (a
+    commit gone from the log, an unreadable line).
+    """
+    latest = latest_version(path)
+    if latest is None:
+        return True
+    for current in range(version, latest + 1):
+        try:
+            with open(Path(path) / "_delta_log" / f"{current:020d}.json", encoding="utf-8") as commit:
+                for line in commit:
+                    action = json.loads(line)
+                    if "metaData" in action or "protocol" in action:
+                        return True
+                    change = action.get("add") or action.get("remove")
+                    if change is not None and change.get("dataChange", True):
+                        return True
+        except (OSError, ValueError):
+            return True
+    return False

@@ -46,8 +46,12 @@ def delta_source_caught_up(checkpoint: str, upstream_path: str) -> str | None:
         offset = json.loads(sources[0])
     except ValueError:
         return None
-    if offset.get("index") == -1 and offset.get("reservoirVersion") == latest + 1:
+    if offset.get("index") != -1:
+        return None
+    if offset.get("reservoirVersion") == latest + 1:
         return f"every version of the upstream table read (newest: {latest})"
+    if not delta_log.data_changed_since(upstream_path, offset["reservoirVersion"]):
+        return f"the upstream's versions {offset['reservoirVersion']}..{latest} change no data (compaction, vacuum)"
     return None
 
 

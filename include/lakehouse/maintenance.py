@@ -79,7 +79,8 @@ def oldest_needed_version(lakehouse: Lakehouse, name: str) -> NeededVersion | No
         if name not in reader.upstream or not reader.streamed:
             continue
         version = reader_position(lakehouse.table(reader.name).checkpoint(), table_id)
-        if version is not None and version <= (delta_log.latest_version(path) or 0):
+        # Versions that change no data (an earlier OPTIMIZE or VACUUM) give the reader nothing to read.
+        if version is not None and delta_log.data_changed_since(path, version):
             needed.append(NeededVersion(version, reader.name, delta_log.commit_time(path, version)))
     return min(needed, key=lambda n: n.version, default=None)
 
