@@ -2,7 +2,7 @@
 
 Usage:
     lakehouse query "select * from gold.campaign_hourly order by views desc limit 5" [--json]
-    lakehouse status [--from 2026-11-20T00:00Z] [--to 2026-11-20T03:00Z] [--json]
+    lakehouse status [--from 2026-11-20T00:00Z] [--to 2026-11-20T03:00Z] [--json] [--html status.html]
     lakehouse repair [--from ...] [--to ...] [--dry-run]
 
 Tables are read by delta-rs (the ``deltalake`` package) as Arrow datasets and queried by DuckDB
@@ -41,6 +41,7 @@ _FOLDER_HOUR = re.compile(r"(\d{4}-\d{2}-\d{2})/(\d{2})/[^/]+$")
 # What Spark's line reader splits on.
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 DAG_ID = "ysb_hourly"  # dags/ysb_hourly.py: the DAG whose backfill recomputes event hours
+VIEWS_TABLE = "gold.campaign_hourly"  # status --html draws its views per campaign and hour
 
 # States of an hour, most severe first; the first three need action (exit code 1).
 STATES = ("mismatch", "missing", "stale", "pending", "complete", "empty")
@@ -443,6 +444,20 @@ def grid_text(grid: Grid) -> str:
     return "\n".join(out)
 
 
+def write_status_page(lakehouse: Lakehouse, grid: Grid, path: str) -> None:
+    """``status --html``: the grid and gold.campaign_hourly's views per campaign and hour, as one page."""
+    from lakehouse_tools.status_page import status_page
+
+    views: dict[str, dict[datetime, int]] = {}
+    if grid.writes.get(VIEWS_TABLE):
+        hours = [row.hour for row in grid.rows]
+        bounds = f"where hour_start between '{min(hours)}' and '{max(hours)}'" if hours else ""
+        for campaign, hour, count in query(lakehouse, f"select campaign_id, hour_start, views from {VIEWS_TABLE} {bounds}")[1]:
+            views.setdefault(campaign, {})[_utc(hour)] = count
+    Path(path).write_text(status_page(grid, views, datetime.now(timezone.utc)), encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
+
+
 # --------------------------------------------------------------------------------------------
 # Repair
 
@@ -499,6 +514,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--to", dest="end", type=_hour_argument, help="end hour, exclusive")
         if name == "status":
             sub.add_argument("--json", action="store_true")
+            sub.add_argument("--html", metavar="FILE", help="also write the grid and gold's views per campaign as a page")
         else:
             sub.add_argument("--dry-run", action="store_true", help="print the backfill commands, run nothing")
             sub.add_argument("--dag-id", default=DAG_ID)
@@ -523,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
         grid = grade(observe(lakehouse), args.start, args.end)
         if args.command == "status":
             print(json.dumps(grid_json(grid), indent=1) if args.json else grid_text(grid))
+            if args.html:
+                write_status_page(lakehouse, grid, args.html)
             return 1 if grid.needs_action else 0
         return _repair(grid, args.dag_id, args.dry_run)
     except ConfigError as error:

@@ -111,3 +111,18 @@ def test_backfill_commands_cover_contiguous_hours_with_the_runs_that_own_them():
         ["2026-11-20T01:00:00+00:00", "2026-11-20T02:00:00+00:00"],
         ["2026-11-20T06:00:00+00:00", "2026-11-20T06:00:00+00:00"],
     ]
+
+
+def test_the_status_page_shows_each_hours_state_and_the_top_campaigns_views():
+    from lakehouse_tools.status_page import LINE_COLOURS, STATE_COLOURS, status_page
+
+    grid = cli.grade(observed(hour_counts={"silver.t": {H0: 8, H1: 9}, "gold.t": {H0: 3}}))
+    views = {f"c{n}": {H0: n, H1: 2 * n} for n in range(1, 8)}  # c7 has the most views, c1 the fewest
+    page = status_page(grid, views, T)
+    assert [row.state for row in grid.rows] == ["complete", "missing"]
+    assert f"<td class=state style='background:{STATE_COLOURS['missing']}'" in page
+    assert "<b>2026-11-20 01:00 missing</b>: gold.t has no row" in page
+    # One line per top campaign, the most viewed first; the two with the fewest views are left out.
+    shown = [f"<title>c{n}</title>" in page for n in range(1, 8)]
+    assert shown == [False, False, True, True, True, True, True] and page.count("<polyline") == len(LINE_COLOURS)
+    assert "<script" not in page and "http" not in page.replace("http://www.w3.org", "")  # self-contained
