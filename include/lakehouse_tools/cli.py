@@ -196,7 +196,10 @@ class Observed:
     * ``hour_counts``: rows per event hour of each hour-addressed table (silver, gold), by name;
     * ``hour_writes``: the newest file write covering each event hour, per hour-addressed table;
     * ``upstream``: each hour-addressed table's upstream hour-addressed table (None for the first);
-    * ``writes``: each table's newest commit; ``classifier``: the tables the ingesting table feeds.
+    * ``writes``: each table's newest commit; ``classifier``: the tables the ingesting table feeds;
+    * ``recomputed``: per replace-hours table, the newest commit that replaced each event hour
+      (its predicate names the hour), rows or none: an hour with no rows to write (no views in it) is
+      recomputed, not missing.
     """
 
     landed: dict[datetime, int]
@@ -208,6 +211,7 @@ class Observed:
     hour_writes: dict[str, dict[datetime, datetime]]
     upstream: dict[str, str | None]
     writes: dict[str, TableWrite | None]
+    recomputed: dict[str, dict[datetime, datetime]] = field(default_factory=dict)
 
 
 def grade(observed: Observed, start: datetime | None = None, end: datetime | None = None) -> Grid:
@@ -266,6 +270,9 @@ def _grade_event_hour(row: HourRow, o: Observed) -> None:
         written = o.hour_writes.get(name, {}).get(row.hour)
         last_commit = o.writes[name].time if o.writes.get(name) else None
         ran_since = last_commit is not None and (source_written is None or last_commit >= source_written)
+        recomputed = o.recomputed.get(name, {}).get(row.hour)
+        if source and not have and recomputed is not None and (source_written is None or recomputed >= source_written):
+            continue  # recomputed from what the upstream holds: nothing in it for this table
         if source and not have:
             if ran_since:
                 row.flag("missing", f"{name} has no row for an hour {upstream} holds, though it wrote since")
@@ -319,6 +326,34 @@ def _hour_writes(delta, entry: catalog.Table) -> dict[datetime, datetime]:
     return newest
 
 
+_REPLACED_HOUR = re.compile(r"hour_start IN \(([^)]*)\)")
+_HOUR_STAMP = re.compile(r"TIMESTAMP'(\d{4}-\d{2}-\d{2} \d{2}):00:00'")
+HISTORY_LIMIT = 2000  # commits read for the hours each replaced (a few weeks of hourly runs)
+
+
+# Commits that never take rows out of an hour behind a replace's back.
+_KEEPS_HOURS = {"WRITE", "STREAMING UPDATE", "OPTIMIZE", "VACUUM START", "VACUUM END", "CREATE TABLE"}
+
+
+def _hours_replaced(delta) -> dict[datetime, datetime]:
+    """The newest commit that replaced each event hour (``replaceWhere ... hour_start IN (...)``).
+
+    Only replaces newer than any commit that may have deleted rows (a DELETE, a MERGE, a RESTORE):
+    after one, an hour without rows may have lost them.
+    """
+    newest: dict[datetime, datetime] = {}
+    for commit in delta.history(HISTORY_LIMIT):  # newest first
+        if commit.get("operation") not in _KEEPS_HOURS:
+            break
+        predicate = str((commit.get("operationParameters") or {}).get("predicate") or "")
+        when = _utc(commit.get("timestamp"))
+        for stamps in _REPLACED_HOUR.findall(predicate):
+            for stamp in _HOUR_STAMP.findall(stamps):
+                hour = datetime.fromisoformat(f"{stamp}:00")
+                newest[hour] = max(newest.get(hour, when), when)
+    return newest
+
+
 def _count_by_folder(connection, name: str, extra: str = "") -> tuple[dict[datetime, int], dict[datetime, datetime]]:
     """Rows of a table per producer hour of their source file, and their newest ``ingested_at``."""
     where = f"WHERE {extra}" if extra else ""
@@ -352,7 +387,7 @@ def observe(lakehouse: Lakehouse) -> Observed:
         if "source_file" in entry.column_names and entry.name in tables:
             open_only = "resolved_at IS NULL" if "resolved_at" in entry.column_names else ""
             classified[entry.name] = _count_by_folder(connection, entry.name, open_only)[0]
-    hour_counts, hour_writes, upstream = {}, {}, {}
+    hour_counts, hour_writes, upstream, recomputed = {}, {}, {}, {}
     hour_tables = [t for t in catalog.batch_tables() if t.write in catalog.HOUR_LAYOUTS]  # sessions span hours
     for entry in hour_tables:
         upstream[entry.name] = next((u for u in entry.upstream if u in {t.name for t in hour_tables}), None)
@@ -365,11 +400,13 @@ def observe(lakehouse: Lakehouse) -> Observed:
         ).fetchall()
         hour_counts[entry.name] = {_utc(hour): count for hour, count in rows if hour is not None}
         hour_writes[entry.name] = _hour_writes(tables[entry.name], entry)
+        if entry.write is catalog.Write.REPLACE_HOURS:
+            recomputed[entry.name] = _hours_replaced(tables[entry.name])
     writes = {t.name: (_last_write(tables[t.name]) if t.name in tables else None) for t in catalog.tables()}
     return Observed(
         landed=landed_lines(lakehouse.landing(ingest.source)), ingest_table=ingest.name, ingested=ingested,
         newest_ingest=newest, classified=classified, hour_counts=hour_counts, hour_writes=hour_writes,
-        upstream=upstream, writes=writes,
+        upstream=upstream, writes=writes, recomputed=recomputed,
     )  # fmt: skip
 
 

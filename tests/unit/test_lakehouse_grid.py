@@ -126,3 +126,29 @@ def test_the_status_page_shows_each_hours_state_and_the_top_campaigns_views():
     shown = [f"<title>c{n}</title>" in page for n in range(1, 8)]
     assert shown == [False, False, True, True, True, True, True] and page.count("<polyline") == len(LINE_COLOURS)
     assert "<script" not in page and "http" not in page.replace("http://www.w3.org", "")  # self-contained
+
+
+def test_an_hour_recomputed_without_rows_is_complete_and_one_deleted_since_is_missing():
+    counts = {"silver.t": {H0: 8, H1: 9}, "gold.t": {H0: 3}}  # gold has nothing in H1 (no views in it, say)
+    recomputed = {"gold.t": {H0: minutes(2), H1: minutes(2)}}
+    assert [r.state for r in cli.grade(observed(hour_counts=counts, recomputed=recomputed)).rows] == ["complete", "complete"]
+    # Recomputed before silver changed the hour: gold owes it a recompute (it ran since, so: stale -> missing).
+    older = {"gold.t": {H0: minutes(2), H1: minutes(0)}}
+    assert [r.state for r in cli.grade(observed(hour_counts=counts, recomputed=older)).rows] == ["complete", "missing"]
+
+
+def test_only_replaces_newer_than_any_delete_count_as_recomputes():
+    class History:
+        def __init__(self, commits):
+            self.commits = commits
+
+        def history(self, limit):
+            return self.commits
+
+    def replace(at: int, *hours: str) -> dict:
+        stamps = ", ".join(f"TIMESTAMP'2026-11-20 {h}:00:00'" for h in hours)
+        return {"operation": "WRITE", "timestamp": at, "operationParameters": {"predicate": f"event_date IN (DATE'2026-11-20') AND hour_start IN ({stamps})"}}
+
+    delete = {"operation": "DELETE", "timestamp": 2_000, "operationParameters": {"predicate": "hour_start = TIMESTAMP'2026-11-20 01:00:00'"}}
+    newest_first = [replace(3_000, "02"), delete, replace(1_000, "00", "01")]
+    assert cli._hours_replaced(History(newest_first)) == {datetime(2026, 11, 20, 2): cli._utc(3_000)}
