@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.testing import assertSchemaEqual
 
-from helpers import START, run_pipeline
+from helpers import START, run_job, run_pipeline
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
 from lakehouse_tools.generator import write_campaigns, write_hours
@@ -19,7 +19,7 @@ TABLES = catalog.tables()
 
 @pytest.fixture(scope="module")
 def written(spark, tmp_path_factory) -> Lakehouse:
-    """A lakehouse after two incremental runs of every task: an hour of generated data, then a late event."""
+    """A lakehouse after two incremental runs of every task (an hour of generated data, then a late event) and maintenance."""
     lakehouse = Lakehouse(root=str(tmp_path_factory.mktemp("contract") / "lakehouse"))
     write_campaigns(lakehouse, seed=61)
     write_hours(lakehouse, START, 1, events_per_second=0.02, seed=61)
@@ -34,6 +34,7 @@ def written(spark, tmp_path_factory) -> Lakehouse:
     later.mkdir(parents=True)
     (later / "late.jsonl").write_text(json.dumps(late) + "\n")
     run_pipeline(lakehouse)
+    run_job("maintenance", lakehouse, "--table", "bronze.ad_events")  # the writer of ops.table_maintenance
     return lakehouse
 
 
