@@ -1,0 +1,35 @@
+"""A batch run without its interval is refused by preflight, once, before any Spark task starts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from airflow_env import airflow, airflow_environment, migrate
+from lakehouse.config import Lakehouse
+
+TASK_STATES = """
+import json, sys
+from airflow.models.taskinstance import TaskInstance
+from airflow.utils.session import create_session
+with create_session() as session:
+    rows = session.query(TaskInstance).filter(TaskInstance.dag_id == "ysb_hourly").all()
+    print(json.dumps({ti.task_id: [str(ti.state), ti.try_number] for ti in rows}))
+"""
+
+
+def test_a_batch_run_without_start_and_end_fails_in_preflight_and_starts_no_spark_task(tmp_path):
+    home = tmp_path / "airflow_home"
+    home.mkdir()
+    migrate(home)
+    env = airflow_environment(home, Lakehouse(str(tmp_path / "lakehouse")))
+    result = airflow(env, "dags", "test", "ysb_hourly", "2026-11-20T03:00:00+00:00", "-c", json.dumps({"mode": "batch"}))
+    output = result.stdout + result.stderr
+    assert "mode=batch needs the start and end params" in output, output[-4000:]
+
+    found = subprocess.run([sys.executable, "-c", TASK_STATES], env=env, capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0, found.stderr[-3000:]
+    states = json.loads(found.stdout.strip().splitlines()[-1])
+    assert states.pop("preflight") == ["failed", 1]  # AirflowFailException: no retry for what a person must fix
+    assert states and all(state in ("upstream_failed", "None") for state, _ in states.values()), states
