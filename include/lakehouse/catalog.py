@@ -109,6 +109,56 @@ def _json_type(ddl_type: str):
     return _TYPES[ddl_type]
 
 
+# The comparisons a rule's measure can be held to.
+COMPARISONS = ("<=", ">=", "!=", "=", "<", ">")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """A data-quality rule: ``measure`` (a SQL aggregate) over a table's rows must satisfy ``holds``.
+
+    Measured per event hour (``per="hour"``) over the hours a run wrote, or per micro-batch
+    (``per="batch"``, tables with a ``batch_id`` column) over the run's batches. ``on_failure``:
+    ``warn`` records and logs; ``fail`` also fails the task, so nothing downstream is computed from
+    the hour (see :mod:`lakehouse.expectations`).
+    """
+
+    rule: str  # what should hold, in words: the name in results, logs and messages
+    measure: str  # e.g. count_if(campaign_id IS NULL)
+    holds: str  # e.g. "= 0", "<= 0.05"
+    on_failure: str = "fail"
+    per: str = "hour"
+
+    @property
+    def bound(self) -> tuple[str, float]:
+        """The comparison and the number of ``holds``."""
+        text = self.holds.strip()
+        for op in COMPARISONS:
+            if text.startswith(op):
+                try:
+                    return op, float(text[len(op):])
+                except ValueError:
+                    break
+        raise CatalogError(f"Rule {self.rule!r}: holds={self.holds!r} is not '<op> <number>' with op one of {COMPARISONS}")
+
+    def passes(self, observed: float | None) -> bool:
+        """Whether a measured value satisfies the rule (nothing measured, e.g. no lines: it holds)."""
+        if observed is None:
+            return True
+        op, number = self.bound
+        return {"<=": observed <= number, ">=": observed >= number, "!=": observed != number,
+                "=": observed == number, "<": observed < number, ">": observed > number}[op]  # fmt: skip
+
+
+class ExpectationFailed(RuntimeError):
+    """A ``fail`` rule does not hold: the task stops, so nothing downstream is computed from the hour."""
+
+
+def expect(rule: str, measure: str, holds: str, *, on_failure: str = "fail", per: str = "hour") -> Expectation:
+    """A rule for a declaration's ``expect=[...]``, e.g. ``expect("every event has a campaign", "count_if(campaign_id IS NULL)", "= 0")``."""
+    return Expectation(rule, measure, holds, on_failure, per)
+
+
 @dataclass(frozen=True)
 class Table:
     """One Delta table: where it sits, what it is computed from, and how it is written."""
@@ -129,6 +179,7 @@ class Table:
     reject: Callable | None = field(default=None, compare=False)  # OVERWRITE: rows that make the input unusable
     event_time: str | None = None  # the column that places a row in event time (default: hour_start or event_time)
     operation: str | None = None  # an ops record written by an operation (e.g. maintenance), not by a query
+    expectations: tuple[Expectation, ...] = ()  # data-quality rules checked after each run that writes it
 
     @property
     def layer(self) -> str:
@@ -202,6 +253,7 @@ def table(
     lineage: list[str] | tuple[str, ...] = (),
     reject: Callable | None = None,
     event_time: str | None = None,
+    expect: list[Expectation] | tuple[Expectation, ...] = (),
 ) -> Callable:
     """Declare the table that the decorated function computes from its upstream tables (or source)."""
 
@@ -211,6 +263,7 @@ def table(
                 name=name, schema=schema, write=write, task=transform.__module__.rsplit(".", 1)[-1],
                 upstream=tuple(upstream), source=source, partition_by=tuple(partition_by), batch=batch,
                 key=key, transform=transform, lineage=tuple(lineage), reject=reject, event_time=event_time,
+                expectations=tuple(expect),
             )  # fmt: skip
         )
         return transform
@@ -220,7 +273,7 @@ def table(
 
 def side_table(
     name: str, *, written_by: str, role: str, schema: str, partition_by: list[str] | tuple[str, ...] = (),
-    write: Write = Write.APPEND,
+    write: Write = Write.APPEND, expect: list[Expectation] | tuple[Expectation, ...] = (),
 ) -> Table:
     """Declare a table that ``written_by``'s query writes beside its own (e.g. its quarantine).
 
@@ -228,7 +281,7 @@ def side_table(
     """
     return _declare(
         Table(name=name, schema=schema, write=write, task="", partition_by=tuple(partition_by),
-              written_by=written_by, role=role)  # fmt: skip
+              written_by=written_by, role=role, expectations=tuple(expect))  # fmt: skip
     )
 
 
@@ -362,12 +415,30 @@ def _check(declared: dict[str, Table]) -> None:
         if entry.batch and not (layout or entry.write is Write.SESSIONS):
             kinds = ", ".join(w.value for w in (*HOUR_LAYOUTS, Write.SESSIONS))
             raise CatalogError(f"{where}: only hour-addressed tables and sessions ({kinds}) have a batch form")
+        _check_expectations(entry, where, layout)
     tasks_seen: dict[str, str] = {}
     for entry in declared.values():
         if entry.written_by is None and entry.operation is None:
             if entry.task in tasks_seen:
                 raise CatalogError(f"Module {entry.task} declares two tables with queries ({tasks_seen[entry.task]}, {entry.name})")
             tasks_seen[entry.task] = entry.name
+
+
+def _check_expectations(entry: Table, where: str, layout: dict | None) -> None:
+    rules = [e.rule for e in entry.expectations]
+    for rule in entry.expectations:
+        rule.bound  # noqa: B018 - raises on a holds= that is not '<op> <number>'
+        if rule.on_failure not in ("warn", "fail"):
+            raise CatalogError(f"{where}: rule {rule.rule!r}: on_failure is 'warn' or 'fail', not {rule.on_failure!r}")
+        if rule.per not in ("hour", "batch"):
+            raise CatalogError(f"{where}: rule {rule.rule!r}: per is 'hour' or 'batch', not {rule.per!r}")
+        if rule.per == "hour" and not layout:
+            raise CatalogError(f"{where}: rule {rule.rule!r} is per hour, but only hour-addressed tables are written by the hour")
+        if rule.per == "batch" and ("batch_id" not in entry.column_names or rule.on_failure != "warn"):
+            # A batch is checked once, when it is written; a failure a retry cannot see again cannot gate.
+            raise CatalogError(f"{where}: rule {rule.rule!r} is per batch: its table needs a batch_id column and it can only warn")
+        if rules.count(rule.rule) > 1:
+            raise CatalogError(f"{where}: two rules are named {rule.rule!r}")
 
 
 def _topological(declared: dict[str, Table]) -> list[str]:

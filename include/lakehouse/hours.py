@@ -58,6 +58,10 @@ class HourRange:
             return "no hours"
         return f"{len(self.hours)} hour(s) {self.hours[0]:%Y-%m-%dT%H:00Z}..{self.hours[-1]:%Y-%m-%dT%H:00Z}"
 
+    def isoformats(self) -> list[str]:
+        """The hours as ISO-8601 strings (for JSON: a batch's note, a task's summary)."""
+        return [h.isoformat() for h in self.hours]
+
     def _dates(self) -> str:
         return ", ".join(sorted({f"DATE'{h:%Y-%m-%d}'" for h in self.hours}))
 

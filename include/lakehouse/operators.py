@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
 
+from lakehouse.catalog import ExpectationFailed
 from lakehouse.orchestration import SPARK_CONN_ID, jars_arg, job_path, py_files_arg
 
 # The job files of jobs/ and the function each one runs (with its command-line arguments).
@@ -106,6 +107,11 @@ class SparkJobOperator(BaseOperator):
         main = getattr(importlib.import_module(module), function)
         try:
             return main(list(self.application_args))
+        except ExpectationFailed as failed:
+            from airflow.sdk.exceptions import AirflowFailException
+
+            # A retry would find the hour failing again (lakehouse.expectations): no point in waiting for it.
+            raise AirflowFailException(str(failed)) from failed
         finally:
             release_engine_sessions()
 

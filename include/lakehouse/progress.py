@@ -10,7 +10,6 @@ batch id as its Delta transaction id: a retried write adds nothing twice.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,6 +17,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse import catalog, delta_log
 from lakehouse.config import Lakehouse, TablePaths
+from lakehouse.runtime import airflow_run
 from lakehouse.sinks import append, with_conflict_retries
 
 PROGRESS_TABLE = "ops.query_progress"
@@ -53,13 +53,10 @@ def _row(name: str, query_id: str, p, version: int | None) -> dict:
     source = p.sources[0] if p.sources else None
     states = p.stateOperators or []
     watermark = (p.eventTime or {}).get("watermark")
-    try:
-        airflow_try = int(os.environ["AIRFLOW_CTX_TRY_NUMBER"])
-    except (KeyError, ValueError):
-        airflow_try = None
+    airflow_run_id, airflow_try = airflow_run()
     return {
         "table_name": name, "query_id": query_id, "query_run_id": str(p.runId), "batch_id": p.batchId,
-        "batch_started_at": _instant(p.timestamp), "airflow_run_id": os.environ.get("AIRFLOW_CTX_DAG_RUN_ID"),
+        "batch_started_at": _instant(p.timestamp), "airflow_run_id": airflow_run_id,
         "airflow_try": airflow_try, "input_rows": p.numInputRows,
         "input_rows_per_second": _number(p.inputRowsPerSecond), "processed_rows_per_second": _number(p.processedRowsPerSecond),
         "duration_ms": {k: int(v) for k, v in (p.durationMs or {}).items()},

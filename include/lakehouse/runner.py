@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 
-from lakehouse import catalog
+from lakehouse import catalog, expectations
 from lakehouse.catalog import Write
 from lakehouse.config import ConfigError
 from lakehouse.runtime import log, parse_job_args
@@ -44,7 +44,11 @@ def run(task: str, argv: list[str]) -> dict:
         if table.write is Write.APPEND:
             source, rest = flow_module.source_options().parse_known_args(argv)
             return flow_module.run(table, parse_job_args(description, rest, batch=False), source)
-        return flow_module.run(table, parse_job_args(description, argv, batch=table.batch))
+        args = parse_job_args(description, argv, batch=table.batch)
+        summary = flow_module.run(table, args)
+        hours = args.hours if args.mode == "batch" else expectations.touched_hours(summary)
+        checked = expectations.check(args.lakehouse, table, hours, summary)
+        return {**summary, "expectations": checked} if checked else summary
     finally:
         release_engine_sessions()
 

@@ -87,6 +87,15 @@ def configure_logging() -> None:
     )
 
 
+def airflow_run() -> tuple[str | None, int | None]:
+    """The Airflow dag run id and try number of the task running this job (None outside Airflow)."""
+    try:
+        airflow_try = int(os.environ["AIRFLOW_CTX_TRY_NUMBER"])
+    except (KeyError, ValueError):
+        airflow_try = None
+    return os.environ.get("AIRFLOW_CTX_DAG_RUN_ID"), airflow_try
+
+
 class CheckpointBusy(ConfigError):
     """Another driver is running the same streaming query (e.g. an Airflow retry beside the first try)."""
 

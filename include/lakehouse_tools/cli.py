@@ -42,11 +42,13 @@ _FOLDER_HOUR = re.compile(r"(\d{4}-\d{2}-\d{2})/(\d{2})/[^/]+$")
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 DAG_ID = "ysb_hourly"  # dags/ysb_hourly.py: the DAG whose backfill recomputes event hours
 VIEWS_TABLE = "gold.campaign_hourly"  # status --html draws its views per campaign and hour
+RESULTS_TABLE = "ops.expectation_results"  # lakehouse.expectations (which imports pyspark) records checks here
 
-# States of an hour, most severe first; the first three need action (exit code 1).
-STATES = ("mismatch", "missing", "stale", "pending", "complete", "empty")
-NEEDS_ACTION = ("mismatch", "missing", "stale")
-REPAIRABLE = ("missing", "stale")  # what a backfill (silver and gold recomputed for the hour) fixes
+# States of an hour, most severe first; the first four need action (exit code 1). failed: a data-quality
+# rule that gates (lakehouse.expectations) does not hold for the hour.
+STATES = ("mismatch", "failed", "missing", "stale", "pending", "complete", "empty")
+NEEDS_ACTION = ("mismatch", "failed", "missing", "stale")
+REPAIRABLE = ("failed", "missing", "stale")  # what a backfill (silver and gold recomputed for the hour) fixes
 
 
 class UsageError(ConfigError):
@@ -199,7 +201,8 @@ class Observed:
     * ``writes``: each table's newest commit; ``classifier``: the tables the ingesting table feeds;
     * ``recomputed``: per replace-hours table, the newest commit that replaced each event hour
       (its predicate names the hour), rows or none: an hour with no rows to write (no views in it) is
-      recomputed, not missing.
+      recomputed, not missing;
+    * ``failed_rules``: per event hour, the gating rules whose newest check of the hour failed.
     """
 
     landed: dict[datetime, int]
@@ -212,6 +215,7 @@ class Observed:
     upstream: dict[str, str | None]
     writes: dict[str, TableWrite | None]
     recomputed: dict[str, dict[datetime, datetime]] = field(default_factory=dict)
+    failed_rules: dict[datetime, list[str]] = field(default_factory=dict)
 
 
 def grade(observed: Observed, start: datetime | None = None, end: datetime | None = None) -> Grid:
@@ -240,6 +244,8 @@ def grade(observed: Observed, start: datetime | None = None, end: datetime | Non
             row.counts[name] = counts.get(hour, 0)
         _grade_arrival(row, o, ingested, classified, classified_at)
         _grade_event_hour(row, o)
+        for failure in o.failed_rules.get(hour, []):
+            row.flag("failed", failure)
         if not any(row.counts.values()):
             row.state = "empty"
         rows.append(row)
@@ -407,7 +413,25 @@ def observe(lakehouse: Lakehouse) -> Observed:
         landed=landed_lines(lakehouse.landing(ingest.source)), ingest_table=ingest.name, ingested=ingested,
         newest_ingest=newest, classified=classified, hour_counts=hour_counts, hour_writes=hour_writes,
         upstream=upstream, writes=writes, recomputed=recomputed,
+        failed_rules=_failed_rules(connection) if RESULTS_TABLE in tables else {},
     )  # fmt: skip
+
+
+def _failed_rules(connection) -> dict[datetime, list[str]]:
+    """Per event hour, the gating rules (still declared) whose newest check of the hour failed."""
+    gating = {(t.name, e.rule) for t in catalog.tables() for e in t.expectations if e.on_failure == "fail"}
+    layer, table = RESULTS_TABLE.split(".")
+    rows = connection.execute(
+        f"""SELECT hour_start, table_name, rule, observed FROM (
+                SELECT *, row_number() OVER (PARTITION BY table_name, rule, hour_start ORDER BY checked_at DESC) AS newest
+                FROM "{layer}"."{table}" WHERE hour_start IS NOT NULL AND on_failure = 'fail')
+            WHERE newest = 1 AND NOT passed ORDER BY hour_start, table_name, rule"""
+    ).fetchall()
+    failed: dict[datetime, list[str]] = {}
+    for hour, name, rule, value in rows:
+        if (name, rule) in gating:
+            failed.setdefault(_utc(hour), []).append(f"{name}: rule {rule!r} failed (measured {_cell(value)})")
+    return failed
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from datetime import datetime
 from html import escape
 
 STATE_COLOURS = {
-    "mismatch": "#b2182b", "missing": "#ef8a62", "stale": "#fddbc7",
+    "mismatch": "#b2182b", "failed": "#d6604d", "missing": "#ef8a62", "stale": "#fddbc7",
     "pending": "#d1e5f0", "complete": "#67a9cf", "empty": "#f7f7f7",
 }  # fmt: skip
 LINE_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e")

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from lakehouse import catalog
-from lakehouse.catalog import CatalogError, Column, Table, Write
+from lakehouse.catalog import CatalogError, Column, Table, Write, expect
 from lakehouse_tools import oracle
 
 GOLD_SCHEMA = "campaign_id STRING, hour_start TIMESTAMP, views BIGINT NOT NULL, event_date DATE"
@@ -81,13 +81,32 @@ def test_a_consistent_pair_passes():
         ((gold(name="platinum.test"), SILVER), "<layer>.<table>"),
         ((gold(schema=GOLD_SCHEMA + ", x VARIANT"), SILVER), "Unsupported column type 'VARIANT'"),
         ((gold(upstream=()), SILVER), "needs upstream tables or a source"),
+        ((gold(expectations=(expect("r", "count(*)", "about 3"),)), SILVER), "holds='about 3' is not '<op> <number>'"),
+        ((gold(expectations=(expect("r", "count(*)", "= 0", on_failure="page"),)), SILVER), "on_failure is 'warn' or 'fail'"),
+        ((gold(expectations=(expect("r", "count(*)", "= 0", per="day"),)), SILVER), "per is 'hour' or 'batch'"),
+        ((gold(expectations=(expect("r", "count(*)", "= 0", per="batch", on_failure="warn"),)), SILVER), "needs a batch_id column"),
+        ((gold(schema=GOLD_SCHEMA + ", batch_id BIGINT", expectations=(expect("r", "count(*)", "= 0", per="batch"),)), SILVER),
+         "it can only warn"),
+        ((gold(write=Write.APPEND, partition_by=(), batch=False, expectations=(expect("r", "count(*)", "= 0"),)), SILVER),
+         "only hour-addressed tables are written by the hour"),
+        ((gold(expectations=(expect("r", "count(*)", "= 0"), expect("r", "sum(views)", ">= 0"))), SILVER), "two rules are named 'r'"),
     ],
     ids=["unknown-upstream", "no-hour-column", "wrong-partitioning", "merge-without-key", "unknown-partition-column",
-         "batch-not-by-hour", "unknown-layer", "unknown-type", "no-input"],
+         "batch-not-by-hour", "unknown-layer", "unknown-type", "no-input", "rule-bound", "rule-action", "rule-scope",
+         "batch-rule-without-batch-id", "batch-rule-that-fails", "hour-rule-on-append", "rule-named-twice"],
 )
 def test_inconsistent_declarations_fail_at_import_with_a_message(tables, message):
     with pytest.raises(CatalogError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
         check(*tables)
+
+
+@pytest.mark.parametrize(
+    "holds, observed, passes",
+    [("= 0", 0, True), ("= 0", 1, False), ("<= 0.05", 0.05, True), ("<= 0.05", 0.051, False), ("> 2", 2, False),
+     (">= 2", 2, True), ("!= 0", 0, False), ("< 1", None, True)],
+)  # fmt: skip
+def test_a_rule_compares_its_measure_with_its_bound(holds, observed, passes):
+    assert expect("r", "count(*)", holds).passes(observed) is passes
 
 
 def test_a_cycle_is_refused():

@@ -152,3 +152,12 @@ def test_only_replaces_newer_than_any_delete_count_as_recomputes():
     delete = {"operation": "DELETE", "timestamp": 2_000, "operationParameters": {"predicate": "hour_start = TIMESTAMP'2026-11-20 01:00:00'"}}
     newest_first = [replace(3_000, "02"), delete, replace(1_000, "00", "01")]
     assert cli._hours_replaced(History(newest_first)) == {datetime(2026, 11, 20, 2): cli._utc(3_000)}
+
+
+def test_an_hour_whose_gating_rule_failed_is_failed_needs_action_and_is_repaired():
+    o = observed(failed_rules={H1: ["silver.t: rule 'every event has a campaign' failed (measured 1)"]})
+    grid = cli.grade(o)
+    assert states(o) == {H0: "complete", H1: "failed"} and [row.hour for row in grid.needs_action] == [H1]
+    assert grid.rows[1].reasons == ["silver.t: rule 'every event has a campaign' failed (measured 1)"]
+    assert "2026-11-20 01:00 failed: silver.t: rule 'every event has a campaign'" in cli.grid_text(grid)
+    assert [row.hour for row in grid.rows if row.state in cli.REPAIRABLE] == [H1]  # a backfill recomputes it

@@ -229,7 +229,7 @@ class MergeBatch:
             f"{metrics['quarantined']} quarantined {metrics['quarantined_by_reason']}; {hours}"
         )
         log.info("%s batch %d: %s", table.name, batch_id, summary)
-        return {**metrics, "summary": summary}
+        return {**metrics, "event_hours": hours.isoformats(), "summary": summary}
 
 
 def recompute(

@@ -78,7 +78,7 @@ def run(table: Table, args: JobArgs) -> dict:
         fault_point(f"{table.layer}.before_replace", batch_id)
         recompute(new_rows.sparkSession, lakehouse, table, hours, app_id=app_id, batch_id=batch_id)
         fault_point(f"{table.layer}.after_replace", batch_id)
-        return {"batch_id": batch_id, "hours": str(hours), "summary": f"recomputed {hours}"}
+        return {"batch_id": batch_id, "hours": str(hours), "event_hours": hours.isoformats(), "summary": f"recomputed {hours}"}
 
     checkpoint = target.checkpoint(generation)
     upstream = lakehouse.table(streamed.name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakehouse.catalog import Write, table
+from lakehouse.catalog import Write, expect, table
 from lakehouse.tables import F
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ def count_of(event_type: str):
     partition_by=["event_date"],
     write=Write.REPLACE_HOURS,
     batch=True,
+    expect=[expect("no negative count", "count_if(views < 0 OR clicks < 0 OR purchases < 0)", "= 0")],
 )
 def campaign_hourly(silver: DataFrame) -> DataFrame:
     """Views, clicks, purchases, distinct users and click-through rate per campaign and event hour.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakehouse.catalog import Write, column_names, side_table, table
+from lakehouse.catalog import Write, column_names, expect, side_table, table
 from lakehouse.contract import AD_TYPES, EVENT_TYPES, RAW_EVENT_FIELDS
 from lakehouse.tables import F
 
@@ -109,6 +109,8 @@ PRODUCER_FORM = _producer_form()
     key="event_id",
     batch=True,
     lineage=["source_file", "ingested_at", "rescued_data"],  # which copy of a duplicate was kept
+    # Classification quarantines an unknown ad; a row without a campaign got here some other way.
+    expect=[expect("every event has a campaign", "count_if(campaign_id IS NULL)", "= 0")],
 )
 def classify_ad_events(bronze: DataFrame, campaigns: DataFrame, *, shortcut: bool = True) -> DataFrame:
     """Bronze rows parsed and checked, with ``reason`` null for a valid event.
@@ -287,7 +289,15 @@ side_table(
     schema=f"{QUARANTINE_SCHEMA}, resolved_at TIMESTAMP, resolved_by STRING",
     partition_by=["ingest_date"],
 )
-side_table("ops.silver_batch_metrics", written_by="silver.ad_events", role="metrics", schema=BATCH_METRICS_SCHEMA)
+side_table(
+    "ops.silver_batch_metrics",
+    written_by="silver.ad_events",
+    role="metrics",
+    schema=BATCH_METRICS_SCHEMA,
+    # The generator's producer spoils 0.5 % of lines; far more means a producer or contract change.
+    expect=[expect("at most 5% of a batch's lines quarantined", "sum(quarantined) / sum(lines)", "<= 0.05",
+                   on_failure="warn", per="batch")],  # fmt: skip
+)
 
 
 def valid_ad_events(classified: DataFrame) -> DataFrame:

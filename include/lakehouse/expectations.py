@@ -1,0 +1,155 @@
+"""Data-quality expectations: the rules declared beside a table, checked after each run that writes it.
+
+A rule (:class:`lakehouse.catalog.Expectation`) is a SQL aggregate over a table's rows and the
+comparison it must satisfy, e.g. ``count_if(campaign_id IS NULL)`` ``= 0``. After a task's query
+(or backfill) has written, each rule of its tables is measured per event hour the run wrote (per
+micro-batch for ``per="batch"`` rules) and every result is appended to ``ops.expectation_results``.
+A failed ``warn`` rule is logged; a failed ``fail`` rule fails the task with a message naming the
+hour, the rule and the measured value, so the tables downstream are not computed from that hour.
+
+An hour whose last check of a ``fail`` rule failed is checked again by every later run of the
+task, whether or not it brought new rows for it: a retry, or the next hourly run, cannot pass just
+because it found nothing new. The hour stays failed until its data is fixed (a backfill of the
+hour, a fixed dimension) or the rule is changed.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse import catalog, delta_log
+from lakehouse.catalog import Expectation, ExpectationFailed, Table
+from lakehouse.config import Lakehouse
+from lakehouse.hours import HourRange
+from lakehouse.runtime import airflow_run, log
+from lakehouse.sinks import append, ensure_table, with_conflict_retries
+from lakehouse.spark import build_spark_session
+
+RESULTS_TABLE = "ops.expectation_results"
+
+
+def touched_hours(summary: dict) -> HourRange:
+    """The event hours an incremental run's micro-batches wrote (each batch's note lists its own)."""
+    return HourRange.of(datetime.fromisoformat(h) for note in summary.get("batches", []) for h in note.get("event_hours", []))
+
+
+def check(lakehouse: Lakehouse, table: Table, hours: HourRange, summary: dict) -> dict | None:
+    """Measure the rules of ``table`` and its side tables over ``hours`` and the run's batches; record and judge.
+
+    ``summary`` is the run's (its micro-batches' notes, its mode). Returns the number of results
+    and the failed ``warn`` rules (None: no rules declared); raises :class:`ExpectationFailed`
+    when a ``fail`` rule does not hold.
+    """
+    declared = [entry for entry in catalog.written_by_task(table) if entry.expectations]
+    if not declared:
+        return None
+    started = time.monotonic()
+    spark = build_spark_session(table.task)
+    results_table = lakehouse.table(RESULTS_TABLE)
+    ensure_table(spark, results_table, catalog.get(RESULTS_TABLE))
+    rows: list[dict] = []
+    for entry in declared:
+        by_hour = [rule for rule in entry.expectations if rule.per == "hour"]
+        if by_hour:
+            again = still_failing(spark, lakehouse, entry)
+            rows += _measure_hours(spark, lakehouse, entry, by_hour, HourRange.of([*hours.hours, *again]))
+        by_batch = [rule for rule in entry.expectations if rule.per == "batch"]
+        if by_batch:
+            rows += _measure_batches(spark, lakehouse, entry, by_batch, summary.get("batches", []))
+    if rows:
+        checked_at = datetime.now(timezone.utc)
+        airflow_run_id, airflow_try = airflow_run()
+        context = {"checked_at": checked_at, "mode": summary.get("mode", "incremental"),
+                   "airflow_run_id": airflow_run_id, "airflow_try": airflow_try}  # fmt: skip
+        declared_results = catalog.get(RESULTS_TABLE)
+        frame = spark.createDataFrame(
+            [tuple({**row, **context}[c] for c in declared_results.column_names) for row in rows],
+            declared_results.spark_schema(),
+        )
+        # A check is an event: its own transaction id (several tasks append at once; blind appends do not conflict).
+        app_id = f"expectations-of-{table.task}-{int(checked_at.timestamp() * 1e6)}"
+        with_conflict_retries(lambda: append(frame, results_table, app_id, 0), f"{RESULTS_TABLE} append")
+    failed = [row for row in rows if not row["passed"]]
+    for row in failed:
+        log.warning("%s expectation %s: %s", row["table_name"], row["on_failure"], describe(row))
+    gating = [describe(row) for row in failed if row["on_failure"] == "fail"]
+    log.info("%s: %d expectation result(s), %d failed (%d gating), %.1f s", table.name, len(rows), len(failed),
+             len(gating), time.monotonic() - started)  # fmt: skip
+    if gating:
+        raise ExpectationFailed(
+            f"{len(gating)} expectation(s) failed, so the tables computed from these hours are not updated:\n- "
+            + "\n- ".join(gating)
+            + f"\nFix the data of the hour (e.g. a backfill of it once the cause is fixed) or the rule in "
+            f"lakehouse/tables/{table.task}.py; every result is in {RESULTS_TABLE}."
+        )
+    return {"checked": len(rows), "failed_warn": [describe(row) for row in failed if row["on_failure"] == "warn"]}
+
+
+def describe(row: dict) -> str:
+    where = f"hour {row['hour_start']:%Y-%m-%dT%H:00Z}" if row["hour_start"] else f"batch {row['batch_id']}"
+    observed = "nothing" if row["observed"] is None else f"{row['observed']:g}"
+    return f"{row['table_name']} {where}: rule {row['rule']!r} ({row['measure']} {row['holds']}) measured {observed}"
+
+
+def still_failing(spark: SparkSession, lakehouse: Lakehouse, entry: Table) -> list[datetime]:
+    """The hours of ``entry`` whose last check of one of its current ``fail`` rules failed."""
+    path = lakehouse.table(RESULTS_TABLE).path
+    gating = [rule.rule for rule in entry.expectations if rule.on_failure == "fail" and rule.per == "hour"]
+    if not gating or not delta_log.is_delta_table(path):
+        return []
+    last = (
+        spark.read.format("delta").load(path)
+        .filter(F.col("table_name") == entry.name).filter(F.col("rule").isin(gating)).filter("hour_start IS NOT NULL")
+        .groupBy("rule", "hour_start").agg(F.max_by("passed", "checked_at").alias("passed"))
+        .filter(~F.col("passed")).select("hour_start").distinct().collect()
+    )  # fmt: skip
+    return [row.hour_start for row in last]
+
+
+def _measure_hours(
+    spark: SparkSession, lakehouse: Lakehouse, entry: Table, rules: list[Expectation], hours: HourRange
+) -> list[dict]:  # fmt: skip
+    """One result per (rule, hour) among ``hours`` that has rows (an hour without rows has nothing to measure)."""
+    if not hours:
+        return []
+    measured = (
+        spark.read.format("delta").load(lakehouse.table(entry.name).path)
+        .filter(entry.hours_predicate(hours))
+        .groupBy(F.expr(entry.hour_sql).alias("hour_start"))
+        .agg(*(F.expr(rule.measure).cast("double").alias(f"m{i}") for i, rule in enumerate(rules)))
+        .collect()
+    )  # fmt: skip
+    return [
+        _result(entry, rule, row[f"m{i}"], hour_start=row.hour_start) for row in measured for i, rule in enumerate(rules)
+    ]
+
+
+def _measure_batches(
+    spark: SparkSession, lakehouse: Lakehouse, entry: Table, rules: list[Expectation], notes: list[dict]
+) -> list[dict]:  # fmt: skip
+    """One result per (rule, micro-batch) of this run (a batch's rows: its batch id, in its generation)."""
+    batches = {(note["generation"], note["batch_id"]) for note in notes if "generation" in note and "batch_id" in note}
+    if not batches:
+        return []
+    frame = spark.read.format("delta").load(lakehouse.table(entry.name).path)
+    selected = F.lit(False)
+    for generation, batch_id in batches:
+        selected = selected | ((F.col("generation") == generation) & (F.col("batch_id") == batch_id))
+    measured = (
+        frame.filter(selected).groupBy("batch_id")
+        .agg(*(F.expr(rule.measure).cast("double").alias(f"m{i}") for i, rule in enumerate(rules)))
+        .collect()
+    )  # fmt: skip
+    return [_result(entry, rule, row[f"m{i}"], batch_id=row.batch_id) for row in measured for i, rule in enumerate(rules)]
+
+
+def _result(entry: Table, rule: Expectation, observed, hour_start=None, batch_id=None) -> dict:
+    return {
+        "table_name": entry.name, "rule": rule.rule, "on_failure": rule.on_failure, "measure": rule.measure,
+        "holds": rule.holds, "hour_start": hour_start, "batch_id": batch_id, "observed": observed,
+        "passed": rule.passes(observed),
+    }  # fmt: skip

@@ -1,0 +1,12 @@
+"""ops.expectation_results: every check of a table's data-quality rules (lakehouse.expectations)."""
+
+from lakehouse.catalog import ops_table
+
+# hour_start for a rule measured per event hour, batch_id for one measured per micro-batch.
+SCHEMA = (
+    "checked_at TIMESTAMP NOT NULL, table_name STRING NOT NULL, rule STRING NOT NULL, on_failure STRING NOT NULL, "
+    "measure STRING, holds STRING, hour_start TIMESTAMP, batch_id BIGINT, observed DOUBLE, passed BOOLEAN NOT NULL, "
+    "mode STRING, airflow_run_id STRING, airflow_try INT"
+)
+
+ops_table("ops.expectation_results", operation="expectations", schema=SCHEMA)
