@@ -95,8 +95,18 @@ class SparkJobOperator(BaseOperator):
 
     def execute(self, context) -> Any:
         if spark_connection(self.conn_id).conn_type == CONNECT:
-            return self.run_on_engine()
+            summary = self.run_on_engine()
+            self.annotate_outlet_events(context, summary)
+            return summary
         return self.spark_submit()
+
+    def annotate_outlet_events(self, context, summary: Any) -> None:
+        """Put the event hours the run wrote on each of its Asset events (the UI's Assets page shows them)."""
+        if not isinstance(summary, dict) or "event_hours" not in summary:
+            return
+        extra = {"mode": summary.get("mode", "incremental"), "event_hours": summary["event_hours"]}
+        for outlet in self.outlets:
+            context["outlet_events"][outlet].extra = extra
 
     def run_on_engine(self) -> Any:
         from lakehouse.spark import release_engine_sessions

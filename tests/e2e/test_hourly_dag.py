@@ -7,9 +7,12 @@ import subprocess
 import sys
 from datetime import timedelta
 
+from pyspark.sql import functions as F
+
 from airflow_env import airflow, airflow_environment
 from helpers import START, assert_tables_match_oracle, oracle, table
 from lakehouse import catalog
+from lakehouse.hours import HourRange
 from lakehouse.spark import engine
 from lakehouse_tools.generator import write_campaigns, write_hours
 
@@ -27,6 +30,7 @@ with create_session() as session:
         "outlets": sorted([r.task_id, names[r.asset_id]] for r in session.query(TaskOutletAssetReference)),
         "inlets": sorted([r.task_id, names[r.asset_id]] for r in session.query(TaskInletAssetReference)),
         "events": sorted({names[e.asset_id] for e in session.query(AssetEvent)}),
+        "extras": {names[e.asset_id]: e.extra for e in session.query(AssetEvent)},
         "summaries": {x.task_id: x.value for x in session.query(XComModel).filter(XComModel.key == "return_value")},
     }))
 """
@@ -68,5 +72,11 @@ def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_
         assert silver["table"] == "silver.ad_events" and silver["input_rows"] == lines, silver
         assert sum(batch["lines"] for batch in silver["batches"]) == lines, silver
         assert {summaries[t.task]["table"] for t in catalog.tasks() if t.streamed} == {t.name for t in catalog.tasks() if t.streamed}
+        # Each hour-addressed table's Asset event names the event hours the run wrote (the UI shows them).
+        hours = table(spark, lakehouse, "silver.ad_events").select(F.date_trunc("HOUR", "event_time").alias("h")).distinct()
+        written_hours = {"mode": "incremental", "event_hours": HourRange.of(r.h for r in hours.collect()).isoformats()}
+        hour_tables = [t for t in written if (t.written_by and catalog.get(t.written_by) or t).write in catalog.HOUR_LAYOUTS]
+        assert {t.name: assets["extras"][t.name] for t in hour_tables} == {t.name: written_hours for t in hour_tables}
+        assert assets["extras"]["bronze.ad_events"] == {}
     else:
         assert "local[2]" in output  # spark-submit against the master of the JSON connection
