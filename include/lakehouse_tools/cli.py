@@ -579,6 +579,9 @@ def _parser() -> argparse.ArgumentParser:
         else:
             sub.add_argument("--dry-run", action="store_true", help="print the backfill commands, run nothing")
             sub.add_argument("--dag-id", default=DAG_ID)
+    back = commands.add_parser("rollback", parents=[common], help="undo what the runs since a moment wrote (silver, gold)")
+    back.add_argument("--to", dest="to", required=True, help="an Airflow dag run id (undo it and later runs) or a UTC time")
+    back.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     return parser
 
 
@@ -595,6 +598,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(render(columns, rows))
                 print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
             return 0
+        if args.command == "rollback":
+            return _rollback(lakehouse, args.to, args.dry_run)
         if args.start and args.end and args.start >= args.end:
             raise UsageError(f"--from {args.start:%Y-%m-%dT%H:00Z} is not before --to {args.end:%Y-%m-%dT%H:00Z}")
         grid = grade(observe(lakehouse), args.start, args.end)
@@ -623,6 +628,22 @@ def _repair(grid: Grid, dag_id: str, dry_run: bool) -> int:
         if not dry_run:
             status = status or subprocess.run(command).returncode
     return status
+
+
+def _rollback(lakehouse: Lakehouse, to: str, dry_run: bool) -> int:
+    from lakehouse_tools import rollback
+
+    try:
+        moment = datetime.fromisoformat(to.replace("Z", "+00:00"))
+    except ValueError:
+        moment = rollback.moment_of_run(lakehouse, to)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    plans = rollback.plan(lakehouse, moment)
+    print(f"Rolling back to before {moment.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S}Z" + (" (dry run)" if dry_run else ""))
+    for line in rollback.describe(plans) if dry_run else rollback.execute(plans):
+        print(("would: " if dry_run else "done: ") + line)
+    return 0
 
 
 def entry_point() -> None:
