@@ -51,6 +51,7 @@ class QueryRollback:
     name: str
     checkpoint: str
     first_undone_batch: int | None  # None: the query ran no batch since the moment
+    kept_batch: int = -1  # the newest batch the checkpoint keeps (-1: none)
     restores: list[TableRestore] = field(default_factory=list)
     reads_restored: str | None = None  # the restored upstream table whose RESTORE the offset moves past
 
@@ -149,11 +150,17 @@ def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
         own = next((r for r in restores if r.name == entry.name), None)
         undone_batches = _txn_batches(own.path, range(own.keep_version + 1, own.latest_version + 1)) if own else []
         first = min([*after, *undone_batches], default=None)
-        plans.append(QueryRollback(entry.name, str(checkpoint), first, restores))
+        kept = first - 1 if first is not None else max(offsets, default=-1)
+        if kept >= 0 and kept not in _batch_files(checkpoint / "commits"):
+            raise RollbackRefused(
+                f"{entry.name}: batch {kept} of its checkpoint was planned before the moment but never committed: "
+                "let an hourly run finish it, then roll back"
+            )
+        plans.append(QueryRollback(entry.name, str(checkpoint), first, kept, restores))
     restored = {r.name: r for p in plans for r in p.restores}
     for query in plans:
         upstream = [name for name in catalog.get(query.name).upstream if name in restored]
-        if upstream and query.first_undone_batch is not None:
+        if upstream:  # even a query that ran nothing since: its next batch would read the undone commits
             query.reads_restored = upstream[0]
             _check_caught_up(query, restored[upstream[0]], lakehouse)
     return plans
@@ -166,7 +173,7 @@ def _end_offset(checkpoint: Path, batch: int) -> tuple[list[str], dict]:
 
 def _check_caught_up(query: QueryRollback, upstream: TableRestore, lakehouse: Lakehouse) -> None:
     """A reader whose kept position is not the upstream's kept version would skip or reread rows when moved."""
-    kept = query.first_undone_batch - 1
+    kept = query.kept_batch
     if kept < 0:
         return  # no kept batch: the query starts over from the restored table's current state
     _, offset = _end_offset(Path(query.checkpoint), kept)
@@ -187,7 +194,7 @@ def describe(plans: list[QueryRollback]) -> list[str]:
             lines.append(f"{r.name}: restore version {r.keep_version} (now {r.latest_version}); writers' transaction ids: {resets}")
         if query.first_undone_batch is not None:
             lines.append(f"{query.name}: checkpoint {query.checkpoint} forgets batches {query.first_undone_batch} and later")
-        if query.reads_restored:
+        if query.reads_restored and query.kept_batch >= 0:
             lines.append(f"{query.name}: reads {query.reads_restored} on from after its RESTORE commit")
     return lines or ["Nothing to roll back: no table was written since that moment."]
 
@@ -221,23 +228,22 @@ def execute(plans: list[QueryRollback]) -> list[str]:
             restore_versions[r.name] = DeltaTable(r.path).version()
             done.append(f"{r.name}: restored version {r.keep_version} as version {restore_versions[r.name]}")
     for query in plans:
-        if query.first_undone_batch is None:
-            continue
         checkpoint = Path(query.checkpoint)
         for folder in (checkpoint / "commits", checkpoint / "offsets", checkpoint.with_name(checkpoint.name + ".batches")):
             for path in folder.iterdir() if folder.is_dir() else ():
                 batch = _batch_of(path)
-                if batch is not None and batch >= query.first_undone_batch:
+                if batch is not None and batch > query.kept_batch:
                     path.unlink()
-        kept = query.first_undone_batch - 1
+        kept = query.kept_batch
+        if query.first_undone_batch is not None:
+            done.append(f"{query.name}: checkpoint back to batch {kept}; the next run redoes batches {query.first_undone_batch} on")
         if query.reads_restored and kept >= 0:
             lines, offset = _end_offset(checkpoint, kept)
             offset = {**offset, "reservoirVersion": restore_versions[query.reads_restored] + 1, "index": -1}
             lines[2] = json.dumps(offset, separators=(",", ":"))
             (checkpoint / "offsets" / str(kept)).write_text("\n".join(lines))
-            crc = checkpoint / "offsets" / f".{kept}.crc"
-            crc.unlink(missing_ok=True)
-        done.append(f"{query.name}: checkpoint back to batch {kept} (the next run redoes the rest)")
+            (checkpoint / "offsets" / f".{kept}.crc").unlink(missing_ok=True)  # the checksum of the old content
+            done.append(f"{query.name}: reads {query.reads_restored} on from version {offset['reservoirVersion']}, after its RESTORE")
     return done
 
 

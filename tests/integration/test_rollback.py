@@ -53,7 +53,7 @@ def test_rolling_back_the_last_run_then_rerunning_it_gives_the_same_tables(spark
 
     assert rollback(lakehouse, "--to", moment.isoformat()) == 0
     done = capsys.readouterr().out
-    assert "done: gold.user_sessions: checkpoint back to batch" in done, done
+    assert "done: gold.user_sessions: checkpoint back to batch" in done and "reads silver.ad_events on from version" in done, done
     assert snapshot(spark, lakehouse) == before_the_run
     assert table(spark, lakehouse, "bronze.ad_events").count() == bronze, "bronze, the raw log, is not rolled back"
 
