@@ -70,9 +70,9 @@ def _history(path: str) -> list[dict]:
     return sorted(DeltaTable(path).history(), key=lambda commit: commit["version"])
 
 
-def _txn_app_ids(path: str, versions: range) -> set[str]:
-    """The app ids that wrote (a ``txn`` action) in ``versions`` of the table."""
-    apps = set()
+def _txns(path: str, versions: range) -> list[tuple[str, int]]:
+    """The (app id, transaction version) of every ``txn`` action in ``versions`` of the table."""
+    txns = []
     for version in versions:
         commit = _commit_log(path) / f"{version:020d}.json"
         if not commit.exists():
@@ -80,19 +80,8 @@ def _txn_app_ids(path: str, versions: range) -> set[str]:
         for line in commit.read_text().splitlines():
             action = json.loads(line)
             if "txn" in action:
-                apps.add(action["txn"]["appId"])
-    return apps
-
-
-def _txn_batches(path: str, versions: range) -> list[int]:
-    """The transaction (batch) versions written in ``versions`` of the table."""
-    batches = []
-    for version in versions:
-        for line in (_commit_log(path) / f"{version:020d}.json").read_text().splitlines():
-            action = json.loads(line)
-            if "txn" in action:
-                batches.append(int(action["txn"]["version"]))
-    return batches
+                txns.append((action["txn"]["appId"], int(action["txn"]["version"])))
+    return txns
 
 
 def plan_table(entry: catalog.Table, table: TablePaths, moment: datetime) -> TableRestore | None:
@@ -112,7 +101,7 @@ def plan_table(entry: catalog.Table, table: TablePaths, moment: datetime) -> Tab
     keep = before[-1]
     if keep == latest:
         return None
-    apps = _txn_app_ids(table.path, range(keep + 1, latest + 1))
+    apps = {app for app, _ in _txns(table.path, range(keep + 1, latest + 1))}
     then = DeltaTable(table.path, version=keep)
     txns = {app: (then.transaction_version(app) if then.transaction_version(app) is not None else -1) for app in sorted(apps)}
     return TableRestore(entry.name, table.path, keep, latest, txns)
@@ -131,6 +120,8 @@ def _batch_files(folder: Path) -> dict[int, Path]:
 
 def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
     """The rollback of every query downstream of the landing-fed table to before ``moment``; refuses what is unsafe."""
+    from lakehouse.sinks import txn_app_id  # imports pyspark (no JVM starts)
+
     ingest = next(t for t in catalog.tasks() if t.source and t.streamed)
     plans = []
     for entry in catalog.tasks():
@@ -148,7 +139,9 @@ def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
         offsets = _batch_files(checkpoint / "offsets")
         after = [b for b, p in offsets.items() if p.stat().st_mtime * 1000 >= _millis(moment)]
         own = next((r for r in restores if r.name == entry.name), None)
-        undone_batches = _txn_batches(own.path, range(own.keep_version + 1, own.latest_version + 1)) if own else []
+        stream = txn_app_id(target, target.current_generation(), "stream")  # the query's writes (not a backfill's)
+        undone = _txns(own.path, range(own.keep_version + 1, own.latest_version + 1)) if own else []
+        undone_batches = [batch for app, batch in undone if app == stream]
         first = min([*after, *undone_batches], default=None)
         kept = first - 1 if first is not None else max(offsets, default=-1)
         if kept >= 0 and kept not in _batch_files(checkpoint / "commits"):
