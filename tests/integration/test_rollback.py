@@ -13,6 +13,7 @@ from lakehouse_tools.generator import write_campaigns, write_hours
 
 # Columns that say when a row was processed, not what it holds: a redone run writes new values.
 PROCESSING_TIME = {"recorded_at", "reconciled_at", "reconciled_by", "resolved_at"}
+RUN_ID = "scheduled__2026-11-20T03:00:00+00:00"
 ROLLED_BACK = [
     t.name for q in catalog.tasks() if q.streamed and not q.source for t in catalog.written_by_task(q)
 ]  # silver and gold with their side tables (bronze, the raw log, stays)
@@ -31,7 +32,7 @@ def rollback(lakehouse, *args: str) -> int:
     return cli.main(["rollback", "--lakehouse-root", lakehouse.root, *args])
 
 
-def test_rolling_back_the_last_run_then_rerunning_it_gives_the_same_tables(spark, lakehouse, capsys):
+def test_rolling_back_the_last_run_then_rerunning_it_gives_the_same_tables(spark, lakehouse, capsys, monkeypatch):
     write_campaigns(lakehouse, seed=31)
     write_hours(lakehouse, START, 2, events_per_second=0.05, seed=31)
     run_pipeline(lakehouse)
@@ -41,7 +42,9 @@ def test_rolling_back_the_last_run_then_rerunning_it_gives_the_same_tables(spark
     moment = datetime.now(timezone.utc)
     time.sleep(1.5)
     write_hours(lakehouse, START + timedelta(hours=2), 1, events_per_second=0.05, seed=31)
-    run_pipeline(lakehouse)
+    with monkeypatch.context() as airflow_task:  # what Airflow sets in a task's process (ops.query_progress keeps it)
+        airflow_task.setenv("AIRFLOW_CTX_DAG_RUN_ID", RUN_ID)
+        run_pipeline(lakehouse)
     after_the_run = snapshot(spark, lakehouse)
     assert after_the_run != before_the_run
     bronze = table(spark, lakehouse, "bronze.ad_events").count()
@@ -49,9 +52,10 @@ def test_rolling_back_the_last_run_then_rerunning_it_gives_the_same_tables(spark
     assert rollback(lakehouse, "--to", moment.isoformat(), "--dry-run") == 0
     planned = capsys.readouterr().out
     assert "would: silver.ad_events: restore version" in planned and "forgets batches" in planned, planned
+    assert "would: gold.user_sessions: reads silver.ad_events on from after its RESTORE commit" in planned, planned
     assert snapshot(spark, lakehouse) == after_the_run, "a dry run changes nothing"
 
-    assert rollback(lakehouse, "--to", moment.isoformat()) == 0
+    assert rollback(lakehouse, "--to", RUN_ID) == 0  # the run's first query started after the moment
     done = capsys.readouterr().out
     assert "done: gold.user_sessions: checkpoint back to batch" in done and "reads silver.ad_events on from version" in done, done
     assert snapshot(spark, lakehouse) == before_the_run

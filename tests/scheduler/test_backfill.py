@@ -1,4 +1,4 @@
-"""`airflow backfill create` executed by a real scheduler, beside an incremental run of the same DAG."""
+"""`airflow backfill create` executed by a real scheduler, beside an incremental run of the same DAG; `lakehouse repair`."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import json
 import subprocess
 import sys
 import time
-from datetime import timedelta
-
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from airflow_env import AirflowServices, airflow, airflow_environment, migrate
 from helpers import START, assert_tables_match_oracle, gold_tables, run_pipeline, table
+from lakehouse_tools import cli
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 TERMINAL = {"success", "failed"}
@@ -107,7 +107,7 @@ def gold_snapshot(spark, lakehouse):
     return {name: table(spark, lakehouse, name).cache() for name in GOLD}
 
 
-def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehouse, tmp_path):
+def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehouse, tmp_path, monkeypatch, capsys):
     # A metadata DB of its own: the session's shared one holds other tests' runs of ysb_hourly
     # (`dags test` at 02:00), and a backfill skips a logical date that already has a run.
     airflow_home = tmp_path / "airflow_home"
@@ -146,8 +146,27 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
     create_backfill(env, "--reprocess-behavior", "completed")
     with airflow_services(env, tmp_path / "airflow-logs-again") as services:
         runs = wait_for_runs(env, count=len(runs), log_dir=services.log_dir)  # the same runs, cleared
+        wait_for_backfill_completed(env)
     assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
     for name, rows in before.items():
         assertDataFrameEqual(table(spark, lakehouse, name), rows)
     writes = spark.sql(f"DESCRIBE HISTORY delta.`{hourly}`").filter(F.col("operation") == "WRITE")
     assert writes.count() >= 6, "the re-run must have rewritten the hours (idempotently), not skipped them"
+
+    # The hour lost again: `lakehouse status` finds it, `lakehouse repair` backfills exactly it.
+    spark.sql(f"DELETE FROM delta.`{hourly}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00'")
+    grid = cli.grade(cli.observe(lakehouse))
+    lost = datetime(2026, 11, 20, 1)
+    assert [(row.hour, row.state) for row in grid.rows if row.state in cli.NEEDS_ACTION] == [(lost, "missing")], cli.grid_text(grid)
+    with monkeypatch.context() as environment:
+        for name, value in env.items():
+            environment.setenv(name, value)
+        assert cli.main(["repair", "--lakehouse-root", lakehouse.root]) == 0
+    started = capsys.readouterr().out
+    assert ("running: airflow backfill create --dag-id ysb_hourly --reprocess-behavior completed "
+            "--from-date 2026-11-20T02:00:00+00:00 --to-date 2026-11-20T02:00:00+00:00") in started, started  # fmt: skip
+    with airflow_services(env, tmp_path / "airflow-logs-repair") as services:
+        runs = wait_for_runs(env, count=len(runs), log_dir=services.log_dir)  # the 02:00 run, cleared and re-run
+    assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
+    assert_tables_match_oracle(spark, lakehouse)
+    assert not cli.grade(cli.observe(lakehouse)).needs_action
