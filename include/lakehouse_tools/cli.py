@@ -263,7 +263,10 @@ def _grade_arrival(row: HourRow, o: Observed, ingested: int, classified: int, cl
         row.flag("mismatch", f"{classified} classified row(s) from {ingested} {o.ingest_table} row(s)")
     newest = o.newest_ingest.get(row.hour)
     if ingested and newest is not None and (classified_at is None or newest > classified_at):
-        row.flag("pending", f"{o.ingest_table} rows ingested after {', '.join(o.classified)} last wrote (the next run classifies them)")
+        if classified_at is None:
+            row.flag("pending", f"{o.ingest_table} rows not classified yet (the next run classifies them)")
+        else:
+            row.flag("pending", f"{o.ingest_table} rows ingested after {', '.join(o.classified)} last wrote (the next run classifies them)")
 
 
 def _grade_event_hour(row: HourRow, o: Observed) -> None:

@@ -15,8 +15,13 @@ STATE_COLOURS = {
     "mismatch": "#b2182b", "failed": "#d6604d", "missing": "#ef8a62", "stale": "#fddbc7",
     "pending": "#d1e5f0", "complete": "#67a9cf", "empty": "#f7f7f7",
 }  # fmt: skip
+DARK = {"mismatch", "failed"}  # states whose colour needs white text to be read
 LINE_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e")
 TOP_CAMPAIGNS = len(LINE_COLOURS)
+
+
+def _colours(state: str) -> str:
+    return f"background:{STATE_COLOURS[state]}" + ("; color:#fff" if state in DARK else "")
 
 
 def status_page(grid, views: dict[str, dict[datetime, int]], generated_at: datetime) -> str:
@@ -28,7 +33,7 @@ def status_page(grid, views: dict[str, dict[datetime, int]], generated_at: datet
         why = escape("; ".join(row.reasons))
         body.append(
             f"<tr><td>{row.hour:%Y-%m-%d %H:00}</td>{cells}"
-            f"<td class=state style='background:{STATE_COLOURS[row.state]}' title='{why}'>{row.state}</td></tr>"
+            f"<td class=state style='{_colours(row.state)}' title='{why}'>{row.state}</td></tr>"
         )
     writes = "".join(
         f"<tr><td>{escape(name)}</td><td class=n>{w.version if w else ''}</td>"
@@ -39,7 +44,7 @@ def status_page(grid, views: dict[str, dict[datetime, int]], generated_at: datet
         f"<li><b>{row.hour:%Y-%m-%d %H:00} {row.state}</b>: {escape('; '.join(row.reasons))}</li>"
         for row in grid.rows if row.state not in ("complete", "empty")
     )  # fmt: skip
-    legend = " ".join(f"<span class=key style='background:{c}'>{s}</span>" for s, c in STATE_COLOURS.items())
+    legend = " ".join(f"<span class=key style='{_colours(s)}'>{s}</span>" for s in STATE_COLOURS)
     return f"""<!doctype html>
 <html lang=en><head><meta charset=utf-8><title>lakehouse status</title>
 <style>

@@ -68,6 +68,11 @@ def test_rows_ingested_after_silver_last_wrote_are_pending():
     assert states(observed(newest_ingest={H0: minutes(0), H1: minutes(5)})) == {H0: "complete", H1: "pending"}
 
 
+def test_rows_ingested_before_anything_classified_them_say_so():
+    o = observed(classified={}, hour_counts={}, upstream={}, writes={"bronze.t": TableWrite(0, minutes(0), "STREAMING UPDATE")})
+    assert [row.reasons for row in cli.grade(o).rows] == [["bronze.t rows not classified yet (the next run classifies them)"]] * 2
+
+
 def test_a_gold_hour_without_rows_is_missing_once_gold_wrote_since_else_pending():
     counts = {"silver.t": {H0: 8, H1: 9}, "gold.t": {H0: 3}}
     assert states(observed(hour_counts=counts)) == {H0: "complete", H1: "missing"}
