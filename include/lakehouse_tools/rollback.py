@@ -103,7 +103,7 @@ def plan_table(entry: catalog.Table, table: TablePaths, moment: datetime) -> Tab
         return None
     apps = {app for app, _ in _txns(table.path, range(keep + 1, latest + 1))}
     then = DeltaTable(table.path, version=keep)
-    txns = {app: (then.transaction_version(app) if then.transaction_version(app) is not None else -1) for app in sorted(apps)}
+    txns = {app: -1 if (version := then.transaction_version(app)) is None else version for app in sorted(apps)}
     return TableRestore(entry.name, table.path, keep, latest, txns)
 
 
@@ -155,7 +155,7 @@ def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
         upstream = [name for name in catalog.get(query.name).upstream if name in restored]
         if upstream:  # even a query that ran nothing since: its next batch would read the undone commits
             query.reads_restored = upstream[0]
-            _check_caught_up(query, restored[upstream[0]], lakehouse)
+            _check_caught_up(query, restored[upstream[0]])
     return plans
 
 
@@ -164,7 +164,7 @@ def _end_offset(checkpoint: Path, batch: int) -> tuple[list[str], dict]:
     return lines, json.loads(lines[2])
 
 
-def _check_caught_up(query: QueryRollback, upstream: TableRestore, lakehouse: Lakehouse) -> None:
+def _check_caught_up(query: QueryRollback, upstream: TableRestore) -> None:
     """A reader whose kept position is not the upstream's kept version would skip or reread rows when moved."""
     kept = query.kept_batch
     if kept < 0:

@@ -61,6 +61,6 @@ def test_a_reader_that_had_not_caught_up_with_the_restored_table_is_refused(tmp_
     upstream = rollback.TableRestore("silver.ad_events", "unused", keep_version=2, latest_version=4, txns={})
     if refused:
         with pytest.raises(rollback.RollbackRefused, match="had not read silver.ad_events up to version 2"):
-            rollback._check_caught_up(query, upstream, None)
+            rollback._check_caught_up(query, upstream)
     else:
-        rollback._check_caught_up(query, upstream, None)
+        rollback._check_caught_up(query, upstream)
