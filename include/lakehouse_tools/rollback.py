@@ -70,17 +70,19 @@ def _history(path: str) -> list[dict]:
     return sorted(DeltaTable(path).history(), key=lambda commit: commit["version"])
 
 
-def _txns(path: str, versions: range) -> list[tuple[str, int]]:
-    """The (app id, transaction version) of every ``txn`` action in ``versions`` of the table."""
+def _txns(path: str, versions: range) -> list[tuple[str, int, bool]]:
+    """(app id, transaction version, written by a RESTORE) of every ``txn`` action in ``versions`` of the table.
+
+    A RESTORE's txn actions are an earlier rollback's resets, not batches that wrote.
+    """
     txns = []
     for version in versions:
         commit = _commit_log(path) / f"{version:020d}.json"
         if not commit.exists():
             raise RollbackRefused(f"{path}: commit {version} has left the Delta log; the rollback cannot read what it wrote")
-        for line in commit.read_text().splitlines():
-            action = json.loads(line)
-            if "txn" in action:
-                txns.append((action["txn"]["appId"], int(action["txn"]["version"])))
+        actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+        restore = any(a.get("commitInfo", {}).get("operation") == "RESTORE" for a in actions)
+        txns += [(a["txn"]["appId"], int(a["txn"]["version"]), restore) for a in actions if "txn" in a]
     return txns
 
 
@@ -101,7 +103,7 @@ def plan_table(entry: catalog.Table, table: TablePaths, moment: datetime) -> Tab
     keep = before[-1]
     if keep == latest:
         return None
-    apps = {app for app, _ in _txns(table.path, range(keep + 1, latest + 1))}
+    apps = {app for app, _, _ in _txns(table.path, range(keep + 1, latest + 1))}
     then = DeltaTable(table.path, version=keep)
     txns = {app: -1 if (version := then.transaction_version(app)) is None else version for app in sorted(apps)}
     return TableRestore(entry.name, table.path, keep, latest, txns)
@@ -141,7 +143,7 @@ def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
         own = next((r for r in restores if r.name == entry.name), None)
         stream = txn_app_id(target, target.current_generation(), "stream")  # the query's writes (not a backfill's)
         undone = _txns(own.path, range(own.keep_version + 1, own.latest_version + 1)) if own else []
-        undone_batches = [batch for app, batch in undone if app == stream]
+        undone_batches = [batch for app, batch, restore in undone if app == stream and not restore]
         first = min([*after, *undone_batches], default=None)
         kept = first - 1 if first is not None else max(offsets, default=-1)
         if kept >= 0 and kept not in _batch_files(checkpoint / "commits"):

@@ -51,6 +51,12 @@ def test_restoring_puts_the_transaction_id_back_so_the_redone_batch_is_written(t
     assert restored.transaction_version("stream") == 1 and sorted(restored.to_pyarrow_table()["x"].to_pylist()) == [0, 1]
 
 
+def test_an_earlier_rollbacks_transaction_resets_are_not_batches(tmp_path):
+    table_with_batches(tmp_path / "t", 3)
+    DeltaTable(str(tmp_path / "t")).restore(1, commit_properties=CommitProperties(app_transactions=[Transaction("stream", 1)]))
+    assert rollback._txns(str(tmp_path / "t"), range(2, 4)) == [("stream", 2, False), ("stream", 1, True)]
+
+
 @pytest.mark.parametrize("reservoir_version, refused", [(3, False), (2, True)])
 def test_a_reader_that_had_not_caught_up_with_the_restored_table_is_refused(tmp_path, reservoir_version, refused):
     checkpoint = tmp_path / "gen=0"
