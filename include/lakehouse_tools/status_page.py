@@ -50,7 +50,7 @@ def status_page(grid, views: dict[str, dict[datetime, int]], generated_at: datet
 <style>
 body {{ font: 14px system-ui, sans-serif; margin: 1.5em; color: #222 }}
 table {{ border-collapse: collapse; margin: .5em 0 1.5em }}
-th, td {{ border: 1px solid #ccc; padding: 2px 8px }} th {{ background: #eee }}
+th, td {{ border: 1px solid #ccc; padding: 2px 8px; white-space: nowrap }} th {{ background: #eee }}
 td.n {{ text-align: right; font-variant-numeric: tabular-nums }} td.state {{ font-weight: bold }}
 .key {{ padding: 1px 6px; border: 1px solid #ccc }}
 </style></head><body>
