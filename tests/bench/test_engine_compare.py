@@ -27,6 +27,10 @@ from bench.compare.check import compare_tables  # noqa: E402
 from bench.sections import markers  # noqa: E402
 from bench.ysb.tasks import PIPELINE  # noqa: E402
 
+# long: it runs every contender (Spark, DuckDB, Polars) once; a benchmark's harness, not the pipeline's
+# correctness (`make test-long`; the suite outgrew CI's budget).
+pytestmark = pytest.mark.long
+
 SIZE = "20k"
 OTHER_SECTION = "## 11. Someone else's section\n\nkept as it is\n"
 

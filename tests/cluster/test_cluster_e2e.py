@@ -17,7 +17,9 @@ from airflow_env import airflow
 from helpers import PIPELINE, START, assert_tables_match_oracle, table
 from lakehouse_tools.generator import write_campaigns, write_hours
 
-pytestmark = pytest.mark.timeout(1800)
+# long: a standalone cluster and a Postgres-backed Airflow, minutes to start; `make test-long` runs it
+# (the suite outgrew CI's budget; tests/cluster/test_py_files.py still runs jobs on the cluster's path).
+pytestmark = [pytest.mark.timeout(1800), pytest.mark.long]
 
 
 def test_hourly_dag_on_the_cluster_with_airflow_on_postgres_matches_the_oracle(
