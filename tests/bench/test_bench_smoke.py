@@ -22,6 +22,9 @@ from bench.ysb.tasks import BATCH, PIPELINE, STREAMED, merge_table  # noqa: E402
 from lakehouse import catalog  # noqa: E402
 from lakehouse.flows.merge import RESOLUTION_COLUMNS  # noqa: E402
 
+# long: the benchmark's own smoke run (minutes), not the pipeline's correctness (`make test-long`).
+pytestmark = pytest.mark.long
+
 
 @pytest.fixture(scope="module")
 def results(spark, tmp_path_factory) -> dict:

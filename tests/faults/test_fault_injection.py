@@ -26,6 +26,7 @@ from lakehouse.spark import check_engine
 HARNESS_ARGS = ("--trials", "1", "--seed", "116", "--hours", "1", "--events-per-second", "0.05")
 
 
+@pytest.mark.long  # CI's budget; kills in silver, sessions and the engine stay in the suite (tests/faults)
 def test_harness_kills_every_layer_and_nothing_is_lost_or_doubled(spark, tmp_path):
     report = tmp_path / "report.json"
     options = fault_injection.parse_args([*HARNESS_ARGS, "--workdir", str(tmp_path), "--report", str(report)])
