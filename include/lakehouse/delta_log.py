@@ -18,44 +18,66 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d{10}\.\d{10})?\.parquet$")
 
 
-def is_delta_table(path: str) -> bool:
-    """True when ``path`` holds a Delta table (a log with at least one commit or checkpoint)."""
+def _log(path: str) -> tuple[Path, list[str]] | None:
+    """The table's ``_delta_log`` folder and the names in it (None: no such folder)."""
     log = Path(path) / "_delta_log"
     try:
-        return any(_COMMIT.match(p.name) or _CHECKPOINT.match(p.name) for p in log.iterdir())
+        return log, [p.name for p in log.iterdir()]
     except (FileNotFoundError, NotADirectoryError):
-        return False
+        return None
+
+
+def _commit_versions(names: list[str], newest_first: bool = False) -> list[int]:
+    """The versions of the JSON commits among ``names``, oldest first unless ``newest_first``."""
+    return sorted((int(m[1]) for n in names if (m := _COMMIT.match(n))), reverse=newest_first)
+
+
+def _actions(log: Path, version: int, kind: str):
+    """The ``kind`` actions ("txn", "commitInfo", ...) of one JSON commit, in order; none when it is gone."""
+    try:
+        with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
+            for line in commit:
+                if f'"{kind}"' in line:  # cheap pre-filter: most lines are add/remove actions
+                    action = json.loads(line).get(kind)
+                    if action:
+                        yield action
+    except FileNotFoundError:  # removed by log clean-up meanwhile
+        return
+
+
+def _commit_info(log: Path, version: int) -> dict | None:
+    return next(_actions(log, version, "commitInfo"), None)
+
+
+def _checkpoint_actions(log: Path, names: list[str], kind: str):
+    """The ``kind`` actions of the newest complete checkpoint (none when there is no checkpoint)."""
+    checkpoint = _newest_checkpoint(log, names)
+    if checkpoint is None:
+        return
+    import pyarrow.parquet as pq  # pyspark's client needs pyarrow: always installed
+
+    for part in sorted(n for n in names if (m := _CHECKPOINT.match(n)) and int(m[1]) == checkpoint):
+        if kind in pq.read_schema(log / part).names:
+            yield from (a for a in pq.read_table(log / part, columns=[kind]).column(kind).to_pylist() if a)
+
+
+def is_delta_table(path: str) -> bool:
+    """True when ``path`` holds a Delta table (a log with at least one commit or checkpoint)."""
+    found = _log(path)
+    return found is not None and any(_COMMIT.match(n) or _CHECKPOINT.match(n) for n in found[1])
 
 
 def committed_txns(path: str) -> dict[str, int]:
     """App id -> the newest transaction version committed under it ({} when there is no table)."""
-    log = Path(path) / "_delta_log"
-    try:
-        names = [p.name for p in log.iterdir()]
-    except (FileNotFoundError, NotADirectoryError):
+    found = _log(path)
+    if found is None:
         return {}
-    txns: dict[str, int] = {}
-    checkpoint = _newest_checkpoint(log, names)
-    if checkpoint is not None:
-        import pyarrow.parquet as pq  # pyspark's client needs pyarrow: always installed
-
-        parts = sorted(n for n in names if (m := _CHECKPOINT.match(n)) and int(m[1]) == checkpoint)
-        for part in parts:
-            table = pq.read_table(log / part)
-            if "txn" not in table.column_names:
-                continue
-            for txn in table.column("txn").to_pylist():
-                if txn:
-                    txns[txn["appId"]] = txn["version"]
-    after = checkpoint if checkpoint is not None else -1
-    commits = sorted(int(m[1]) for n in names if (m := _COMMIT.match(n)) and int(m[1]) > after)
-    for version in commits:
-        with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
-            for line in commit:
-                if '"txn"' in line:
-                    action = json.loads(line).get("txn")
-                    if action:
-                        txns[action["appId"]] = action["version"]
+    log, names = found
+    txns = {txn["appId"]: txn["version"] for txn in _checkpoint_actions(log, names, "txn")}
+    after = _newest_checkpoint(log, names)
+    for version in _commit_versions(names):
+        if after is None or version > after:
+            txns.update((txn["appId"], txn["version"]) for txn in _actions(log, version, "txn"))
     return txns
 
 
@@ -79,12 +101,8 @@ def _newest_checkpoint(log: Path, names: list[str]) -> int | None:
 
 def latest_version(path: str) -> int | None:
     """The newest committed version of the table at ``path`` (None: no table)."""
-    log = Path(path) / "_delta_log"
-    try:
-        versions = [int(m[1]) for p in log.iterdir() if (m := _COMMIT.match(p.name))]
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return max(versions, default=None)
+    found = _log(path)
+    return max(_commit_versions(found[1]), default=None) if found else None
 
 
 def latest_commit_info(path: str) -> dict:
@@ -92,11 +110,7 @@ def latest_commit_info(path: str) -> dict:
     version = latest_version(path)
     if version is None:
         return {}
-    with open(Path(path) / "_delta_log" / f"{version:020d}.json", encoding="utf-8") as commit:
-        for line in commit:
-            if '"commitInfo"' in line:
-                return json.loads(line).get("commitInfo") or {}
-    return {}
+    return _commit_info(Path(path) / "_delta_log", version) or {}
 
 
 def tagged_commit_info(path: str, user_metadata: str) -> dict | None:
@@ -105,61 +119,34 @@ def tagged_commit_info(path: str, user_metadata: str) -> dict | None:
     Searched newest first: the commits looked for (a micro-batch's MERGE) are recent. Only the
     JSON commits are searched; those that log clean-up removed are gone from the history too.
     """
-    log = Path(path) / "_delta_log"
-    try:
-        versions = sorted((int(m[1]) for p in log.iterdir() if (m := _COMMIT.match(p.name))), reverse=True)
-    except (FileNotFoundError, NotADirectoryError):
+    found = _log(path)
+    if found is None:
         return None
-    for version in versions:
-        try:
-            with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
-                for line in commit:
-                    if '"commitInfo"' in line:
-                        info = json.loads(line).get("commitInfo") or {}
-                        if info.get("userMetadata") == user_metadata:
-                            return info
-                        break
-        except FileNotFoundError:  # removed by log clean-up meanwhile
-            continue
+    log, names = found
+    for version in _commit_versions(names, newest_first=True):
+        info = _commit_info(log, version)
+        if info is not None and info.get("userMetadata") == user_metadata:
+            return info
     return None
 
 
 def commit_time(path: str, version: int) -> datetime | None:
     """When ``version`` of the table at ``path`` was committed (None: its commit is gone from the log)."""
-    try:
-        with open(Path(path) / "_delta_log" / f"{version:020d}.json", encoding="utf-8") as commit:
-            for line in commit:
-                if '"commitInfo"' in line:
-                    millis = (json.loads(line).get("commitInfo") or {}).get("timestamp")
-                    if millis is not None:
-                        return datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
-    except FileNotFoundError:
-        return None
-    return None
+    millis = (_commit_info(Path(path) / "_delta_log", version) or {}).get("timestamp")
+    return None if millis is None else datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
 
 
 def table_id(path: str) -> str | None:
     """The table's id (its ``metaData`` action's), which a streaming reader's offsets name as ``reservoirId``."""
-    log = Path(path) / "_delta_log"
-    try:
-        names = [p.name for p in log.iterdir()]
-    except (FileNotFoundError, NotADirectoryError):
+    found = _log(path)
+    if found is None:
         return None
-    for version in sorted((int(m[1]) for n in names if (m := _COMMIT.match(n))), reverse=True):
-        with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
-            for line in commit:
-                if '"metaData"' in line:
-                    action = json.loads(line).get("metaData")
-                    if action:
-                        return action["id"]
-    checkpoint = _newest_checkpoint(log, names)
-    if checkpoint is not None:
-        import pyarrow.parquet as pq
-
-        for part in sorted(n for n in names if (m := _CHECKPOINT.match(n)) and int(m[1]) == checkpoint):
-            for action in pq.read_table(log / part, columns=["metaData"]).column("metaData").to_pylist():
-                if action:
-                    return action["id"]
+    log, names = found
+    for version in _commit_versions(names, newest_first=True):
+        for metadata in _actions(log, version, "metaData"):
+            return metadata["id"]
+    for metadata in _checkpoint_actions(log, names, "metaData"):
+        return metadata["id"]
     return None
 
 
@@ -169,25 +156,18 @@ def versions_of_txns(path: str, app_id: str, txn_versions: set[int], newest: int
     Searched in the newest ``newest`` JSON commits (a query's batches just committed are recent);
     a batch that wrote nothing (or was not found) is left out.
     """
-    log = Path(path) / "_delta_log"
-    try:
-        versions = sorted((int(m[1]) for p in log.iterdir() if (m := _COMMIT.match(p.name))), reverse=True)[:newest]
-    except (FileNotFoundError, NotADirectoryError):
+    found = _log(path)
+    if found is None:
         return {}
-    found: dict[int, int] = {}
-    for version in versions:
-        try:
-            with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
-                for line in commit:
-                    if '"txn"' in line:
-                        action = json.loads(line).get("txn") or {}
-                        if action.get("appId") == app_id and action.get("version") in txn_versions:
-                            found.setdefault(action["version"], version)
-        except FileNotFoundError:
-            continue
-        if len(found) == len(txn_versions):
+    log, names = found
+    versions: dict[int, int] = {}
+    for version in _commit_versions(names, newest_first=True)[:newest]:
+        for txn in _actions(log, version, "txn"):
+            if txn.get("appId") == app_id and txn.get("version") in txn_versions:
+                versions.setdefault(txn["version"], version)
+        if len(versions) == len(txn_versions):
             break
-    return found
+    return versions
 
 
 def data_changed_since(path: str, version: int) -> bool:

@@ -1,0 +1,77 @@
+"""`lakehouse.delta_log` against tables written by delta-rs (no Spark): the log read straight from disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+from lakehouse import delta_log
+
+
+def append(path: Path, x: int, app: str | None = None, batch: int | None = None, tag: str | None = None) -> None:
+    properties = CommitProperties(
+        app_transactions=[Transaction(app, batch)] if app is not None else None,
+        custom_metadata={"userMetadata": tag} if tag is not None else None,
+    )
+    write_deltalake(str(path), pa.table({"x": [x]}), mode="append", commit_properties=properties)
+
+
+def test_no_table_reads_as_nothing(tmp_path):
+    path = str(tmp_path / "absent")
+    assert delta_log.is_delta_table(path) is False
+    assert (delta_log.committed_txns(path), delta_log.latest_version(path), delta_log.latest_commit_info(path)) == ({}, None, {})
+    assert (delta_log.tagged_commit_info(path, "t"), delta_log.table_id(path), delta_log.versions_of_txns(path, "a", {0})) == (None, None, {})
+    assert delta_log.data_changed_since(path, 0) is True
+
+
+def test_transactions_come_from_the_checkpoint_and_the_commits_after_it(tmp_path):
+    table = tmp_path / "t"
+    append(table, 0, "stream", 0)
+    append(table, 1, "stream", 1)
+    append(table, 2, "other", 7)
+    DeltaTable(str(table)).create_checkpoint()  # version 2: txns now in Parquet
+    append(table, 3, "stream", 2)
+    append(table, 4)
+    assert delta_log.is_delta_table(str(table))
+    assert delta_log.committed_txns(str(table)) == {"stream": 2, "other": 7}
+    assert delta_log.latest_version(str(table)) == 4
+    assert delta_log.versions_of_txns(str(table), "stream", {1, 2, 9}) == {1: 1, 2: 3}
+
+
+def test_commit_info_tags_times_and_the_table_id(tmp_path):
+    table = tmp_path / "t"
+    append(table, 0, tag="batch-a")
+    append(table, 1, tag="batch-b")
+    append(table, 2)
+    history = {c["version"]: c for c in DeltaTable(str(table)).history()}
+    assert delta_log.tagged_commit_info(str(table), "batch-a")["timestamp"] == history[0]["timestamp"]
+    assert delta_log.tagged_commit_info(str(table), "batch-z") is None
+    assert delta_log.latest_commit_info(str(table))["timestamp"] == history[2]["timestamp"]
+    assert delta_log.commit_time(str(table), 1).timestamp() * 1000 == history[1]["timestamp"]
+    assert delta_log.commit_time(str(table), 9) is None
+    assert delta_log.table_id(str(table)) == DeltaTable(str(table)).metadata().id
+
+
+def test_the_table_id_survives_log_clean_up(tmp_path):
+    table = tmp_path / "t"
+    for x in range(3):
+        append(table, x)
+    expected = DeltaTable(str(table)).metadata().id
+    DeltaTable(str(table)).create_checkpoint()
+    for commit in (table / "_delta_log").glob("*.json"):
+        commit.unlink()  # what log clean-up does to commits older than the checkpoint
+    assert delta_log.table_id(str(table)) == expected
+
+
+def test_compaction_changes_no_data_but_an_append_does(tmp_path):
+    table = tmp_path / "t"
+    for x in range(3):
+        append(table, x)
+    DeltaTable(str(table)).optimize.compact()
+    compacted = delta_log.latest_version(str(table))
+    assert compacted == 3 and delta_log.data_changed_since(str(table), compacted) is False
+    append(table, 3)
+    assert delta_log.data_changed_since(str(table), compacted) is True
+    assert delta_log.data_changed_since(str(table), 2) is True  # version 2 is an append
