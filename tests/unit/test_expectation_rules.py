@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 from pyspark.sql import functions as F
 
-from lakehouse import catalog
+from lakehouse import catalog, expectations
+from lakehouse.config import Lakehouse
 
 RULES = [(entry, rule) for entry in catalog.tables() for rule in entry.expectations]
 
@@ -23,3 +28,23 @@ def test_the_pipeline_declares_gating_and_warning_rules():
         ("ops.silver_batch_metrics", "warn", "batch"),
         ("gold.campaign_hourly", "fail", "hour"),
     }
+
+
+def test_an_hour_stays_failing_until_its_newest_check_of_a_gating_rule_passes(tmp_path):
+    lakehouse, silver = Lakehouse(str(tmp_path)), catalog.get("silver.ad_events")
+    assert expectations.still_failing(lakehouse, silver) == []  # no results table yet
+    rule = next(rule.rule for rule in silver.expectations if rule.on_failure == "fail")
+
+    def at(hour: int, minute: int = 0) -> datetime:
+        return datetime(2026, 11, 20, hour, minute, tzinfo=timezone.utc)
+
+    checks = [  # (checked_at, table, rule, hour, passed)
+        (at(1, 5), silver.name, rule, at(0), False), (at(2, 5), silver.name, rule, at(0), True),  # fixed
+        (at(2, 5), silver.name, rule, at(1), True), (at(3, 5), silver.name, rule, at(1), False),  # broke
+        (at(3, 5), silver.name, "a rule no longer declared", at(2), False),
+        (at(3, 5), "gold.campaign_hourly", rule, at(3), False),  # another table's
+    ]  # fmt: skip
+    columns = ["checked_at", "table_name", "rule", "hour_start", "passed"]
+    results = pa.table({c: [check[i] for check in checks] for i, c in enumerate(columns)})
+    write_deltalake(lakehouse.table(expectations.RESULTS_TABLE).path, results)
+    assert expectations.still_failing(lakehouse, silver) == [at(1)]
