@@ -93,7 +93,8 @@ class AirflowServices:
         self.processes: list[subprocess.Popen] = []
         self.port = port
 
-    def start(self) -> "AirflowServices":
+    def start(self, services: tuple[str, ...] = ("api-server", "scheduler", "dag-processor")) -> "AirflowServices":
+        """Start ``services`` (the api-server always: readiness is its health endpoint)."""
         import time
         import urllib.request
 
@@ -104,6 +105,8 @@ class AirflowServices:
             "dag-processor": ["dag-processor"],
         }
         for name, args in commands.items():
+            if name != "api-server" and name not in services:
+                continue
             log = open(self.log_dir / f"{name}.log", "w")
             self.processes.append(
                 subprocess.Popen(

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from airflow_browser import AirflowBrowser
 from airflow_env import AirflowServices, airflow, airflow_environment, migrate
 from helpers import START, assert_tables_match_oracle, gold_tables, run_pipeline, table
 from lakehouse_tools import cli
@@ -171,6 +172,33 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
             "--from-date 2026-11-20T02:00:00+00:00 --to-date 2026-11-20T02:00:00+00:00") in started, started  # fmt: skip
     with airflow_services(env, tmp_path / "airflow-logs-repair") as services:
         runs = wait_for_runs(env, count=len(runs), log_dir=services.log_dir)  # the 02:00 run, cleared and re-run
-    assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
+        assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
+        # A manual run now finds nothing new: the log an operator reads most hours.
+        assert airflow(env, "dags", "trigger", "ysb_hourly").returncode == 0
+        runs = wait_for_runs(env, count=len(runs) + 1, log_dir=services.log_dir)
+        assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
+        quiet = next(run["run_id"] for run in runs if run["run_id"].startswith("manual__"))
+        task_logs_read_in_a_browser(services, airflow_home, {"backfill__2026-11-20T02:00:00+00:00": "recomputed", quiet: "nothing new"})
     assert_tables_match_oracle(spark, lakehouse)
     assert not cli.grade(cli.observe(lakehouse)).needs_action
+
+
+def task_logs_read_in_a_browser(services, airflow_home, runs: dict[str, str]) -> None:
+    """Silver's task log of each run, read in Chromium after logging in: short, the project's summary in view.
+
+    ``runs``: run id -> a word of what silver's own line says for that run. Before the warm engine a
+    silver task log had 673 lines, one of them the project's; the file now holds the task runner's
+    lines and the project's, each task ending with its summary.
+    """
+    with AirflowBrowser(services.base_url, airflow_home) as browser:
+        browser.log_in()
+        for run_id, said in runs.items():
+            log_file = next((airflow_home / "logs" / "dag_id=ysb_hourly" / f"run_id={run_id}" / "task_id=silver_ad_events").glob("attempt=*.log"))
+            lines = log_file.read_text().splitlines()
+            summary_at = next(i for i, line in enumerate(lines) if "silver_ad_events done: " in line)
+            assert len(lines) < 60 and summary_at < 40, f"{log_file}: {len(lines)} lines, the summary at line {summary_at + 1}"
+            page = browser.task_log_text("ysb_hourly", run_id, "silver_ad_events", "silver_ad_events done: ",
+                                         screenshot=services.log_dir / f"{run_id.split('__')[0]}-silver-log.png")  # fmt: skip
+            own = [line for line in page.splitlines() if "silver.ad_events: " in line]
+            assert any(said in line for line in own), f"{run_id}: silver's own lines in the page: {own}\n{page[-3000:]}"
+            print(f"{run_id}: silver's log {len(lines)} lines, its summary at line {summary_at + 1}; in the browser: {own}")
