@@ -90,6 +90,7 @@ def newest(folder: Path) -> int:
     return max(int(p.name) for p in folder.iterdir() if p.name.isdigit())
 
 
+@pytest.mark.long  # CI's budget (5 min): each refusal and a recovery of it stay in tests/faults/test_operational_errors.py
 def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse):
     """Deleting named files (a batch no table holds yet, or one replayed from intact offsets), the full refresh
     of a replaced checkpoint, the rerun after a concurrent commit: each followed to the letter, then the oracle."""

@@ -85,6 +85,7 @@ def test_a_client_killed_mid_batch_leaves_no_query_running_into_the_next_run(spa
     assert not batch_running(checkpoint)
 
 
+@pytest.mark.long  # CI's budget (3 min: an engine restart); a client killed mid-batch, two clients and no state between runs stay
 def test_the_engine_killed_mid_batch_is_restarted_and_the_next_run_completes(spark, lakehouse):
     land(lakehouse)
     run_job("dim_campaigns", lakehouse)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -28,6 +29,7 @@ def recompute(lakehouse, start, end):
         run_job(job, lakehouse, "--mode", "batch", "--start", start, "--end", end)
 
 
+@pytest.mark.long  # CI's budget (4 min): backfills equal to the oracle and rerun idempotently stay in tests/scheduler, hours touched below
 def test_batch_recompute_equals_the_stream_and_is_idempotent(spark, lakehouse):
     write_campaigns(lakehouse, seed=41)
     for hour in range(3):  # three hourly availableNow runs, late events included
