@@ -49,9 +49,8 @@ def _commit_info(log: Path, version: int) -> dict | None:
     return next(_actions(log, version, "commitInfo"), None)
 
 
-def _checkpoint_actions(log: Path, names: list[str], kind: str):
-    """The ``kind`` actions of the newest complete checkpoint (none when there is no checkpoint)."""
-    checkpoint = _newest_checkpoint(log, names)
+def _checkpoint_actions(log: Path, names: list[str], kind: str, checkpoint: int | None):
+    """The ``kind`` actions of checkpoint version ``checkpoint`` (none when it is None)."""
     if checkpoint is None:
         return
     import pyarrow.parquet as pq  # pyspark's client needs pyarrow: always installed
@@ -73,8 +72,8 @@ def committed_txns(path: str) -> dict[str, int]:
     if found is None:
         return {}
     log, names = found
-    txns = {txn["appId"]: txn["version"] for txn in _checkpoint_actions(log, names, "txn")}
     after = _newest_checkpoint(log, names)
+    txns = {txn["appId"]: txn["version"] for txn in _checkpoint_actions(log, names, "txn", after)}
     for version in _commit_versions(names):
         if after is None or version > after:
             txns.update((txn["appId"], txn["version"]) for txn in _actions(log, version, "txn"))
@@ -145,7 +144,7 @@ def table_id(path: str) -> str | None:
     for version in _commit_versions(names, newest_first=True):
         for metadata in _actions(log, version, "metaData"):
             return metadata["id"]
-    for metadata in _checkpoint_actions(log, names, "metaData"):
+    for metadata in _checkpoint_actions(log, names, "metaData", _newest_checkpoint(log, names)):
         return metadata["id"]
     return None
 
