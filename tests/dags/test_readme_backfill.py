@@ -19,7 +19,6 @@ DEMO_RUN = DEMO_START + timedelta(hours=3)  # `make demo` runs `airflow dags tes
 
 # What `make demo` leaves in the metadata DB: one successful run of ysb_hourly at its logical date.
 DEMO_LEFT = """
-import sys
 from airflow.models.dagrun import DagRun
 from airflow.utils.session import create_session
 from airflow.utils.state import DagRunState
