@@ -156,45 +156,6 @@ class Engine:
 # One Airflow + lakehouse per (repetition, kind of Spark)
 
 
-class Services(AirflowServices):
-    """tests/airflow_env.AirflowServices, but the scheduler starts only once the api-server answers.
-
-    Started together, the scheduler hands the already created backfill's first tasks to task
-    processes before the execution API listens: they fail (connection refused) and wait a retry delay.
-    """
-
-    def start(self) -> "Services":
-        import urllib.request
-
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        commands = {
-            "api-server": ["api-server", "--host", "127.0.0.1", "--port", str(self.port)],
-            "scheduler": ["scheduler"],
-            "dag-processor": ["dag-processor"],
-        }
-        for name, args in commands.items():
-            log_file = open(self.log_dir / f"{name}.log", "w")
-            self.processes.append(
-                subprocess.Popen(
-                    [str(Path(sys.executable).parent / "airflow"), *args], env=self.env, stdout=log_file,
-                    stderr=subprocess.STDOUT, start_new_session=True,
-                )  # fmt: skip
-            )
-            if name != "api-server":
-                continue
-            deadline = time.monotonic() + 180
-            while True:
-                try:
-                    urllib.request.urlopen(f"{self.base_url}/api/v2/monitor/health", timeout=2)
-                    break
-                except OSError:
-                    if self.processes[0].poll() is not None or time.monotonic() > deadline:
-                        self.stop()
-                        raise RuntimeError(f"the api-server did not come up; see {self.log_dir}") from None
-                    time.sleep(0.5)
-        return self
-
-
 @dataclass
 class Step:
     name: str
@@ -354,7 +315,7 @@ class Setup:
         if code != 0:
             raise RuntimeError(f"airflow dags reserialize failed:\n{output[-2000:]}")
         env = {**self.env, "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"}
-        services = Services(env, self.logs / "services")
+        services = AirflowServices(env, self.logs / "services")
         first, last = START + timedelta(hours=1), START + timedelta(hours=3)
 
         def run():

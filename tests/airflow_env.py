@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from lakehouse.config import Lakehouse, engine_settings
@@ -56,6 +58,14 @@ def airflow(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess
     )
 
 
+def airflow_python(env: dict[str, str], code: str):
+    """Run ``code`` with the test's Airflow environment (its metadata DB); the JSON it printed last, if any."""
+    found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0, found.stderr[-3000:]
+    lines = found.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else None
+
+
 def migrate(airflow_home: Path) -> None:
     env = airflow_environment(airflow_home, Lakehouse(str(airflow_home / "unused")))
     result = airflow(env, "db", "migrate", timeout=300)
@@ -94,8 +104,11 @@ class AirflowServices:
         self.port = port
 
     def start(self, services: tuple[str, ...] = ("api-server", "scheduler", "dag-processor")) -> "AirflowServices":
-        """Start ``services`` (the api-server always: readiness is its health endpoint)."""
-        import time
+        """Start ``services``: the api-server first, the others once it answers (as make airflow-ui does).
+
+        A scheduler started beside the api-server launches tasks at once (the latest hourly run, a
+        task it resets after a restart) that fail their try on "Connection refused".
+        """
         import urllib.request
 
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -104,32 +117,36 @@ class AirflowServices:
             "scheduler": ["scheduler"],
             "dag-processor": ["dag-processor"],
         }
-        for name, args in commands.items():
-            if name != "api-server" and name not in services:
-                continue
+
+        def launch(name: str) -> None:
             log = open(self.log_dir / f"{name}.log", "w")
             self.processes.append(
                 subprocess.Popen(
-                    [str(VENV_BIN / "airflow"), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                    [str(VENV_BIN / "airflow"), *commands[name]], env=self.env, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )  # fmt: skip
             )
-        deadline = time.monotonic() + 120
+
+        launch("api-server")
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             try:
                 urllib.request.urlopen(f"{self.base_url}/api/v2/monitor/health", timeout=2)
-                return self
+                break
             except OSError:
-                if any(p.poll() is not None for p in self.processes):
-                    break
+                if self.processes[0].poll() is not None:
+                    deadline = 0
                 time.sleep(1)
-        self.stop()
-        raise RuntimeError(f"Airflow services did not come up; see the logs in {self.log_dir}")
+        else:
+            self.stop()
+            raise RuntimeError(f"the Airflow api-server did not come up; see the logs in {self.log_dir}")
+        for name in ("scheduler", "dag-processor"):
+            if name in services:
+                launch(name)
+        return self
 
     def stop(self, timeout: float = 20) -> None:
-        import os
         import signal
-        import time
 
         for process in self.processes:
             try:
@@ -147,3 +164,50 @@ class AirflowServices:
             except ProcessLookupError:
                 pass
             process.wait(timeout=10)
+
+
+@contextmanager
+def airflow_services(env: dict[str, str], log_dir: Path):
+    """Scheduler, api-server and dag-processor; always stopped (their process groups killed)."""
+    running = AirflowServices(env, log_dir).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+TERMINAL = {"success", "failed"}
+
+
+def dag_runs(env: dict[str, str], dag_id: str = "ysb_hourly") -> list[dict]:
+    result = airflow(env, "dags", "list-runs", dag_id, "-o", "json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Warnings may precede the JSON document on stdout; it is the last line.
+    lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    return json.loads(lines[-1]) if lines else []
+
+
+def wait_for_runs(env: dict[str, str], count: int, log_dir: Path, timeout: float = 1800) -> list[dict]:
+    """Wait until at least ``count`` runs of ysb_hourly exist and every run has finished."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = dag_runs(env)
+        if len(runs) >= count and all(run["state"] in TERMINAL for run in runs):
+            return runs
+        time.sleep(5)
+    raise AssertionError(f"DAG runs did not finish in {timeout} s: {dag_runs(env)}; logs in {log_dir}")
+
+
+def describe_failures(env: dict[str, str], runs: list[dict]) -> str:
+    """Task states of every run that did not succeed, and the tail of their failed tasks' logs."""
+    report = []
+    for run in runs:
+        if run["state"] == "success":
+            continue
+        states = airflow(env, "tasks", "states-for-dag-run", "ysb_hourly", run["run_id"])
+        report.append(f"{run['run_id']}: {run['state']}\n{states.stdout[-2000:]}")
+    logs = sorted(Path(env["AIRFLOW_HOME"], "logs").rglob("*.log"), key=lambda p: p.stat().st_mtime)
+    failed = [p for p in logs if "Task failed" in p.read_text(errors="replace")]
+    for path in failed[-2:]:
+        report.append(f"--- {path}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-40:]))
+    return "\n".join(report)

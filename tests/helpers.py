@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse import catalog, consistency, maintenance, refresh, runner
 from lakehouse.config import Lakehouse
+from lakehouse.spark import release_engine_sessions
 from lakehouse_tools.oracle import Expected, expected_from_landing
 
 # Every task of the catalog, in DAG order.
@@ -22,7 +23,10 @@ def run_job(name: str, lakehouse: Lakehouse, *args: str) -> dict | None:
     """Run a table's task, or one of the OPERATIONS, in this process, on the test session."""
     argv = ["--lakehouse-root", lakehouse.root, *args]
     if name in OPERATIONS:
-        return OPERATIONS[name](argv)
+        try:
+            return OPERATIONS[name](argv)
+        finally:  # as the runner does for a task: else the process stays in Spark Connect mode
+            release_engine_sessions()
     return runner.run(name, argv)
 
 

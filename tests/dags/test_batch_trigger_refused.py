@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from airflow_env import airflow, airflow_environment, migrate
+from airflow_env import airflow, airflow_environment, airflow_python, migrate
 from lakehouse.config import Lakehouse
 
 TASK_STATES = """
@@ -28,8 +26,6 @@ def test_a_batch_run_without_start_and_end_fails_in_preflight_and_starts_no_spar
     output = result.stdout + result.stderr
     assert "mode=batch needs the start and end params" in output, output[-4000:]
 
-    found = subprocess.run([sys.executable, "-c", TASK_STATES], env=env, capture_output=True, text=True, timeout=120)
-    assert found.returncode == 0, found.stderr[-3000:]
-    states = json.loads(found.stdout.strip().splitlines()[-1])
+    states = airflow_python(env, TASK_STATES)
     assert states.pop("preflight") == ["failed", 1]  # AirflowFailException: no retry for what a person must fix
     assert states and all(state in ("upstream_failed", "None") for state, _ in states.values()), states

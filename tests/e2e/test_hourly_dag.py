@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
-from airflow_env import airflow, airflow_environment
+from airflow_env import airflow, airflow_environment, airflow_python
 from helpers import START, assert_tables_match_oracle, oracle, run_job, table
 from lakehouse import catalog
 from lakehouse.hours import HourRange
@@ -56,9 +54,7 @@ def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_
     assert all(table(spark, lakehouse, t.name).count() > 0 for t in catalog.tables() if t.layer == "gold")
 
     # Every table is an Asset with its lineage (writer and readers), and the run emitted an event for each.
-    found = subprocess.run([sys.executable, "-c", READ_ASSETS], env=env, capture_output=True, text=True, timeout=120)
-    assert found.returncode == 0, found.stderr[-3000:]
-    assets = json.loads(found.stdout.strip().splitlines()[-1])
+    assets = airflow_python(env, READ_ASSETS)
     written = [t for t in catalog.tables() if t.operation is None]  # not the ops records of every query or of maintenance
     assert assets["assets"] == {t.name: f"delta://{t.name}/" for t in written}
     assert assets["outlets"] == sorted([t.task, t.name] for t in written)
@@ -118,9 +114,7 @@ def test_a_failed_gating_rule_fails_silver_once_and_nothing_downstream_runs(spar
     result = airflow(env, "dags", "test", "ysb_hourly", (START + timedelta(hours=2)).isoformat())
     output = result.stdout + result.stderr
     assert f"silver.ad_events hour {START:%Y-%m-%dT%H:00Z}: rule 'every event has a campaign'" in output, output[-4000:]
-    found = subprocess.run([sys.executable, "-c", NEWEST_RUN_STATES], env=env, capture_output=True, text=True, timeout=120)
-    assert found.returncode == 0, found.stderr[-3000:]
-    states = json.loads(found.stdout.strip().splitlines()[-1])
+    states = airflow_python(env, NEWEST_RUN_STATES)
     assert states["silver_ad_events"] == ["failed", 1], states  # no retry: a retry would find the hour failing again
     assert {states[t.task][0] for t in catalog.tasks() if "silver.ad_events" in t.upstream} == {"upstream_failed"}, states
     assert states["bronze_ad_events"][0] == "success", states

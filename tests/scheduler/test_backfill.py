@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from airflow_browser import AirflowBrowser
-from airflow_env import AirflowServices, airflow, airflow_environment, migrate
+from airflow_env import airflow, airflow_environment, airflow_python, airflow_services, describe_failures, migrate, wait_for_runs
 from helpers import START, assert_tables_match_oracle, gold_tables, run_pipeline, table
 from lakehouse_tools import cli
 from lakehouse_tools.generator import write_campaigns, write_hours
 
-TERMINAL = {"success", "failed"}
 GOLD = tuple(t.name for t in gold_tables())
-
-
-@contextmanager
-def airflow_services(env, log_dir):
-    """Scheduler, api-server and dag-processor; always stopped (their process groups killed)."""
-    running = AirflowServices(env, log_dir).start()
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def create_backfill(env, *extra: str) -> None:
@@ -43,25 +28,6 @@ def create_backfill(env, *extra: str) -> None:
         "--from-date", (START + timedelta(hours=1)).isoformat(), "--to-date", (START + timedelta(hours=3)).isoformat(),
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-
-
-def dag_runs(env) -> list[dict]:
-    result = airflow(env, "dags", "list-runs", "ysb_hourly", "-o", "json")
-    assert result.returncode == 0, result.stderr[-3000:]
-    # Warnings may precede the JSON document on stdout; it is the last line.
-    lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
-    return json.loads(lines[-1]) if lines else []
-
-
-def wait_for_runs(env, count: int, log_dir, timeout: float = 1800) -> list[dict]:
-    """Wait until at least ``count`` runs exist and every run has finished."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        runs = dag_runs(env)
-        if len(runs) >= count and all(run["state"] in TERMINAL for run in runs):
-            return runs
-        time.sleep(5)
-    raise AssertionError(f"DAG runs did not finish in {timeout} s: {dag_runs(env)}; logs in {log_dir}")
 
 
 # The backfills not yet marked complete. The scheduler marks one complete every 30 s once its runs
@@ -79,29 +45,10 @@ def wait_for_backfill_completed(env, timeout: float = 120) -> None:
     """Wait until the scheduler has marked every backfill of this metadata DB complete."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = subprocess.run([sys.executable, "-c", OPEN_BACKFILLS], env=env, capture_output=True, text=True, timeout=120)
-        assert found.returncode == 0, found.stderr[-3000:]
-        if found.stdout.strip().splitlines()[-1] == "0":
+        if airflow_python(env, OPEN_BACKFILLS) == 0:
             return
         time.sleep(5)
     raise AssertionError(f"the scheduler did not mark the backfill complete in {timeout} s")
-
-
-def describe_failures(env, runs: list[dict]) -> str:
-    """Task states of every run that did not succeed, and the tail of their failed tasks' logs."""
-    from pathlib import Path
-
-    report = []
-    for run in runs:
-        if run["state"] == "success":
-            continue
-        states = airflow(env, "tasks", "states-for-dag-run", "ysb_hourly", run["run_id"])
-        report.append(f"{run['run_id']}: {run['state']}\n{states.stdout[-2000:]}")
-    logs = sorted(Path(env["AIRFLOW_HOME"], "logs").rglob("*.log"), key=lambda p: p.stat().st_mtime)
-    failed = [p for p in logs if "Task failed" in p.read_text(errors="replace")]
-    for path in failed[-2:]:
-        report.append(f"--- {path}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-40:]))
-    return "\n".join(report)
 
 
 def gold_snapshot(spark, lakehouse):
