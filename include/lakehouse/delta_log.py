@@ -113,7 +113,7 @@ def latest_commit_info(path: str) -> dict:
 
 
 def tagged_commit_info(path: str, user_metadata: str) -> dict | None:
-    """The ``commitInfo`` of the newest commit whose ``userMetadata`` is ``user_metadata`` (None: none).
+    """The ``commitInfo`` of the newest commit whose ``userMetadata`` is ``user_metadata``, with its ``version`` (None: none).
 
     Searched newest first: the commits looked for (a micro-batch's MERGE) are recent. Only the
     JSON commits are searched; those that log clean-up removed are gone from the history too.
@@ -125,7 +125,7 @@ def tagged_commit_info(path: str, user_metadata: str) -> dict | None:
     for version in _commit_versions(names, newest_first=True):
         info = _commit_info(log, version)
         if info is not None and info.get("userMetadata") == user_metadata:
-            return info
+            return {**info, "version": version}
     return None
 
 

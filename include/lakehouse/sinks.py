@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import uuid
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence, TypeVar
 
@@ -174,21 +175,31 @@ def mark_resolved(spark: SparkSession, admitted: DataFrame, quarantine: TablePat
 
 def replace_hours(
     df: DataFrame, table: TablePaths, declared: Table, hours: HourRange, app_id: str = "", batch_id: int | None = None
-) -> None:
+) -> dict:
     """Overwrite exactly ``hours`` of an hour-addressed table with ``df``; every other hour is untouched.
 
     Rerunning it with the same input leaves the same content (a backfill is idempotent by
     construction); ``batch_id`` adds Delta's replay protection for streaming micro-batches.
+    Returns what the commit records of itself: ``{"version", "rows_written", "rows_deleted"}`` (a
+    replayed batch that Delta skipped: its earlier commit's; None values once the commit has left
+    the log). Rows of other hours that shared a rewritten file are copied, not written.
     """
+    # The tag finds the commit in the log: a micro-batch's is its txn id, so a skipped replay finds the first.
+    tag = txn_tag(app_id, batch_id) if batch_id is not None else f"replace {hours} {uuid.uuid4().hex}"
     writer = (
         df.write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", declared.hours_predicate(hours))
+        .option("userMetadata", tag)
         .partitionBy(*declared.partition_by)
     )
     if batch_id is not None:
         writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
     writer.save(table.path)
+    info = delta_log.tagged_commit_info(table.path, tag) or {}
+    metrics = {name: int(value) for name, value in (info.get("operationMetrics") or {}).items()}
+    written = metrics["numOutputRows"] - metrics.get("numCopiedRows", 0) if "numOutputRows" in metrics else None
+    return {"version": info.get("version"), "rows_written": written, "rows_deleted": metrics.get("numDeletedRows")}
 
 
 def _qualify(predicate: str, alias: str) -> str:

@@ -59,11 +59,15 @@ def test_backfill_touches_only_its_hours(spark, lakehouse):
     # Damage both hours; a backfill of 01:00 repairs 01:00 and leaves 00:00 as it is.
     spark.sql(f"UPDATE delta.`{hourly}` SET views = -1 WHERE hour_start >= TIMESTAMP'2026-11-20 00:00:00'")
 
-    run_job(SOME_GOLD.task, lakehouse, "--mode", "batch", "--start", "2026-11-20T01:00Z", "--end", "2026-11-20T02:00Z")
+    summary = run_job(SOME_GOLD.task, lakehouse, "--mode", "batch", "--start", "2026-11-20T01:00Z", "--end", "2026-11-20T02:00Z")
 
     gold = table(spark, lakehouse, SOME_GOLD.name)
     views_by_hour = {r.hour_start.hour: r.bad for r in gold.groupBy("hour_start").agg(F.sum(F.when(F.col("views") == -1, 1).otherwise(0)).alias("bad")).collect() if r.hour_start.day == 20}
     assert views_by_hour[0] > 0 and views_by_hour[1] == 0
+    # The summary says what the backfill's commit wrote: the hour's rows, in the table's newest version.
+    newest = spark.sql(f"DESCRIBE HISTORY delta.`{hourly}`").agg(F.max("version")).first()[0]
+    hour_rows = gold.filter(F.col("hour_start") == F.lit("2026-11-20 01:00:00").cast("timestamp")).count()
+    assert (summary["rows_written"], summary["rows_deleted"], summary["version"]) == (hour_rows, hour_rows, newest), summary
 
 
 def test_full_refresh_rebuilds_from_upstream_with_a_new_checkpoint_generation(spark, lakehouse):

@@ -40,22 +40,24 @@ def recompute(
     spark: SparkSession, lakehouse: Lakehouse, table: Table, hours: HourRange,
     target: TablePaths | None = None, upstream: dict[str, TablePaths] | None = None,
     app_id: str = "", batch_id: int | None = None,
-) -> None:  # fmt: skip
+) -> dict:  # fmt: skip
     """Replace ``hours`` of ``table`` (or ``target``) with the transform of its upstream rows of those hours.
 
     ``upstream`` maps upstream table names to where to read them (default: the live tables; the
-    consistency check passes its scratch copies).
+    consistency check passes its scratch copies). Returns the commit's version and rows written.
     """
     if not hours:
-        return
+        return {"version": None, "rows_written": 0, "rows_deleted": 0}
     target = target or lakehouse.table(table.name)
     where = {name: lakehouse.table(name) for name in table.upstream} | (upstream or {})
     inputs = [batch_input(spark, where[name], hours) for name in table.upstream]
-    with_conflict_retries(
+    written = with_conflict_retries(
         lambda: replace_hours(table.transform(*inputs), target, table, hours, app_id, batch_id),
         f"{table.name} {hours}",
     )
-    log.info("%s: recomputed %s", table.name, hours)
+    log.info("%s: recomputed %s: %s row(s) written, %s replaced, version %s",
+             table.name, hours, written["rows_written"], written["rows_deleted"], written["version"])
+    return written
 
 
 def run(table: Table, args: JobArgs) -> dict:
@@ -65,8 +67,8 @@ def run(table: Table, args: JobArgs) -> dict:
     ensure_table(spark, target, table)
 
     if args.mode == "batch":
-        recompute(spark, lakehouse, table, args.hours)
-        return {"table": table.name, "mode": "batch", "hours": str(args.hours)}
+        written = recompute(spark, lakehouse, table, args.hours)
+        return {"table": table.name, "mode": "batch", "hours": str(args.hours), **written}
 
     generation = args.generation_of(target)
     app_id = txn_app_id(target, generation, "stream")
@@ -76,9 +78,10 @@ def run(table: Table, args: JobArgs) -> dict:
         # Runs where foreachBatch runs (the engine's Python worker): the batch's session, not the job's.
         hours = touched_hours(new_rows, streamed)
         fault_point(f"{table.layer}.before_replace", batch_id)
-        recompute(new_rows.sparkSession, lakehouse, table, hours, app_id=app_id, batch_id=batch_id)
+        written = recompute(new_rows.sparkSession, lakehouse, table, hours, app_id=app_id, batch_id=batch_id)
         fault_point(f"{table.layer}.after_replace", batch_id)
-        return {"batch_id": batch_id, "hours": str(hours), "event_hours": hours.isoformats(), "summary": f"recomputed {hours}"}
+        summary = f"recomputed {hours}: {written['rows_written']} row(s) written, {written['rows_deleted']} replaced, version {written['version']}"
+        return {"batch_id": batch_id, "hours": str(hours), "event_hours": hours.isoformats(), **written, "summary": summary}
 
     checkpoint = target.checkpoint(generation)
     upstream = lakehouse.table(streamed.name)
