@@ -15,6 +15,10 @@ export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$port/execution
 # LocalExecutor forks `parallelism` workers up front (Airflow's default 32, idle on a 2-core
 # machine); four task slots are plenty for an hourly run beside a small backfill here.
 export AIRFLOW__CORE__PARALLELISM="${AIRFLOW__CORE__PARALLELISM:-4}"
+# A run in flight when this script stopped is resumed by the next start: the new scheduler resets
+# the tasks the stopped one had started and runs them again. It looks for them every 30 s
+# (Airflow's default: 5 minutes, a long wait after a restart).
+export AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL="${AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL:-30}"
 # The default SimpleAuthManager: one admin user, its generated password in the file below.
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:-admin:admin}"
 

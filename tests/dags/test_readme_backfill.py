@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from airflow_env import airflow, airflow_environment, migrate
+from airflow_env import airflow, airflow_environment, airflow_python, migrate
 from lakehouse.config import Lakehouse
 from lakehouse_tools.demo import DEMO_START
 
@@ -46,12 +43,6 @@ def readme_backfill_commands() -> list[list[str]]:
     return [shlex.split(line)[1:] for line in joined.splitlines() if line.startswith("airflow backfill create")]  # without "airflow"
 
 
-def python(env: dict[str, str], code: str) -> str:
-    found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert found.returncode == 0, found.stderr[-3000:]
-    return found.stdout
-
-
 def test_the_readme_backfill_after_make_demo_runs_every_hour_it_names(tmp_path):
     dry_run, create = readme_backfill_commands()
     assert "--dry-run" in dry_run and "--dry-run" not in create
@@ -62,7 +53,7 @@ def test_the_readme_backfill_after_make_demo_runs_every_hour_it_names(tmp_path):
     assert airflow(env, "dags", "reserialize").returncode == 0
     made = airflow(env, "dags", "trigger", "ysb_hourly", "--logical-date", DEMO_RUN.isoformat())
     assert made.returncode == 0, made.stderr[-3000:]
-    python(env, DEMO_LEFT)
+    airflow_python(env, DEMO_LEFT)
 
     promised = [datetime(2026, 11, 20, hour, tzinfo=timezone.utc) for hour in (1, 2, 3)]  # event hours 00, 01 and 02
     assert DEMO_RUN in promised  # the case the README warns of: the demo's run is among them
@@ -73,5 +64,33 @@ def test_the_readme_backfill_after_make_demo_runs_every_hour_it_names(tmp_path):
 
     created = airflow(env, *create)  # no scheduler runs: the runs are created, not executed
     assert created.returncode == 0, created.stdout[-3000:] + created.stderr[-3000:]
-    runs = json.loads(python(env, BACKFILL_RUNS).strip().splitlines()[-1])
+    runs = airflow_python(env, BACKFILL_RUNS)
     assert runs == [h.isoformat() for h in promised]
+
+
+# The run the README's named trigger made: its type and its params.
+NAMED_RUN = """
+import json
+from airflow.models.dagrun import DagRun
+from airflow.utils.session import create_session
+with create_session() as session:
+    run = session.query(DagRun).filter(DagRun.dag_id == "ysb_hourly", DagRun.run_id == sys.argv[1]).one()
+    print(json.dumps([str(run.run_type), run.conf]))
+"""
+
+
+def test_the_readme_names_a_manual_batch_run_after_its_hours(tmp_path):
+    block = re.search(r"Name a manual run after its hours.*?```bash\n(.*?)```", README.read_text(), re.S)
+    assert block, "README.md: the named manual run ('Name a manual run after its hours') is gone"
+    trigger = shlex.split(block[1].replace("\\\n", " "))[1:]  # without "airflow"
+    run_id = trigger[trigger.index("--run-id") + 1]
+    home = tmp_path / "airflow_home"
+    home.mkdir()
+    migrate(home)
+    env = airflow_environment(home, Lakehouse(str(tmp_path / "lakehouse")))
+    assert airflow(env, "dags", "reserialize").returncode == 0
+    made = airflow(env, *trigger)
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    run_type, conf = airflow_python(env, NAMED_RUN.replace("sys.argv[1]", repr(run_id)))
+    assert run_type.lower().endswith("manual") and run_id == "batch__2026-11-20T00-03"
+    assert conf == {"mode": "batch", "start": "2026-11-20T00:00Z", "end": "2026-11-20T03:00Z"}
