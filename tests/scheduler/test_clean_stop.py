@@ -6,7 +6,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from airflow_env import airflow, airflow_environment, airflow_services, dag_runs, describe_failures, migrate, wait_for_runs
+from airflow_env import AirflowServices, airflow, airflow_environment, airflow_services, dag_runs, describe_failures, migrate, wait_for_runs
 from helpers import START, assert_tables_match_oracle
 from lakehouse_tools.generator import write_campaigns, write_hours
 
@@ -39,8 +39,13 @@ def test_a_run_in_flight_when_airflow_stops_is_resumed_by_the_next_start(spark, 
     assert airflow(env, "dags", "pause", "ysb_maintenance").returncode == 0
 
     # The scheduler starts the latest hourly run at once (catchup=False): stop everything mid-silver.
-    with airflow_services(env, tmp_path / "logs-before-the-stop"):
+    # Stopped gracefully, a scheduler lets its running tasks finish; make airflow-ui waits 10 s for
+    # that, then kills what is left. The case here is a task that outlasts the wait: killed at once.
+    services = AirflowServices(env, tmp_path / "logs-before-the-stop").start()
+    try:
         wait_for_task_state(airflow_home, "silver_ad_events", "running")
+    finally:
+        services.stop(timeout=0)
     [stopped] = dag_runs(env)
     assert stopped["state"] == "running", stopped
 
