@@ -29,6 +29,7 @@ T = TypeVar("T")
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+_REPARTITION_BEFORE_MERGE_WRITE = "spark.databricks.delta.merge.repartitionBeforeWrite.enabled"
 
 
 def txn_app_id(table: TablePaths, generation: int, writer: str) -> str:
@@ -92,20 +93,20 @@ def append(df: DataFrame, table: TablePaths, app_id: str, batch_id: int, partiti
 
 
 @contextmanager
-def _dml_transaction(spark: SparkSession, app_id: str, batch_id: int) -> Iterator[None]:
+def _dml_transaction(spark: SparkSession, app_id: str, batch_id: int, settings: dict | None = None) -> Iterator[None]:
     """Make the next DML command (MERGE) idempotent: Delta reads the txn id from the session.
 
     The commit is tagged with the txn id too (``userMetadata``), so that a replay can find it.
+    ``settings`` are session settings for this command alone.
     """
-    spark.conf.set(_TXN_APP_ID, app_id)
-    spark.conf.set(_TXN_VERSION, str(batch_id))
-    spark.conf.set(_USER_METADATA, txn_tag(app_id, batch_id))
+    scoped = {_TXN_APP_ID: app_id, _TXN_VERSION: str(batch_id), _USER_METADATA: txn_tag(app_id, batch_id), **(settings or {})}
+    for name, value in scoped.items():
+        spark.conf.set(name, value)
     try:
         yield
     finally:
-        spark.conf.unset(_TXN_APP_ID)
-        spark.conf.unset(_TXN_VERSION)
-        spark.conf.unset(_USER_METADATA)
+        for name in scoped:
+            spark.conf.unset(name)
 
 
 def merge_new_rows(
@@ -120,11 +121,14 @@ def merge_new_rows(
     (:func:`merge_figures` has what it did either way).
     """
     condition = f"t.{key} = s.{key} AND ({_qualify(hours.silver_predicate(), 't')})"
-    with _dml_transaction(spark, app_id, batch_id):
+    # Delta would shuffle every row by partition before writing (one file per hour); coalescing to
+    # as many tasks as a shuffle has writes at most that many files per hour without moving a row.
+    writers = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    with _dml_transaction(spark, app_id, batch_id, {_REPARTITION_BEFORE_MERGE_WRITE: "false"}):
         metrics = spark.sql(
             f"MERGE WITH SCHEMA EVOLUTION INTO delta.`{table.path}` AS t USING {{rows}} AS s ON {condition} "
             "WHEN NOT MATCHED THEN INSERT *",
-            rows=rows,
+            rows=rows.coalesce(writers),
         ).collect()
     return bool(metrics) and "num_inserted_rows" in metrics[0]
 

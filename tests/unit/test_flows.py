@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from helpers import START, table
 from lakehouse import catalog
 from lakehouse.flows.containment import failing_keys
-from lakehouse.flows.merge import MergeBatch
+from lakehouse.flows.merge import MergeBatch, one_row_per_key
 from lakehouse.flows.recompute import touched_hours
 from lakehouse.hours import HourRange
 from lakehouse.sinks import ensure_table
@@ -67,6 +67,18 @@ def test_a_merge_batch_inserts_quarantines_and_accounts_once_even_when_replayed(
         for m in metrics
     ] == [(0, 4, 3, 1, 0, 2, {"malformed_json": 1}), (1, 1, 1, 0, 1, 0, {})]  # fmt: skip
     assert [note and note["batch_id"] for note in notes] == [0, None, 1], "the replay was skipped"
+
+
+def test_one_row_per_key_keeps_each_key_once_as_drop_duplicates_does(spark):
+    rows = spark.createDataFrame(
+        [("a", 1), ("b", 2), ("b", 2), ("c", 3), ("c", 4), ("c", 3), (None, 5), (None, 6), ("d", 7)],
+        "key string, value int",
+    )
+    kept = one_row_per_key(rows, "key").collect()
+    assert sorted(row.key or "" for row in kept) == ["", "a", "b", "c", "d"]  # null is one key, as in dropDuplicates
+    by_key = {row.key: row.value for row in kept}
+    assert (by_key["a"], by_key["b"], by_key["d"]) == (1, 2, 7)
+    assert by_key["c"] in (3, 4) and by_key[None] in (5, 6)  # one of the key's own rows, whole
 
 
 def test_touched_hours_are_the_event_hours_of_the_new_rows(spark):

@@ -49,7 +49,22 @@ RESOLUTION_COLUMNS = ("resolved_at", "resolved_by")
 
 def accepted(classified: DataFrame, table: Table) -> DataFrame:
     """The rows that passed every check, one per key, in the table's column order."""
-    return classified.filter(F.col("reason").isNull()).select(*table.column_names).dropDuplicates([table.key])
+    return one_row_per_key(classified.filter(F.col("reason").isNull()).select(*table.column_names), table.key)
+
+
+def one_row_per_key(rows: DataFrame, key: str) -> DataFrame:
+    """``rows`` with one row per ``key``, as ``dropDuplicates([key])`` (which copy is kept is arbitrary).
+
+    Only the keys are shuffled, to find the repeated ones (an at-least-once producer's re-sends: a
+    few per cent); they are broadcast, rows whose key is not among them pass as they are, and only
+    the rows of repeated keys are deduplicated. dropDuplicates shuffles and sorts every whole row,
+    spilling at millions of events. ``rows`` is read three times: pass a cached frame.
+    """
+    repeated = F.broadcast(rows.groupBy(key).count().filter("count > 1").select(F.col(key).alias("_repeated")))
+    same_key = F.col(key).eqNullSafe(F.col("_repeated"))
+    once = rows.join(repeated, same_key, "left_anti")
+    several = rows.join(repeated, same_key, "left_semi").dropDuplicates([key])
+    return once.unionByName(several)
 
 
 def rejected_columns(quarantine: Table) -> list[str]:
