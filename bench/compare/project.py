@@ -1,4 +1,7 @@
-"""Contender ``project``: the project's pipeline, every task in DAG order, on a driver in this process.
+"""Contender ``project``: the project's pipeline, in DAG order, on a driver in this process.
+
+The tasks that compute the compared tables (:func:`bench.compare.output_tables`) and every task
+upstream of them (the dimension, bronze); not the sessions, another workload.
 
 Each task runs through :func:`bench.ysb.worker.run_tasks` (``lakehouse.runner.run(task,
 ["--lakehouse-root", root])`` with ``LAKEHOUSE_ENGINE=local``), one incremental availableNow run per
@@ -23,8 +26,8 @@ def run(spec: dict) -> dict:
     from lakehouse.config import Lakehouse
     from lakehouse.spark import build_spark_session
 
+    from bench.compare import output_tables
     from bench.ysb.measuring import jvm_pid
-    from bench.ysb.tasks import PIPELINE
     from bench.ysb.worker import BENCH_SPARK_CONF, run_tasks
 
     started = time.perf_counter()
@@ -40,7 +43,7 @@ def run(spec: dict) -> dict:
     setup = {"wall": time.perf_counter() - started, "cpu": cpu()}  # imports, JVM start, session (from process start)
     lakehouse = Lakehouse(spec["root"])
     tasks = {}
-    for task in PIPELINE:
+    for task in compared_tasks(output_tables()):
         before = cpu()
         seconds = run_tasks(lakehouse, (task,))["seconds"]
         tasks[task] = {"wall": seconds[task], "cpu": cpu() - before, "layer": catalog.task(task).layer}
@@ -49,3 +52,16 @@ def run(spec: dict) -> dict:
     spark.stop()
     stop = {"wall": time.perf_counter() - started_stop, "cpu": cpu() - before}
     return {"setup": setup, "tasks": tasks, "stop": stop, "jvm_found": pid is not None}
+
+
+def compared_tasks(tables: list[str]) -> list[str]:
+    """The DAG's tasks that compute ``tables`` or anything they are computed from, in DAG order."""
+    from lakehouse import catalog
+
+    needed, pending = set(), [catalog.task(catalog.get(name).written_by or name) for name in tables]
+    while pending:
+        entry = pending.pop()
+        if entry.task not in needed:
+            needed.add(entry.task)
+            pending += catalog.upstream_tasks(entry)
+    return [entry.task for entry in catalog.tasks() if entry.task in needed]
