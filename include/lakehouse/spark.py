@@ -26,9 +26,9 @@ ENGINES = ("connect", "local")
 
 # HotSpot leaves a method of more than 8000 bytecode bytes interpreted for good. Spark's generated
 # code for silver's classification is one such method; a driver that runs for more than seconds
-# gains from compiling it (1M lines: 23 -> 17 CPU-s, BENCHMARKS.md section 12). The parallel
+# gains from compiling it (1M lines: 23 -> 17 CPU-s, BENCHMARKS.md section 12a). The parallel
 # collector, not G1: G1's concurrent threads and write barriers cost silver a sixth of its CPU at
-# 5M events, and a batch engine has no use for its short pauses.
+# 5M events (section 12), and a batch engine has no use for its short pauses.
 LONG_RUN_JAVA_OPTIONS = "-XX:-DontCompileHugeMethods -XX:+UseParallelGC"
 
 # Defaults sized for 2 cores; a cluster deployment overrides them with --conf.

@@ -9,7 +9,7 @@
 #   make bench-driver-start                      # driver JVM options of short runs: section 10 of BENCHMARKS.md
 #   make bench-engine                            # DAG runs on the warm engine vs spark-submit: section 11 (about 45 minutes on 2 quiet cores)
 #   make bench-compare                           # per-event CPU beside a minimal Spark job, DuckDB and Polars at 1M and 5M events:
-#                                                # section 12 (about 50 minutes on 2 quiet cores; the first run also generates 5M events)
+#                                                # section 12 (about 25 minutes on 2 quiet cores, 30 with --baseline; the first run also generates 5M events)
 
 BENCH_ARGS ?= --sizes 100k,300k --reps 3 --growth-runs 50 --backfill-eps 2 --tune-growth-runs 3
 
