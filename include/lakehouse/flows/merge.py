@@ -261,19 +261,22 @@ def recompute(
     target = target or lakehouse.table(table.name)
     where = {name: lakehouse.table(name) for name in table.upstream} | (upstream or {})
     inputs = [batch_input(spark, where[name], hours) for name in table.upstream]
-    classified = table.transform(*inputs).filter(table.hours_predicate(hours))
-    with_conflict_retries(lambda: replace_hours(accepted(classified, table), target, table, hours), f"{table.name} {hours}")
-    if not live:
-        return 0
-    # Lines quarantined earlier that this recompute accepts (the dimension has their ad now, a
-    # classification bug was fixed) would otherwise be in both tables.
-    quarantine = lakehouse.table(catalog.side(table, "quarantine").name)
-    if not spark.read.format("delta").load(quarantine.path).filter("resolved_at IS NULL").limit(1).collect():
-        return 0
-    return with_conflict_retries(
-        lambda: mark_resolved(spark, classified.filter(F.col("reason").isNull()), quarantine, f"recompute of {hours}"),
-        f"{quarantine.name} {hours}",
-    )
+    # Classified once: the dedup reads the valid rows three times, the quarantine's resolution once more.
+    valid = table.transform(*inputs).filter(table.hours_predicate(hours)).filter(F.col("reason").isNull()).persist()
+    try:
+        with_conflict_retries(lambda: replace_hours(accepted(valid, table), target, table, hours), f"{table.name} {hours}")
+        if not live:
+            return 0
+        # Lines quarantined earlier that this recompute accepts (the dimension has their ad now, a
+        # classification bug was fixed) would otherwise be in both tables.
+        quarantine = lakehouse.table(catalog.side(table, "quarantine").name)
+        if not spark.read.format("delta").load(quarantine.path).filter("resolved_at IS NULL").limit(1).collect():
+            return 0
+        return with_conflict_retries(
+            lambda: mark_resolved(spark, valid, quarantine, f"recompute of {hours}"), f"{quarantine.name} {hours}"
+        )
+    finally:
+        valid.unpersist()
 
 
 def run(table: Table, args: JobArgs) -> dict:
