@@ -25,7 +25,7 @@ sys.path.insert(0, str(PROJECT_DIR))  # the top-level bench package
 from bench.compare import CONTENDERS, LABELS, output_tables, spec_for  # noqa: E402
 from bench.compare.check import compare_tables  # noqa: E402
 from bench.sections import markers  # noqa: E402
-from bench.ysb.tasks import PIPELINE  # noqa: E402
+from bench.compare.project import compared_tasks  # noqa: E402
 
 # long: it runs every contender (Spark, DuckDB, Polars) once; a benchmark's harness, not the pipeline's
 # correctness (`make test-long`; the suite outgrew CI's budget).
@@ -67,7 +67,10 @@ def test_every_contender_ran_once_and_was_measured(run):
         assert r["ok"] and r["size"] == SIZE and r["rep"] == 0, r
         assert r["cpu"] > 0 and r["wall"] > 0, r
     project = runs[0]["job"]
-    assert list(project["tasks"]) == list(PIPELINE)  # every task, in DAG order
+    # The tasks of the compared tables and everything upstream, in DAG order (not the sessions).
+    assert list(project["tasks"]) == compared_tasks(output_tables())
+    assert list(project["tasks"]) == ["dim_campaigns", "bronze_ad_events", "silver_ad_events",
+                                      "gold_ad_type_hourly", "gold_campaign_hourly", "gold_campaign_windows"]  # fmt: skip
     assert {t["layer"] for t in project["tasks"].values()} == {"dims", "bronze", "silver", "gold"}
     # The driver JVM was found, so each task's CPU includes it.
     assert project["jvm_found"] and all(t["cpu"] > 0 for t in project["tasks"].values())
