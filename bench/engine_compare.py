@@ -39,10 +39,13 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from bench.compare import BASELINE, CONTENDERS, LABELS, output_tables, spec_for
+from bench.compare import BASELINE, CONTENDERS, LABELS, QUARANTINE, output_tables, spec_for
+
+# The project's own batch form: its CPU against the incremental run's is the incremental-to-batch ratio.
+BATCH = "project_batch"
 from bench.sections import markers, publish
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -97,6 +100,10 @@ def run_contender(contender: str, dataset, label: str, rep: int, work: Path, inc
     root = folder / contender
     lakehouse = fresh_lakehouse(root, dataset)
     spec = spec_for(lakehouse.root, contender, str(folder / f"{contender}.result.json"))
+    if contender == BATCH:
+        # Every event hour the data can hold: late events reach back hours before the first producer hour.
+        first, end = dataset.start_time - timedelta(days=1), dataset.end_time + timedelta(hours=1)
+        spec["batch_hours"] = [f"{first:%Y-%m-%dT%H:00Z}", f"{end:%Y-%m-%dT%H:00Z}"]
     spec_path = folder / f"{contender}.spec.json"
     spec_path.write_text(json.dumps(spec, indent=1))
     job = "project" if contender == BASELINE else contender  # the same pipeline, another commit's code
@@ -141,7 +148,8 @@ def check_size(runs: list[dict], dataset, with_oracle: bool) -> dict:
         if not run["ok"]:
             result["contenders"][contender] = {"ok": False, "tables": {}, "detail": "its run failed"}
             continue
-        tables = compare_tables(reference, spec_for(run["root"], contender, "")["tables"])
+        compared = {name: path for name, path in reference.items() if not (contender == BATCH and name == QUARANTINE)}
+        tables = compare_tables(compared, spec_for(run["root"], contender, "")["tables"])
         result["contenders"][contender] = {"ok": all(t["ok"] for t in tables.values()), "tables": tables}
     return result
 
@@ -364,10 +372,14 @@ def render(results: dict) -> str:
         f"{reps} repetition(s) per size, each contender in a fresh process and an empty lakehouse, the contenders in "
         "alternating order (a, b, c, d, then d, c, b, a). **project** = the DAG's tasks of these tables and of "
         "everything upstream of them, in order (`lakehouse.runner.run(task, ['--lakehouse-root', root])`, "
-        "incremental availableNow runs: also bronze, the dimension and the silver metrics record; not the sessions) on a driver in the process (`LAKEHOUSE_ENGINE=local`); "
+        "incremental availableNow runs: also bronze, the dimension and the silver metrics record; not the sessions) "
+        "on a driver in the process (`LAKEHOUSE_ENGINE=local`); "
+        "**project, batch form** = the same tasks, silver and gold in their batch form (`--mode batch` over every "
+        "event hour of the data, as a backfill runs them; its ratio is the incremental-to-batch ratio), checked "
+        "against the project's tables but the quarantine, which the batch form does not write; "
         "**plain Spark** = one hand-written batch job (`spark.read.text`, one `from_json` with an explicit schema, the "
         "quarantine reasons below, a broadcast join with campaigns.csv, `dropDuplicates(event_id)`, the gold aggregates "
-        "over silver read back; plain overwrites); both Spark contenders get the same session: "
+        "over silver read back; plain overwrites); every Spark contender gets the same session: "
         "`lakehouse.spark.build_spark_session(engine_kind='local')`, i.e. `DEFAULT_CONF` (Delta, UTC, 4 shuffle "
         "partitions, the driver JVM options `LONG_RUN_JAVA_OPTIONS` of `lakehouse/spark.py` at that commit), `local[2]`, `spark.driver.memory` 2g, no UI. "
         "**DuckDB** = SQL, "
@@ -555,6 +567,9 @@ def summary_figures(results: dict) -> dict:
         cpu = median(samples(results, size, "project"))
         if cpu:
             out[f"events_per_cpu_s_{suffix}"] = round(results["datasets"][size]["lines"] / cpu)
+        ratio = cpu_ratio(results, size, BATCH)
+        if ratio:
+            out[f"incremental_to_batch_ratio_{suffix}"] = out["incremental_to_batch_ratio"] = round(ratio, 2)  # the largest size last
     return out
 
 

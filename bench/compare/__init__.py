@@ -1,6 +1,8 @@
 """The contenders of bench/engine_compare.py (issue 13): the same outputs from the same landing lines, four ways.
 
 * ``project``: the project's own pipeline, task by task in DAG order (:mod:`bench.compare.project`);
+* ``project_batch``: the same tasks, silver and gold in their batch form over the data's event hours
+  (what a backfill runs): the incremental run's cost against the batch's on the same new data;
 * ``plain_spark``: a minimal hand-written PySpark batch job (:mod:`bench.compare.plain_spark`);
 * ``duckdb``: DuckDB SQL, written to Delta by delta-rs (:mod:`bench.compare.with_duckdb`);
 * ``polars``: Polars, written to Delta by delta-rs (:mod:`bench.compare.with_polars`).
@@ -14,17 +16,19 @@ else from the project. :mod:`bench.compare.check` then compares their tables wit
 
 from __future__ import annotations
 
-CONTENDERS = ("project", "plain_spark", "duckdb", "polars")
+CONTENDERS = ("project", "project_batch", "plain_spark", "duckdb", "polars")
 # The project's pipeline at another commit (engine_compare's --baseline): the before of a change.
 BASELINE = "baseline"
 LABELS = {
     "project": "project (the pipeline, task by task)",
+    "project_batch": "project, batch form (a backfill of the same hours)",
     "plain_spark": "plain Spark (minimal batch job)",
     "duckdb": "DuckDB + delta-rs",
     "polars": "Polars + delta-rs",
 }
 MODULES = {
     "project": "bench.compare.project",
+    "project_batch": "bench.compare.project",
     "plain_spark": "bench.compare.plain_spark",
     "duckdb": "bench.compare.with_duckdb",
     "polars": "bench.compare.with_polars",
