@@ -117,8 +117,11 @@ TEST_TIMEOUT ?= 2700
 test-fast: venv jars  ## the unit tier only: transforms, catalog, DAG parsing (no Go, Postgres, Kafka; a few minutes)
 	python -m pytest -m unit tests -q --durations=5 --timeout=600 $(PYTEST_ARGS)
 
+# Every test's seconds (setup + call + teardown) of the last `make test`: where the suite's time goes.
+TEST_REPORT ?= .local/test-report.xml
+
 test: setup $(TEST_PREREQS)  ## the test suite (what CI runs), without the tests marked long
-	python -m pytest $(or $(PYTEST_ARGS),$(TEST_PATHS) -m "not long" -ra --durations=15 --timeout=$(TEST_TIMEOUT))
+	python -m pytest $(or $(PYTEST_ARGS),$(TEST_PATHS) -m "not long" -ra --durations=15 --timeout=$(TEST_TIMEOUT) --junitxml=$(TEST_REPORT))
 
 test-long: setup $(TEST_PREREQS)  ## the tests marked long: many-minute variants of what `make test` covers
 	python -m pytest $(TEST_PATHS) -m long -ra --durations=15 --timeout=$(TEST_TIMEOUT)
