@@ -415,7 +415,9 @@ def render(results: dict) -> str:
     if "project" in results["contenders"]:
         out += project_section(results)
     if results.get("baseline"):
-        out += ["", *baseline_section(results)]
+        out += ["", *steps_side_by_side(results, BASELINE)]
+    if BATCH in results["contenders"]:
+        out += ["", *steps_side_by_side(results, BATCH)]
     out += ["", interpretation(results), "", LEFT_OUT]
     failures = check_failures(results)
     if failures:
@@ -527,28 +529,38 @@ def label_of(results: dict, contender: str) -> str:
     return LABELS[contender]
 
 
-def baseline_section(results: dict) -> list[str]:
-    """The project's steps at the baseline commit and now, side by side (``--baseline``)."""
-    sizes = [s for s in size_labels(results) if project_layers(results, s, BASELINE) and project_layers(results, s)]
+def steps_side_by_side(results: dict, other: str) -> list[str]:
+    """The project's steps beside another run of the project's tasks, ``other``: the baseline commit
+    (``--baseline``: the change's before and after) or the batch form (where incremental costs more)."""
+    sizes = [s for s in size_labels(results) if project_layers(results, s, other) and project_layers(results, s)]
     if not sizes:
         return []
+    if other == BASELINE:
+        title = f"The change since {results['baseline']}, step by step"
+        columns = [f"{s} at {results['baseline']} | {s} at {results['commit']}" for s in sizes]
+    else:
+        title = "The incremental run beside the batch form (a backfill of the same hours), step by step"
+        columns = [f"{s} batch | {s} incremental | {s} ratio" for s in sizes]
     out = [
-        f"The change since {results['baseline']}, step by step (CPU s, median (min–max); the same run, alternating):",
+        f"{title} (CPU s, median (min–max); the same run, alternating):",
         "",
-        "| step | layer | " + " | ".join(f"{s} at {results['baseline']} | {s} at {results['commit']}" for s in sizes) + " |",
-        "| --- | --- |" + " ---: | ---: |" * len(sizes),
+        "| step | layer | " + " | ".join(columns) + " |",
+        "| --- | --- |" + (" ---: | ---: |" if other == BASELINE else " ---: | ---: | ---: |") * len(sizes),
     ]
-    before = {s: project_layers(results, s, BASELINE) for s in sizes}
+    before = {s: project_layers(results, s, other) for s in sizes}
     after = {s: project_layers(results, s) for s in sizes}
+
+    def cells(then: list[float], now: list[float]) -> str:
+        if other == BASELINE:
+            return f"{cell(then)} | {cell(now)}"
+        ratio = median(now) / median(then) if median(then) and median(then) > 0 else None
+        return f"{cell(then)} | {cell(now)} | " + (f"{ratio:.2f}×" if ratio else "–")
+
     for index, (label, layer, _, _) in enumerate(after[sizes[0]]):
-        out.append(
-            f"| {label} | {layer} | "
-            + " | ".join(f"{cell(before[s][index][2])} | {cell(after[s][index][2])}" for s in sizes)
-            + " |"
-        )
+        out.append(f"| {label} | {layer} | " + " | ".join(cells(before[s][index][2], after[s][index][2]) for s in sizes) + " |")
     out.append(
         "| **whole process tree** | | "
-        + " | ".join(f"{cell(samples(results, s, BASELINE))} | {cell(samples(results, s, 'project'))}" for s in sizes)
+        + " | ".join(cells(samples(results, s, other), samples(results, s, "project")) for s in sizes)
         + " |"
     )
     return [*out, ""]
