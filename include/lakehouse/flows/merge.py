@@ -269,7 +269,9 @@ def recompute(
     # a row's bytes) a 3-hour backfill of 5M events filled a 2 GB heap and spent its time in full GCs.
     rows = valid(inputs[0]).select(*table.column_names).persist()
     try:
-        with_conflict_retries(lambda: replace_hours(accepted(rows, table), target, table, hours), f"{table.name} {hours}")
+        # Not accepted(rows): its filter on `reason`, a column the cached plan lacks, would bypass the cache.
+        once = one_row_per_key(rows, table.key)
+        with_conflict_retries(lambda: replace_hours(once, target, table, hours), f"{table.name} {hours}")
     finally:
         rows.unpersist()
     if not live:
