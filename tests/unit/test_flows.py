@@ -11,7 +11,7 @@ from helpers import START, table
 from lakehouse import catalog
 from lakehouse.flows.containment import failing_keys
 from lakehouse.flows.merge import MergeBatch, one_row_per_key
-from lakehouse.flows.recompute import touched_hours
+from lakehouse.flows.recompute import event_hours, touched_hours
 from lakehouse.hours import HourRange
 from lakehouse.sinks import ensure_table
 from lakehouse_tools.generator import campaign_dimension
@@ -86,8 +86,8 @@ def test_touched_hours_are_the_event_hours_of_the_new_rows(spark):
         [(datetime(2026, 11, 20, 0, 59, 59),), (datetime(2026, 11, 20, 1, 0),), (datetime(2026, 11, 20, 1, 30),)],
         "event_time timestamp",
     )
-    assert touched_hours(rows, SILVER) == HourRange.between(START, START.replace(hour=2))
-    assert touched_hours(rows.filter(F.lit(False)), SILVER) == HourRange(())
+    assert touched_hours(event_hours(rows, SILVER)) == HourRange.between(START, START.replace(hour=2))
+    assert touched_hours(event_hours(rows.filter(F.lit(False)), SILVER)) == HourRange(())
 
 
 def test_a_batch_that_fails_on_its_data_quarantines_the_failing_lines_and_keeps_the_rest(spark, lakehouse):

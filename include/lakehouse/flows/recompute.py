@@ -30,10 +30,14 @@ from lakehouse.spark import build_spark_session
 FAULT_POINTS = ("before_replace", "after_replace")
 
 
-def touched_hours(rows: DataFrame, upstream: Table) -> HourRange:
-    """The event hours that ``rows`` of ``upstream`` fall in."""
-    hours = rows.select(F.expr(upstream.hour_sql).alias("hour")).distinct().collect()
-    return HourRange.of(row.hour for row in hours)
+def event_hours(rows: DataFrame, upstream: Table) -> DataFrame:
+    """The event hour of each of ``rows`` of ``upstream``: one column, ``hour``."""
+    return rows.select(F.expr(upstream.hour_sql).alias("hour"))
+
+
+def touched_hours(hours: DataFrame) -> HourRange:
+    """The distinct hours of an :func:`event_hours` frame."""
+    return HourRange.of(row.hour for row in hours.distinct().collect())
 
 
 def recompute(
@@ -74,9 +78,9 @@ def run(table: Table, args: JobArgs) -> dict:
     app_id = txn_app_id(target, generation, "stream")
     streamed = catalog.get(table.upstream[0])
 
-    def on_batch(new_rows: DataFrame, batch_id: int) -> dict:
+    def on_batch(new_rows: DataFrame, batch_id: int) -> dict:  # new_rows: event_hours of upstream's new rows
         # Runs where foreachBatch runs (the engine's Python worker): the batch's session, not the job's.
-        hours = touched_hours(new_rows, streamed)
+        hours = touched_hours(new_rows)
         fault_point(f"{table.layer}.before_replace", batch_id)
         written = recompute(new_rows.sparkSession, lakehouse, table, hours, app_id=app_id, batch_id=batch_id)
         fault_point(f"{table.layer}.after_replace", batch_id)
@@ -85,7 +89,9 @@ def run(table: Table, args: JobArgs) -> dict:
 
     checkpoint = target.checkpoint(generation)
     upstream = lakehouse.table(streamed.name)
-    rows = delta_stream(spark, upstream)
+    # The stream carries only each new row's event hour: foreachBatch hands a batch over as an RDD,
+    # past column pruning, so without this every batch was read whole (4-5 CPU-s per task at 5M events).
+    rows = event_hours(delta_stream(spark, upstream), streamed)
     return run_available_now(
         lambda lease: rows.writeStream.foreachBatch(guarded_batches(on_batch, checkpoint, lease, table.name)),
         checkpoint,
