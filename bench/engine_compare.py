@@ -42,11 +42,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from bench.compare import BASELINE, CONTENDERS, LABELS, QUARANTINE, output_tables, spec_for
+from bench.compare import BASELINE, BATCH, CONTENDERS, LABELS, QUARANTINE, output_tables, spec_for
 from bench.sections import markers, publish
 
-# The project's own batch form: its CPU against the incremental run's is the incremental-to-batch ratio.
-BATCH = "project_batch"
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 WORK = PROJECT_DIR / ".local" / "bench" / "compare"
 DATA = PROJECT_DIR / ".local" / "bench" / "data"

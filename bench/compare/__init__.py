@@ -16,19 +16,21 @@ else from the project. :mod:`bench.compare.check` then compares their tables wit
 
 from __future__ import annotations
 
-CONTENDERS = ("project", "project_batch", "plain_spark", "duckdb", "polars")
+# The project's own batch form: its CPU against the incremental run's is the incremental-to-batch ratio.
+BATCH = "project_batch"
+CONTENDERS = ("project", BATCH, "plain_spark", "duckdb", "polars")
 # The project's pipeline at another commit (engine_compare's --baseline): the before of a change.
 BASELINE = "baseline"
 LABELS = {
     "project": "project (the pipeline, task by task)",
-    "project_batch": "project, batch form (a backfill of the same hours)",
+    BATCH: "project, batch form (a backfill of the same hours)",
     "plain_spark": "plain Spark (minimal batch job)",
     "duckdb": "DuckDB + delta-rs",
     "polars": "Polars + delta-rs",
 }
 MODULES = {
     "project": "bench.compare.project",
-    "project_batch": "bench.compare.project",
+    BATCH: "bench.compare.project",
     "plain_spark": "bench.compare.plain_spark",
     "duckdb": "bench.compare.with_duckdb",
     "polars": "bench.compare.with_polars",

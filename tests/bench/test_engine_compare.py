@@ -22,7 +22,7 @@ import pytest
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(PROJECT_DIR))  # the top-level bench package
 
-from bench.compare import CONTENDERS, LABELS, QUARANTINE, output_tables, spec_for  # noqa: E402
+from bench.compare import BATCH, CONTENDERS, LABELS, QUARANTINE, output_tables, spec_for  # noqa: E402
 from bench.compare.check import compare_tables  # noqa: E402
 from bench.sections import markers  # noqa: E402
 from bench.compare.project import compared_tasks  # noqa: E402
@@ -88,7 +88,7 @@ def test_every_contender_produced_the_projects_tables_and_the_project_the_oracle
     for contender, outcome in checked["contenders"].items():
         assert outcome["ok"], (contender, outcome)
         # The batch form writes silver, not its quarantine (the stream's).
-        expected = set(output_tables()) - ({QUARANTINE} if contender == "project_batch" else set())
+        expected = set(output_tables()) - ({QUARANTINE} if contender == BATCH else set())
         assert set(outcome["tables"]) == expected, contender
 
 
@@ -98,7 +98,7 @@ def test_the_section_has_every_contender_and_replaces_only_its_own(run):
     assert report.startswith(f"# Benchmarks\n\n{OTHER_SECTION}\n{begin}\n## 12. ")
     assert report.endswith(f"{end}\n\n## After\n") and "an old section 12" not in report
     section = report[report.index(begin) : report.index(end)]
-    expected_check = {"project": "= oracle", "project_batch": "= project", "plain_spark": "= project",
+    expected_check = {"project": "= oracle", BATCH: "= project", "plain_spark": "= project",
                       "duckdb": "= project", "polars": "= project"}  # fmt: skip
     for contender in CONTENDERS:
         row = re.search(rf"^\| {re.escape(LABELS[contender])} \| ([0-9.]+) \| ([0-9.]+) \| ([0-9,]+) \| ([0-9.]+)× \| (.*) \|$", section, re.M)
