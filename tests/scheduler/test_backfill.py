@@ -20,8 +20,8 @@ GOLD = tuple(t.name for t in gold_tables())
 def create_backfill(env, *extra: str) -> None:
     """Backfill the runs at logical dates 01:00, 02:00 and 03:00: event hours 00:00, 01:00 and 02:00.
 
-    Created while no scheduler runs: SQLite (the embedded default DB) answers concurrent writers
-    with "database is locked"; the scheduler then executes the runs beside everything else.
+    Created while the scheduler runs, as an operator would: SQLite (the embedded default DB) makes
+    concurrent writers wait (lakehouse_tools.airflow_sqlite), it does not fail them.
     """
     result = airflow(
         env, "backfill", "create", "--dag-id", "ysb_hourly", *extra,
@@ -76,48 +76,48 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
     # The daily maintenance DAG would start its latest run too (catchup=False): its compactions make
     # files look newer than the hours they hold, which the status grid of the last phase reads.
     assert airflow(env, "dags", "pause", "ysb_maintenance").returncode == 0
-    create_backfill(env)
     started = time.monotonic()
+    # One scheduler, api-server and dag-processor for the whole test: each backfill and the repair
+    # are created beside them, as an operator does.
     with airflow_services(env, tmp_path / "airflow-logs") as services:
+        create_backfill(env)
         # The 3 backfill runs, and the incremental run the scheduler starts for the latest hour
         # as soon as it sees the unpaused DAG (catchup=False): it ingests hour 02:00 meanwhile.
         runs = wait_for_runs(env, count=4, log_dir=services.log_dir)
         elapsed = time.monotonic() - started
-        wait_for_backfill_completed(env)
-    assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
-    # `list-runs` has no run type column; Airflow names a run after its type ("backfill__<date>").
-    # A second scheduled run appears when the wall clock crosses an hour meanwhile; it finds nothing new.
-    kinds = [run["run_id"].split("__")[0] for run in runs]
-    assert kinds.count("backfill") == 3 and kinds.count("scheduled") >= 1 and len(kinds) == 3 + kinds.count("scheduled"), runs
-    print(f"3-hour backfill beside an incremental run: {elapsed:.0f} s")
-    assert_tables_match_oracle(spark, lakehouse)
+        assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
+        # `list-runs` has no run type column; Airflow names a run after its type ("backfill__<date>").
+        # A second scheduled run appears when the wall clock crosses an hour meanwhile; it finds nothing new.
+        kinds = [run["run_id"].split("__")[0] for run in runs]
+        assert kinds.count("backfill") == 3 and kinds.count("scheduled") >= 1 and len(kinds) == 3 + kinds.count("scheduled"), runs
+        print(f"3-hour backfill beside an incremental run: {elapsed:.0f} s")
+        assert_tables_match_oracle(spark, lakehouse)
+        wait_for_backfill_completed(env)  # else the next `backfill create` is refused
 
-    # Re-running the same backfill recomputes the same hours and changes no row.
-    before = gold_snapshot(spark, lakehouse)
-    create_backfill(env, "--reprocess-behavior", "completed")
-    with airflow_services(env, tmp_path / "airflow-logs-again") as services:
+        # Re-running the same backfill recomputes the same hours and changes no row.
+        before = gold_snapshot(spark, lakehouse)
+        create_backfill(env, "--reprocess-behavior", "completed")
         runs = wait_for_runs(env, count=len(runs), log_dir=services.log_dir)  # the same runs, cleared
+        assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
+        for name, rows in before.items():
+            assertDataFrameEqual(table(spark, lakehouse, name), rows)
+            rows.unpersist()  # else a later DELETE re-caches the table's plan and every read after it sees that
+        writes = spark.sql(f"DESCRIBE HISTORY delta.`{hourly}`").filter(F.col("operation") == "WRITE")
+        assert writes.count() >= 6, "the re-run must have rewritten the hours (idempotently), not skipped them"
         wait_for_backfill_completed(env)
-    assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
-    for name, rows in before.items():
-        assertDataFrameEqual(table(spark, lakehouse, name), rows)
-        rows.unpersist()  # else a later DELETE re-caches the table's plan and every read after it sees that
-    writes = spark.sql(f"DESCRIBE HISTORY delta.`{hourly}`").filter(F.col("operation") == "WRITE")
-    assert writes.count() >= 6, "the re-run must have rewritten the hours (idempotently), not skipped them"
 
-    # The hour lost again: `lakehouse status` finds it, `lakehouse repair` backfills exactly it.
-    spark.sql(f"DELETE FROM delta.`{hourly}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00'")
-    grid = cli.grade(cli.observe(lakehouse))
-    lost = datetime(2026, 11, 20, 1)
-    assert [(row.hour, row.state) for row in grid.rows if row.state in cli.NEEDS_ACTION] == [(lost, "missing")], cli.grid_text(grid)
-    with monkeypatch.context() as environment:
-        for name, value in env.items():
-            environment.setenv(name, value)
-        assert cli.main(["repair", "--lakehouse-root", lakehouse.root]) == 0
-    started = capsys.readouterr().out
-    assert ("running: airflow backfill create --dag-id ysb_hourly --reprocess-behavior completed "
-            "--from-date 2026-11-20T02:00:00+00:00 --to-date 2026-11-20T02:00:00+00:00") in started, started  # fmt: skip
-    with airflow_services(env, tmp_path / "airflow-logs-repair") as services:
+        # The hour lost again: `lakehouse status` finds it, `lakehouse repair` backfills exactly it.
+        spark.sql(f"DELETE FROM delta.`{hourly}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00'")
+        grid = cli.grade(cli.observe(lakehouse))
+        lost = datetime(2026, 11, 20, 1)
+        assert [(row.hour, row.state) for row in grid.rows if row.state in cli.NEEDS_ACTION] == [(lost, "missing")], cli.grid_text(grid)
+        with monkeypatch.context() as environment:
+            for name, value in env.items():
+                environment.setenv(name, value)
+            assert cli.main(["repair", "--lakehouse-root", lakehouse.root]) == 0
+        started = capsys.readouterr().out
+        assert ("running: airflow backfill create --dag-id ysb_hourly --reprocess-behavior completed "
+                "--from-date 2026-11-20T02:00:00+00:00 --to-date 2026-11-20T02:00:00+00:00") in started, started  # fmt: skip
         runs = wait_for_runs(env, count=len(runs), log_dir=services.log_dir)  # the 02:00 run, cleared and re-run
         assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
         # A manual run now finds nothing new: the log an operator reads most hours.
