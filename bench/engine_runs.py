@@ -319,7 +319,7 @@ class Setup:
         first, last = START + timedelta(hours=1), START + timedelta(hours=3)
 
         def run():
-            # Created while no scheduler runs (SQLite and concurrent writers), as tests/scheduler does.
+            # Created before the services start: their start-up is part of the step's wall time (above).
             code, output = self.airflow(
                 "backfill", "create", "--dag-id", DAG_ID,
                 "--from-date", first.isoformat(), "--to-date", last.isoformat(),
