@@ -622,8 +622,7 @@ def run_job(main: Callable[[], None]) -> None:
 
     A job that finished ends its process without the interpreter's teardown: a native thread pool
     torn down while a worker still runs aborts the process ("terminate called without an active
-    exception", SIGABRT), and spark-submit then reports a finished job as failed (seen three tries
-    in a row on a run with nothing new, 2026-11-25; see issue 17's note).
+    exception", SIGABRT), and spark-submit then reports a finished job as failed.
     """
     configure_logging()
     try:
