@@ -115,9 +115,9 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
             for name, value in env.items():
                 environment.setenv(name, value)
             assert cli.main(["repair", "--lakehouse-root", lakehouse.root]) == 0
-        started = capsys.readouterr().out
+        repair_said = capsys.readouterr().out
         assert ("running: airflow backfill create --dag-id ysb_hourly --reprocess-behavior completed "
-                "--from-date 2026-11-20T02:00:00+00:00 --to-date 2026-11-20T02:00:00+00:00") in started, started  # fmt: skip
+                "--from-date 2026-11-20T02:00:00+00:00 --to-date 2026-11-20T02:00:00+00:00") in repair_said, repair_said  # fmt: skip
         runs = wait_for_runs(env, count=len(runs), log_dir=services.log_dir)  # the 02:00 run, cleared and re-run
         assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
         # A manual run now finds nothing new: the log an operator reads most hours.
