@@ -122,17 +122,22 @@ def release_engine_sessions() -> None:
 
 
 def _grpc_problem(address: str, timeout_s: float) -> str | None:
-    """None when a gRPC server at ``address`` completes a connection within ``timeout_s``."""
+    """None when a gRPC server at ``address`` answers a call within ``timeout_s``.
+
+    The call is to a method no Spark Connect server has: any status the server sends back
+    (UNIMPLEMENTED, or UNAUTHENTICATED without the token) proves it answers. A plain call, not
+    ``channel_ready_future``: watching a channel's state starts a thread that polls every 0.2 s and
+    ``close()`` waits for it, 0.2 s of every task's start.
+    """
     import grpc  # pyspark's Connect client needs it: always installed
 
-    channel = grpc.insecure_channel(address)
-    try:
-        grpc.channel_ready_future(channel).result(timeout=timeout_s)
-        return None
-    except grpc.FutureTimeoutError:
-        return f"{address} listens but its gRPC server did not answer within {timeout_s:.0f} s"
-    finally:
-        channel.close()
+    with grpc.insecure_channel(address) as channel:
+        try:
+            channel.unary_unary("/lakehouse.Probe/Answer")(b"", timeout=timeout_s, wait_for_ready=True)
+        except grpc.RpcError as error:
+            if error.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+                return f"{address} listens but its gRPC server did not answer within {timeout_s:.0f} s"
+    return None
 
 
 def check_engine(url: str, timeout_s: float = 10, query: bool = True) -> str | None:
