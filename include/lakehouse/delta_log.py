@@ -192,3 +192,43 @@ def data_changed_since(path: str, version: int) -> bool:
         except (OSError, ValueError):
             return True
     return False
+
+
+def may_hold_nulls(path: str, column: str) -> bool:
+    """Could any row of the table at ``path`` have a null ``column``? False only when every live file's
+    statistics say it holds none (no files: none); True when unsure (no table, a file without statistics).
+
+    The live files are the newest checkpoint's ``add`` actions and the commits' after it, less the
+    ``remove``\\ d ones. A file's statistics count its physical rows, deleted ones included: a zero
+    null count is exact.
+    """
+    found = _log(path)
+    if found is None:
+        return True
+    log, names = found
+    after = _newest_checkpoint(log, names)
+
+    def key(action: dict) -> tuple[str, str]:  # a file and its deletion vector (an UPDATE swaps the vector)
+        return action["path"], json.dumps(action.get("deletionVector"), sort_keys=True)
+
+    live = {key(add): add for add in _checkpoint_actions(log, names, "add", after)}
+    for version in _commit_versions(names):
+        if after is not None and version <= after:
+            continue
+        try:
+            with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
+                actions = [json.loads(line) for line in commit if '"add"' in line or '"remove"' in line]
+        except (OSError, ValueError):
+            return True
+        for action in actions:
+            if "remove" in action:
+                live.pop(key(action["remove"]), None)
+            elif "add" in action:
+                live[key(action["add"])] = action["add"]
+    for add in live.values():
+        try:
+            if json.loads(add.get("stats") or "{}")["nullCount"][column] != 0:
+                return True
+        except (ValueError, KeyError, TypeError):
+            return True
+    return False

@@ -75,3 +75,19 @@ def test_compaction_changes_no_data_but_an_append_does(tmp_path):
     append(table, 3)
     assert delta_log.data_changed_since(str(table), compacted) is True
     assert delta_log.data_changed_since(str(table), 2) is True  # version 2 is an append
+
+
+def test_nulls_are_ruled_out_only_by_every_live_files_statistics(tmp_path):
+    table, x = str(tmp_path / "t"), pa.int64()
+    assert delta_log.may_hold_nulls(table, "x") is True  # no table: unsure
+    write_deltalake(table, pa.table({"x": pa.array([1, 2], x)}))
+    assert delta_log.may_hold_nulls(table, "x") is False
+    write_deltalake(table, pa.table({"x": pa.array([3, None], x)}), mode="append")
+    assert delta_log.may_hold_nulls(table, "x") is True
+    DeltaTable(table).create_checkpoint()  # the null's file is now in the checkpoint's add actions
+    assert delta_log.may_hold_nulls(table, "x") is True
+    write_deltalake(table, pa.table({"x": pa.array([4], x)}), mode="overwrite")  # removes both files
+    assert delta_log.may_hold_nulls(table, "x") is False
+    unindexed = str(tmp_path / "no_stats")
+    write_deltalake(unindexed, pa.table({"x": pa.array([1], x)}), configuration={"delta.dataSkippingNumIndexedCols": "0"})
+    assert delta_log.may_hold_nulls(unindexed, "x") is True  # no statistics for x: unsure
