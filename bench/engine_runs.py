@@ -676,8 +676,9 @@ def interpretation(results: dict) -> str:
             + (f" (all {spark_tasks} together {tasks_c:.1f} s)" if tasks_c is not None else "")
             + ". What is left is Airflow's own cost: parsing, task start-up, the metadata DB and the other tasks"
             + (
-                f" (the preflight task alone takes {preflight_c:.0f} s on the engine, where it opens a Connect "
-                f"session and runs a query, {preflight_s:.0f} s by spark-submit)"
+                f" (the preflight task, the first, takes {preflight_c:.0f} s on the engine and {preflight_s:.0f} s by "
+                "spark-submit: most of it is `airflow dags test` building its in-process execution API on the "
+                "first task's start; the preflight's own check of the engine is one gRPC call)"
                 if preflight_c and preflight_s
                 else ""
             )
