@@ -106,8 +106,8 @@ $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
 demo: setup engine-up  ## generate sample data, run the hourly DAG through Airflow on the warm engine, print the gold tables
 	python -m lakehouse_tools.demo
 
-# The suite CI runs: every folder under tests/ (22 minutes in CI on 2 cores before the catalog session, most of it in
-# the real-scheduler backfill, the Spark cluster, the hourly DAG and the fault-injection trial).
+# The suite CI runs: every folder under tests/ (35 minutes in one process on 2 cores on 2026-11-25, 23 in two
+# workers; most of it in the real-scheduler backfill, the sessions, the hourly DAG and the fault tests).
 TEST_PATHS ?= tests
 
 # A hung test fails after TEST_TIMEOUT seconds instead of eating CI's budget (the slowest, the
@@ -120,8 +120,14 @@ test-fast: venv jars  ## the unit tier only: transforms, catalog, DAG parsing (n
 # Every test's seconds (setup + call + teardown) of the last `make test`: where the suite's time goes.
 TEST_REPORT ?= .local/test-report.xml
 
+# Test workers (pytest-xdist): one alone leaves the cores idle while it waits on a scheduler or a JVM's
+# start. Each worker takes whole test files (a file's tests share their servers) and starts its own
+# engine. TEST_WORKERS=0 runs every test in one process.
+TEST_WORKERS ?= 2
+TEST_PARALLEL := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+
 test: setup $(TEST_PREREQS)  ## the test suite (what CI runs), without the tests marked long
-	python -m pytest $(or $(PYTEST_ARGS),$(TEST_PATHS) -m "not long" -ra --durations=15 --timeout=$(TEST_TIMEOUT) --junitxml=$(TEST_REPORT))
+	python -m pytest $(or $(PYTEST_ARGS),$(TEST_PATHS) -m "not long" $(TEST_PARALLEL) -ra --durations=15 --timeout=$(TEST_TIMEOUT) --junitxml=$(TEST_REPORT))
 
 test-long: setup $(TEST_PREREQS)  ## the tests marked long: many-minute variants of what `make test` covers
 	python -m pytest $(TEST_PATHS) -m long -ra --durations=15 --timeout=$(TEST_TIMEOUT)

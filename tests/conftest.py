@@ -85,12 +85,13 @@ def engine(tmp_path_factory):
 
     This clone's engine when it already answers (after `make demo` or `make engine-up`); else one
     of the session's own, on a free port, stopped when the session ends (a port held by another
-    clone's engine, whose token differs, is never mistaken for ours).
+    clone's engine, whose token differs, is never mistaken for ours). A test worker (``make test``'s
+    pytest-xdist) always starts its own: the fault tests kill their engine.
     """
     from lakehouse.config import engine_settings
     from lakehouse.spark import check_engine
 
-    if check_engine(engine_settings().url, timeout_s=5) is None:
+    if "PYTEST_XDIST_WORKER" not in os.environ and check_engine(engine_settings().url, timeout_s=5) is None:
         # Restarted by `up` if its jars are not the ones the Makefile has fetched since (Kafka's).
         subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
         yield engine_settings()
@@ -105,12 +106,16 @@ def engine(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "down"], check=False)
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="session", autouse=True)
 def _engine_for_jobs(request):
-    """Tests beyond the unit tier run jobs: on the engine, when that is the configured kind of session."""
+    """Tests beyond the unit tier run jobs: on the engine, when that is the configured kind of session.
+
+    A session fixture, so the engine is up before any module fixture runs a job (a test worker may
+    start with such a module).
+    """
     from lakehouse.spark import engine as engine_kind
 
-    if engine_kind() == "connect" and request.node.get_closest_marker("unit") is None:
+    if engine_kind() == "connect" and any(item.get_closest_marker("unit") is None for item in request.session.items):
         request.getfixturevalue("engine")
 
 
