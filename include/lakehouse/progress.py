@@ -4,8 +4,8 @@ Spark reports a progress object per micro-batch (rows, rates, phase durations, s
 watermark, state); it lives in the driver's memory and is gone with it. After a query stops, its
 batches' reports are appended to the ops table, with the Airflow run that ran it and the Delta
 version each batch committed to the query's own table, so "what did the 14:00 run do, and which
-version did it write" is a query, not a log search. The append carries the query id and the newest
-batch id as its Delta transaction id: a retried write adds nothing twice.
+version did it write" is a query, not a log search. A run appends its rows once, after its query
+has stopped; a retried task runs the query again, which finds those batches done and reports none.
 """
 
 from __future__ import annotations
@@ -43,9 +43,10 @@ class ProgressLog:
         rows = [_row(name, query_id, p, versions.get(p.batchId)) for p in progress]
         frame = self.spark.createDataFrame([tuple(r[c] for c in declared.column_names) for r in rows], declared.spark_schema())
         table = self.lakehouse.table(PROGRESS_TABLE)
-        newest = max(p.batchId for p in progress)
-        # Several queries append at once (the gold tasks); blind appends do not conflict, the creation may.
-        with_conflict_retries(lambda: append(frame, table, f"progress-of-{query_id}", newest), f"{PROGRESS_TABLE} append")
+        # No transaction id (nothing replays this append, see above): Delta would look the id up in
+        # the table's whole state, two Spark jobs per run (BENCHMARKS.md section 11). Several queries
+        # append at once (the gold tasks); blind appends do not conflict, the creation may.
+        with_conflict_retries(lambda: append(frame, table, None), f"{PROGRESS_TABLE} append")
         return len(rows)
 
 
