@@ -45,6 +45,15 @@ def _actions(log: Path, version: int, kind: str):
         return
 
 
+def _commit_actions(log: Path, version: int, kinds: tuple[str, ...]) -> list[dict] | None:
+    """The actions of one JSON commit that are of ``kinds``, in order; None when it cannot be read (gone, torn)."""
+    try:
+        with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
+            return [json.loads(line) for line in commit if any(f'"{kind}"' in line for kind in kinds)]
+    except (OSError, ValueError):
+        return None
+
+
 def _commit_info(log: Path, version: int) -> dict | None:
     return next(_actions(log, version, "commitInfo"), None)
 
@@ -180,17 +189,15 @@ def data_changed_since(path: str, version: int) -> bool:
     if latest is None:
         return True
     for current in range(version, latest + 1):
-        try:
-            with open(Path(path) / "_delta_log" / f"{current:020d}.json", encoding="utf-8") as commit:
-                for line in commit:
-                    action = json.loads(line)
-                    if "metaData" in action or "protocol" in action:
-                        return True
-                    change = action.get("add") or action.get("remove")
-                    if change is not None and change.get("dataChange", True):
-                        return True
-        except (OSError, ValueError):
+        actions = _commit_actions(Path(path) / "_delta_log", current, ("metaData", "protocol", "add", "remove"))
+        if actions is None:
             return True
+        for action in actions:
+            if "metaData" in action or "protocol" in action:
+                return True
+            change = action.get("add") or action.get("remove")
+            if change is not None and change.get("dataChange", True):
+                return True
     return False
 
 
@@ -215,10 +222,8 @@ def may_hold_nulls(path: str, column: str) -> bool:
     for version in _commit_versions(names):
         if after is not None and version <= after:
             continue
-        try:
-            with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
-                actions = [json.loads(line) for line in commit if '"add"' in line or '"remove"' in line]
-        except (OSError, ValueError):
+        actions = _commit_actions(log, version, ("add", "remove"))
+        if actions is None:
             return True
         for action in actions:
             if "remove" in action:
