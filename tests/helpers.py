@@ -30,10 +30,22 @@ def run_job(name: str, lakehouse: Lakehouse, *args: str) -> dict | None:
     return runner.run(name, argv)
 
 
-def run_pipeline(lakehouse: Lakehouse, *args: str) -> None:
-    """One incremental run of every task, in DAG order (``args`` go to the tasks with a batch form)."""
-    for entry in catalog.tasks():
+def run_pipeline(lakehouse: Lakehouse, *args: str, up_to: str | None = None) -> None:
+    """One incremental run of every task, in DAG order (``args`` go to the tasks with a batch form).
+
+    ``up_to`` (a table): only the tasks that table needs, and its own, for a test of that table alone.
+    """
+    for entry in tasks_up_to(up_to) if up_to else catalog.tasks():
         run_job(entry.task, lakehouse, *(args if entry.batch else ()))
+
+
+def tasks_up_to(name: str) -> list[catalog.Table]:
+    """The task writing ``name`` and every task it reads from, directly or not, in DAG order."""
+    needed = {catalog.task(catalog.get(name).written_by or name).name}
+    for entry in reversed(catalog.tasks()):  # downstream first: a task's upstream is found before it is visited
+        if entry.name in needed:
+            needed |= {upstream.name for upstream in catalog.upstream_tasks(entry)}
+    return [entry for entry in catalog.tasks() if entry.name in needed]
 
 
 def gold_tables() -> list[catalog.Table]:
@@ -65,12 +77,14 @@ def expected_rows(expected: Expected, name: str) -> Counter:
     return Counter(tuple(row[column] for column in columns) for row in expected.rows(name))
 
 
-def assert_gold_matches_oracle(spark: SparkSession, lakehouse: Lakehouse, expected: Expected | None = None) -> Expected:
-    """Every gold table equals the plain-Python oracle (default: over the landing files), row for row."""
+def assert_gold_matches_oracle(
+    spark: SparkSession, lakehouse: Lakehouse, expected: Expected | None = None, names: tuple[str, ...] = ()
+) -> Expected:
+    """Every gold table (or those ``names``) equals the plain-Python oracle (default: over the landing files), row for row."""
     expected = expected or oracle(lakehouse)
-    for entry in gold_tables():
-        actual, wanted = rows_of(spark, lakehouse, entry.name), expected_rows(expected, entry.name)
-        assert actual == wanted, f"{entry.name}: {_diff(actual, wanted)}"
+    for name in names or [entry.name for entry in gold_tables()]:
+        actual, wanted = rows_of(spark, lakehouse, name), expected_rows(expected, name)
+        assert actual == wanted, f"{name}: {_diff(actual, wanted)}"
     return expected
 
 

@@ -54,7 +54,7 @@ def test_batch_recompute_equals_the_stream_and_is_idempotent(spark, lakehouse):
 def test_backfill_touches_only_its_hours(spark, lakehouse):
     write_campaigns(lakehouse, seed=42)
     write_hours(lakehouse, START, 2, events_per_second=0.05, seed=42)
-    run_pipeline(lakehouse)
+    run_pipeline(lakehouse, up_to=SOME_GOLD.name)
     hourly = lakehouse.table(SOME_GOLD.name).path
     # Damage both hours; a backfill of 01:00 repairs 01:00 and leaves 00:00 as it is.
     spark.sql(f"UPDATE delta.`{hourly}` SET views = -1 WHERE hour_start >= TIMESTAMP'2026-11-20 00:00:00'")
