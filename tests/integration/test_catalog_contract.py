@@ -19,7 +19,7 @@ TABLES = catalog.tables()
 
 @pytest.fixture(scope="module")
 def written(spark, tmp_path_factory) -> Lakehouse:
-    """A lakehouse after two incremental runs of every task (an hour of generated data, then a late event) and maintenance."""
+    """A lakehouse after an incremental run of every task (an hour of generated data), a run of the sessions and their upstream (a late event), and maintenance."""
     lakehouse = Lakehouse(root=str(tmp_path_factory.mktemp("contract") / "lakehouse"))
     write_campaigns(lakehouse, seed=61)
     write_hours(lakehouse, START, 1, events_per_second=0.02, seed=61)
@@ -33,7 +33,7 @@ def written(spark, tmp_path_factory) -> Lakehouse:
     later = Path(lakehouse.landing_events, f"{START + timedelta(hours=1):%Y-%m-%d/%H}")
     later.mkdir(parents=True)
     (later / "late.jsonl").write_text(json.dumps(late) + "\n")
-    run_pipeline(lakehouse)
+    run_pipeline(lakehouse, up_to="gold.user_sessions")
     run_job("maintenance", lakehouse, "--table", "bronze.ad_events")  # the writer of ops.table_maintenance
     return lakehouse
 
