@@ -124,7 +124,7 @@ TEST_REPORT ?= .local/test-report.xml
 # start. Each worker takes whole test files (a file's tests share their servers) and starts its own
 # engine. TEST_WORKERS=0 runs every test in one process.
 TEST_WORKERS ?= 2
-TEST_PARALLEL := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+TEST_PARALLEL := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test: setup $(TEST_PREREQS)  ## the test suite (what CI runs), without the tests marked long
 	python -m pytest $(or $(PYTEST_ARGS),$(TEST_PATHS) -m "not long" $(TEST_PARALLEL) -ra --durations=15 --timeout=$(TEST_TIMEOUT) --junitxml=$(TEST_REPORT))
