@@ -30,18 +30,18 @@ def run_job(name: str, lakehouse: Lakehouse, *args: str) -> dict | None:
     return runner.run(name, argv)
 
 
-def run_pipeline(lakehouse: Lakehouse, *args: str, up_to: str | None = None) -> None:
+def run_pipeline(lakehouse: Lakehouse, *args: str, up_to: str | tuple[str, ...] = ()) -> None:
     """One incremental run of every task, in DAG order (``args`` go to the tasks with a batch form).
 
-    ``up_to`` (a table): only the tasks that table needs, and its own, for a test of that table alone.
+    ``up_to`` (tables): only the tasks those tables need, and their own, for a test of them alone.
     """
-    for entry in tasks_up_to(up_to) if up_to else catalog.tasks():
+    for entry in tasks_up_to(*([up_to] if isinstance(up_to, str) else up_to)) if up_to else catalog.tasks():
         run_job(entry.task, lakehouse, *(args if entry.batch else ()))
 
 
-def tasks_up_to(name: str) -> list[catalog.Table]:
-    """The task writing ``name`` and every task it reads from, directly or not, in DAG order."""
-    needed = {catalog.task(catalog.get(name).written_by or name).name}
+def tasks_up_to(*names: str) -> list[catalog.Table]:
+    """The tasks writing ``names`` and every task they read from, directly or not, in DAG order."""
+    needed = {catalog.task(catalog.get(name).written_by or name).name for name in names}
     for entry in reversed(catalog.tasks()):  # downstream first: a task's upstream is found before it is visited
         if entry.name in needed:
             needed |= {upstream.name for upstream in catalog.upstream_tasks(entry)}
@@ -93,10 +93,12 @@ def _diff(actual: Counter, expected: Counter) -> str:
     return f"{sum(missing.values())} row(s) missing, e.g. {list(missing)[:3]}; {sum(extra.values())} extra, e.g. {list(extra)[:3]}"
 
 
-def assert_tables_match_oracle(spark: SparkSession, lakehouse: Lakehouse, expected: Expected | None = None) -> Expected:
-    """Bronze, silver, quarantine and gold all agree with the oracle (default: over the landing zone)."""
+def assert_tables_match_oracle(
+    spark: SparkSession, lakehouse: Lakehouse, expected: Expected | None = None, gold: tuple[str, ...] = ()
+) -> Expected:
+    """Bronze, silver, quarantine and gold (or the ``gold`` tables) agree with the oracle (default: over the landing zone)."""
     expected = assert_silver_matches_oracle(spark, lakehouse, expected)
-    assert_gold_matches_oracle(spark, lakehouse, expected)
+    assert_gold_matches_oracle(spark, lakehouse, expected, names=gold)
     return expected
 
 
