@@ -106,8 +106,7 @@ $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
 demo: setup engine-up  ## generate sample data, run the hourly DAG through Airflow on the warm engine, print the gold tables
 	python -m lakehouse_tools.demo
 
-# The suite CI runs: every folder under tests/ (35 minutes in one process on 2 cores on 2026-11-25, 23 in two
-# workers; most of it in the real-scheduler backfill, the sessions, the hourly DAG and the fault tests).
+# The suite CI runs: every folder under tests/ (how long, and where the time goes: the README's Tests section).
 TEST_PATHS ?= tests
 
 # A hung test fails after TEST_TIMEOUT seconds instead of eating CI's budget (the slowest, the
