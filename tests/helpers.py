@@ -35,7 +35,8 @@ def run_pipeline(lakehouse: Lakehouse, *args: str, up_to: str | tuple[str, ...] 
 
     ``up_to`` (tables): only the tasks those tables need, and their own, for a test of them alone.
     """
-    for entry in tasks_up_to(*([up_to] if isinstance(up_to, str) else up_to)) if up_to else catalog.tasks():
+    names = (up_to,) if isinstance(up_to, str) else up_to
+    for entry in tasks_up_to(*names) if names else catalog.tasks():
         run_job(entry.task, lakehouse, *(args if entry.batch else ()))
 
 
