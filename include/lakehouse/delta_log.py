@@ -32,30 +32,32 @@ def _commit_versions(names: list[str], newest_first: bool = False) -> list[int]:
     return sorted((int(m[1]) for n in names if (m := _COMMIT.match(n))), reverse=newest_first)
 
 
-def _actions(log: Path, version: int, kind: str):
-    """The ``kind`` actions ("txn", "commitInfo", ...) of one JSON commit, in order; none when it is gone."""
+def _read_commit(log: Path, version: int, kinds: tuple[str, ...]) -> list[dict]:
+    """The actions of one JSON commit that are of ``kinds``, in order (raises OSError, ValueError)."""
+    with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
+        # A cheap pre-filter: most lines are add/remove actions, parsed only when asked for.
+        return [json.loads(line) for line in commit if any(f'"{kind}"' in line for kind in kinds)]
+
+
+def _actions(log: Path, version: int, kind: str) -> list[dict]:
+    """The ``kind`` actions' bodies ("txn", "commitInfo", ...) of one JSON commit; none when it is gone."""
     try:
-        with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
-            for line in commit:
-                if f'"{kind}"' in line:  # cheap pre-filter: most lines are add/remove actions
-                    action = json.loads(line).get(kind)
-                    if action:
-                        yield action
+        actions = _read_commit(log, version, (kind,))
     except FileNotFoundError:  # removed by log clean-up meanwhile
-        return
+        return []
+    return [action[kind] for action in actions if action.get(kind)]
 
 
 def _commit_actions(log: Path, version: int, kinds: tuple[str, ...]) -> list[dict] | None:
     """The actions of one JSON commit that are of ``kinds``, in order; None when it cannot be read (gone, torn)."""
     try:
-        with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
-            return [json.loads(line) for line in commit if any(f'"{kind}"' in line for kind in kinds)]
+        return _read_commit(log, version, kinds)
     except (OSError, ValueError):
         return None
 
 
 def _commit_info(log: Path, version: int) -> dict | None:
-    return next(_actions(log, version, "commitInfo"), None)
+    return next(iter(_actions(log, version, "commitInfo")), None)
 
 
 def _checkpoint_actions(log: Path, names: list[str], kind: str, checkpoint: int | None):
