@@ -46,6 +46,10 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{tier}: {help_text}")
     config.addinivalue_line(
         "markers",
+        "local_driver: runs Spark in the test process (a classic session): the process's tests then read with a local session",
+    )
+    config.addinivalue_line(
+        "markers",
         "long: a many-minute variant of what shorter tests already cover; run by `make test-long`, not `make test`",
     )
 
@@ -86,11 +90,30 @@ TEST_SPARK_CONF = {
 }
 
 
+def _runs_jobs(session: pytest.Session) -> bool:
+    """True when this test session runs jobs on the engine (make's default), i.e. starts one."""
+    from lakehouse.spark import engine as engine_kind
+
+    return engine_kind() == "connect" and any(item.get_closest_marker("unit") is None for item in session.items)
+
+
 @pytest.fixture(scope="session")
-def spark():
-    """A local session in the test process: the tests read tables with it (jobs run where LAKEHOUSE_ENGINE says)."""
+def spark(request):
+    """The session the tests read and write tables with.
+
+    Where the jobs run on the engine, a session of that engine that outlives the jobs: its JVM is
+    warm, and a second JVM in each test process would cost the suite its start and compilation.
+    Else (`make test-fast`, LAKEHOUSE_ENGINE=local) a local session in the test process.
+    """
     from lakehouse.spark import build_spark_session
 
+    items = request.session.items
+    if _runs_jobs(request.session) and not any(item.get_closest_marker("local_driver") for item in items):
+        request.getfixturevalue("engine")
+        session = build_spark_session("lakehouse-tests", TEST_SPARK_CONF, engine_kind="connect", outlives_jobs=True)
+        yield session
+        session.stop()
+        return
     session = build_spark_session("lakehouse-tests", TEST_SPARK_CONF, engine_kind="local")
     session.sparkContext.setLogLevel("ERROR")
     yield session
@@ -131,9 +154,7 @@ def _engine_for_jobs(request):
     A session fixture, so the engine is up before any module fixture runs a job (a test worker may
     start with such a module).
     """
-    from lakehouse.spark import engine as engine_kind
-
-    if engine_kind() == "connect" and any(item.get_closest_marker("unit") is None for item in request.session.items):
+    if _runs_jobs(request.session):
         request.getfixturevalue("engine")
 
 

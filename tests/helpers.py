@@ -58,9 +58,7 @@ def table(spark: SparkSession, lakehouse: Lakehouse, name: str) -> DataFrame:
 
 
 def table_version(spark: SparkSession, lakehouse: Lakehouse, name: str) -> int:
-    from delta.tables import DeltaTable
-
-    return DeltaTable.forPath(spark, lakehouse.table(name).path).history(1).collect()[0].version
+    return spark.sql(f"DESCRIBE HISTORY delta.`{lakehouse.table(name).path}` LIMIT 1").collect()[0].version
 
 
 def oracle(lakehouse: Lakehouse) -> Expected:

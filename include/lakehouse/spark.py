@@ -56,6 +56,7 @@ _engine_sessions: list[SparkSession] = []
 # pyspark marks a process that opened a Connect session as Connect-only (functions then build
 # Connect columns); a process that also holds a local session (the tests) gets its mode back.
 _connect_mode_before: list[bool] = []
+_outliving_sessions: list[str] = []
 
 
 def engine() -> str:
@@ -74,11 +75,23 @@ def is_remote(spark: SparkSession) -> bool:
 
 
 def build_spark_session(
-    app_name: str, extra_conf: dict[str, str] | None = None, engine_kind: str | None = None
+    app_name: str,
+    extra_conf: dict[str, str] | None = None,
+    engine_kind: str | None = None,
+    *,
+    outlives_jobs: bool = False,
 ) -> SparkSession:
-    """A Delta-enabled session named ``app_name``; ``extra_conf`` overrides the defaults."""
+    """A Delta-enabled session named ``app_name``; ``extra_conf`` overrides the defaults.
+
+    ``outlives_jobs``: an engine session that the jobs run in this process leave open (a test
+    process's reader); a job's own sessions end with it (:func:`release_engine_sessions`).
+    """
     if (engine_kind or engine()) == "connect":
-        return _engine_session(app_name, extra_conf)
+        return _engine_session(app_name, extra_conf, outlives_jobs)
+    if not _engine_sessions and not _outliving_sessions:
+        # A Connect-mode variable inherited from the parent process (a test process reading on
+        # the engine) would turn this local session into a remote one that has no URL.
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     builder = SparkSession.builder.appName(app_name)
     conf = {**DEFAULT_CONF, **(extra_conf or {})}
     # spark.jars set here only matters when no JVM runs yet (tests, python -m); spark-submit
@@ -89,7 +102,7 @@ def build_spark_session(
     return builder.getOrCreate()
 
 
-def _engine_session(app_name: str, extra_conf: dict[str, str] | None) -> SparkSession:
+def _engine_session(app_name: str, extra_conf: dict[str, str] | None, outlives_jobs: bool) -> SparkSession:
     settings = engine_settings()
     problem = check_engine(settings.url, timeout_s=3, query=False)
     if problem:
@@ -97,7 +110,11 @@ def _engine_session(app_name: str, extra_conf: dict[str, str] | None) -> SparkSe
             f"The Spark engine at {settings.display_url} does not answer ({problem}): start it with "
             "`make engine-up`, or run the job with its own driver (LAKEHOUSE_ENGINE=local, or spark-submit)."
         )
-    if not _engine_sessions:
+    if outlives_jobs:  # the process stays in Connect mode after its jobs' sessions end
+        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+        _connect_mode_before[:] = [True] * len(_connect_mode_before)
+        _outliving_sessions.append(app_name)
+    elif not _engine_sessions:
         _connect_mode_before.append("SPARK_CONNECT_MODE_ENABLED" in os.environ)
     spark = SparkSession.builder.remote(settings.url).config("spark.sql.session.timeZone", "UTC").create()
     for key, value in {**DEFAULT_CONF, **(extra_conf or {})}.items():
@@ -105,7 +122,8 @@ def _engine_session(app_name: str, extra_conf: dict[str, str] | None) -> SparkSe
             spark.conf.set(key, value)
     # Shown in the engine's log and Spark UI beside each query and job of this session.
     spark.addTag(f"lakehouse-{app_name}".replace(".", "-").replace("_", "-"))
-    _engine_sessions.append(spark)
+    if not outlives_jobs:
+        _engine_sessions.append(spark)
     return spark
 
 

@@ -898,14 +898,11 @@ def plan_checkpoint_trials(seed: int, count: int) -> list[tuple[str, str]]:
     ]
 
 
-def _versions(spark, lakehouse: Lakehouse, names) -> dict[str, int]:
-    from delta.tables import DeltaTable
+def _versions(lakehouse: Lakehouse, names) -> dict[str, int]:
+    from lakehouse import delta_log
 
-    return {
-        name: DeltaTable.forPath(spark, lakehouse.table(name).path).history(1).collect()[0].version
-        for name in names
-        if DeltaTable.isDeltaTable(spark, lakehouse.table(name).path)
-    }
+    versions = {name: delta_log.latest_version(lakehouse.table(name).path) for name in names}
+    return {name: version for name, version in versions.items() if version is not None}
 
 
 def run_checkpoint_trial(
@@ -931,7 +928,7 @@ def run_checkpoint_trial(
         result.damage = damage_checkpoint(kind, checkpoint, aside, older)
         add_hour()  # new input waiting for the damaged job
         written = [t.name for t in catalog.written_by_task(catalog.task(job))]
-        before = _versions(spark, lakehouse, written)
+        before = _versions(lakehouse, written)
 
         failed = run_pipeline(run_task)
         if failed is None:
@@ -940,8 +937,8 @@ def run_checkpoint_trial(
         result.message = refusal_message(output)
         if result.refused_by != job or status != REFUSED or not result.message:
             raise RuntimeError(f"{result.refused_by} failed with {status} (expected {job} to refuse): {output[-3000:]}")
-        if _versions(spark, lakehouse, written) != before:
-            after = _versions(spark, lakehouse, written)
+        if _versions(lakehouse, written) != before:
+            after = _versions(lakehouse, written)
             raise RuntimeError(f"{job} wrote to its tables before refusing: {before} -> {after}")
 
         result.recovery = follow_recovery(result.message, run_task)

@@ -23,7 +23,7 @@ from lakehouse import catalog  # noqa: E402
 from lakehouse.flows.merge import RESOLUTION_COLUMNS  # noqa: E402
 
 # long: the benchmark's own smoke run (minutes), not the pipeline's correctness (`make test-long`).
-pytestmark = pytest.mark.long
+pytestmark = [pytest.mark.long, pytest.mark.local_driver]
 
 
 @pytest.fixture(scope="module")

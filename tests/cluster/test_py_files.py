@@ -21,7 +21,8 @@ pytestmark = pytest.mark.timeout(600)
 
 def submit_probe(cluster, cwd: Path, py_files: Path | None = None, **env: str) -> dict:
     """spark-submit probe_py_files.py to the cluster; returns what its executors reported."""
-    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # Neither this checkout's package path nor pyspark's Connect mode (tests read on the engine).
+    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_CONNECT_MODE_ENABLED")}
     environment.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, **env)
     cmd = [str(VENV_BIN / "spark-submit"), "--master", cluster.master_url, "--conf", "spark.ui.enabled=false"]
     cmd += ["--py-files", str(py_files)] if py_files else []

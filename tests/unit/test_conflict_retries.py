@@ -24,8 +24,16 @@ CONFLICTS = [
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def jvm():
+    """pyspark's captured exceptions are built on a JVM in this process: its gateway, no session."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+
+
 @pytest.fixture(autouse=True)
-def no_pause(monkeypatch, spark):  # spark: pyspark's captured exceptions need a running JVM
+def no_pause(monkeypatch):
     monkeypatch.setattr(sinks.time, "sleep", lambda seconds: None)
 
 

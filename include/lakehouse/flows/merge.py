@@ -173,8 +173,11 @@ class MergeBatch:
             hour = F.when(F.col("reason").isNull(), F.date_trunc("hour", "event_time")).alias("hour")
             return classified.groupBy("reason", hour).count().collect()
 
-        classified = classify(rows).persist()
+        classified = classify(rows)
         try:
+            # Inside the try: persisting plans the batch, and a batch of literal rows (Spark
+            # Connect's createDataFrame) is computed while it is planned.
+            classified = classified.persist()
             return classified, counted(classified)
         except Exception as error:
             classified.unpersist()
