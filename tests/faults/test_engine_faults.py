@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -85,8 +86,24 @@ def test_a_client_killed_mid_batch_leaves_no_query_running_into_the_next_run(spa
     assert not batch_running(checkpoint)
 
 
+@pytest.fixture
+def own_engine(monkeypatch, tmp_path):
+    """An engine of this test's own, up for its jobs and clients: the one it kills is not the
+    session's, whose reader session (``spark``) the other tests go on using."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("LAKEHOUSE_ENGINE_PORT", str(port))
+    monkeypatch.setenv("LAKEHOUSE_ENGINE_DIR", str(tmp_path / "engine"))
+    subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "down"], check=False)
+
+
 @pytest.mark.long  # CI's budget (3 min: an engine restart); a client killed mid-batch, two clients and no state between runs stay
-def test_the_engine_killed_mid_batch_is_restarted_and_the_next_run_completes(spark, lakehouse):
+def test_the_engine_killed_mid_batch_is_restarted_and_the_next_run_completes(own_engine, lakehouse):
     land(lakehouse)
     run_job("dim_campaigns", lakehouse)
     run_job("bronze_ad_events", lakehouse)
@@ -105,7 +122,11 @@ def test_the_engine_killed_mid_batch_is_restarted_and_the_next_run_completes(spa
     run_job("silver_ad_events", lakehouse)
     for task in GOLD_TASKS:
         run_job(task, lakehouse)
-    assert_tables_match_oracle(spark, lakehouse)
+    reader = build_spark_session("engine-restart-check", engine_kind="connect", outlives_jobs=True)
+    try:
+        assert_tables_match_oracle(reader, lakehouse)
+    finally:
+        reader.stop()
 
 
 def test_a_second_client_on_a_running_query_fails_fast_and_the_first_completes(spark, lakehouse):
