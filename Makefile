@@ -121,7 +121,8 @@ TEST_REPORT ?= .local/test-report.xml
 
 # Test workers (pytest-xdist): one alone leaves the cores idle while it waits on a scheduler or a JVM's
 # start. Each worker takes whole test files (a file's tests share their servers) and starts its own
-# engine. TEST_WORKERS=0 runs every test in one process.
+# engine, which the worker's tests also read through. TEST_WORKERS=0 runs every test in one process;
+# three workers were slower than two (README, "How long").
 TEST_WORKERS ?= 2
 TEST_PARALLEL := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
