@@ -34,7 +34,7 @@ TIERS = {
     "bench": "slow",
 }
 TIER_HELP = {
-    "unit": "transforms, the catalog and DAG parsing on one local Spark session; no servers",
+    "unit": "transforms, the catalog and DAG parsing; no servers (`make test-fast`: one local Spark session)",
     "integration": "jobs run in-process on real Delta tables (incremental twice, batch, bad input, fuzzing)",
     "e2e": "the DAG through a real Airflow, Kafka, deployment files",
     "slow": "real scheduler, Spark cluster, fault injection, benchmark smoke run",

@@ -54,7 +54,9 @@ SESSION_CONF_PREFIXES = ("spark.sql.session.", "spark.sql.shuffle.", "spark.data
 
 _engine_sessions: list[SparkSession] = []
 # pyspark marks a process that opened a Connect session as Connect-only (functions then build
-# Connect columns); a process that also holds a local session (the tests) gets its mode back.
+# Connect columns); a process that also holds a local session (`make test-fast`'s tests) gets its
+# mode back when its jobs' sessions end, one whose session outlives the jobs (the tests' reader on
+# the engine) keeps it.
 _connect_mode_before: list[bool] = []
 _outliving_sessions: list[str] = []
 
