@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -137,14 +136,10 @@ def engine(tmp_path_factory):
         subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
         yield engine_settings()
         return
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    os.environ["LAKEHOUSE_ENGINE_PORT"] = str(port)
-    os.environ["LAKEHOUSE_ENGINE_DIR"] = str(tmp_path_factory.mktemp("engine"))
-    subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
-    yield engine_settings()
-    subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "down"], check=False)
+    from helpers import private_engine
+
+    with private_engine(tmp_path_factory.mktemp("engine"), os.environ.__setitem__):
+        yield engine_settings()
 
 
 @pytest.fixture(scope="session", autouse=True)

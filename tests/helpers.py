@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -17,6 +23,22 @@ PIPELINE = tuple(entry.task for entry in catalog.tasks())
 START = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
 # The jobs that are not a table's task.
 OPERATIONS = {"full_refresh": refresh.main, "consistency_check": consistency.main, "maintenance": maintenance.main}
+
+
+@contextmanager
+def private_engine(state_dir: Path, setenv: Callable[[str, str], None]) -> Iterator[None]:
+    """An engine of the caller's own on a free port of 127.0.0.1, its state in ``state_dir``,
+    named to this process's jobs through ``setenv``; stopped at the end."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    setenv("LAKEHOUSE_ENGINE_PORT", str(port))
+    setenv("LAKEHOUSE_ENGINE_DIR", str(state_dir))
+    subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "down"], check=False)
 
 
 def run_job(name: str, lakehouse: Lakehouse, *args: str) -> dict | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import START, assert_tables_match_oracle, run_job, table
+from helpers import START, assert_tables_match_oracle, private_engine, run_job, table
 from lakehouse import catalog
 from lakehouse.config import Lakehouse, engine_settings
 from lakehouse.runtime import CheckpointBusy, batch_running
@@ -90,16 +89,8 @@ def test_a_client_killed_mid_batch_leaves_no_query_running_into_the_next_run(spa
 def own_engine(monkeypatch, tmp_path):
     """An engine of this test's own, up for its jobs and clients: the one it kills is not the
     session's, whose reader session (``spark``) the other tests go on using."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    monkeypatch.setenv("LAKEHOUSE_ENGINE_PORT", str(port))
-    monkeypatch.setenv("LAKEHOUSE_ENGINE_DIR", str(tmp_path / "engine"))
-    subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
-    try:
+    with private_engine(tmp_path / "engine", monkeypatch.setenv):
         yield
-    finally:
-        subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "down"], check=False)
 
 
 @pytest.mark.long  # CI's budget (3 min: an engine restart); a client killed mid-batch, two clients and no state between runs stay
