@@ -6,7 +6,7 @@ import time
 from datetime import datetime, timedelta
 
 from airflow_browser import AirflowBrowser
-from airflow_env import airflow, airflow_environment, airflow_python, airflow_services, describe_failures, migrate, wait_for_runs
+from airflow_env import airflow, airflow_environment, airflow_services, describe_failures, metadata_query, migrate, wait_for_runs
 from helpers import START, assert_tables_match_oracle, gold_tables, rows_of, run_pipeline, table_version
 from lakehouse_tools import cli
 from lakehouse_tools.generator import write_campaigns, write_hours
@@ -27,24 +27,17 @@ def create_backfill(env) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
-# The backfills not yet marked complete. The scheduler marks one complete every 30 s once its runs
-# have finished; until then `backfill create` for the DAG refuses ("Another backfill is running").
-OPEN_BACKFILLS = """
-from sqlalchemy import func, select
-from airflow.models.backfill import Backfill
-from airflow.utils.session import create_session
-with create_session() as session:
-    print(session.scalar(select(func.count()).select_from(Backfill).where(Backfill.completed_at.is_(None))))
-"""
-
-
 def wait_for_backfill_completed(env, timeout: float = 120) -> None:
-    """Wait until the scheduler has marked every backfill of this metadata DB complete."""
+    """Wait until the scheduler has marked every backfill of this metadata DB complete.
+
+    It marks one complete every 30 s once its runs have finished; until then `backfill create`
+    for the DAG refuses ("Another backfill is running").
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if airflow_python(env, OPEN_BACKFILLS) == 0:
+        if metadata_query(env["AIRFLOW_HOME"], "SELECT COUNT(*) FROM backfill WHERE completed_at IS NULL") == [(0,)]:
             return
-        time.sleep(5)
+        time.sleep(2)
     raise AssertionError(f"the scheduler did not mark the backfill complete in {timeout} s")
 
 

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 
-from airflow_env import AirflowServices, airflow, airflow_environment, airflow_services, dag_runs, describe_failures, migrate, wait_for_runs
+from airflow_env import AirflowServices, airflow, airflow_environment, airflow_services, dag_runs, describe_failures, metadata_query, migrate, wait_for_runs
 from helpers import START, assert_tables_match_oracle
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 
 def task_state(airflow_home: Path, task_id: str) -> str | None:
     """The task's state in the one run of the DAG (read from the metadata DB, read-only)."""
-    with sqlite3.connect(f"file:{airflow_home / 'airflow.db'}?mode=ro", uri=True, timeout=30) as db:
-        row = db.execute("SELECT state FROM task_instance WHERE dag_id = 'ysb_hourly' AND task_id = ?", (task_id,)).fetchone()
-    return row[0] if row else None
+    rows = metadata_query(airflow_home, "SELECT state FROM task_instance WHERE dag_id = 'ysb_hourly' AND task_id = ?", task_id)
+    return rows[0][0] if rows else None
 
 
 def wait_for_task_state(airflow_home: Path, task_id: str, state: str, timeout: float = 600) -> None:
