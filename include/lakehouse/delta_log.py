@@ -203,21 +203,19 @@ def data_changed_since(path: str, version: int) -> bool:
     return False
 
 
-def may_hold_nulls(path: str, column: str) -> bool:
-    """Could any row of the table at ``path`` have a null ``column``? False only when every live file's
-    statistics say it holds none (no files: none); True when unsure (no table, a file without statistics).
+def _live_files(path: str) -> dict[tuple[str, str], dict] | None:
+    """The ``add`` actions of the table's live files (None: no table, or a commit that cannot be read).
 
-    The live files are the newest checkpoint's ``add`` actions and the commits' after it, less the
-    ``remove``\\ d ones. A file's statistics count its physical rows, deleted ones included: a zero
-    null count is exact.
+    The newest checkpoint's ``add`` actions and the commits' after it, less the ``remove``\\ d ones,
+    keyed by file and deletion vector (an UPDATE swaps a file's vector).
     """
     found = _log(path)
     if found is None:
-        return True
+        return None
     log, names = found
     after = _newest_checkpoint(log, names)
 
-    def key(action: dict) -> tuple[str, str]:  # a file and its deletion vector (an UPDATE swaps the vector)
+    def key(action: dict) -> tuple[str, str]:
         return action["path"], json.dumps(action.get("deletionVector"), sort_keys=True)
 
     live = {key(add): add for add in _checkpoint_actions(log, names, "add", after)}
@@ -226,12 +224,24 @@ def may_hold_nulls(path: str, column: str) -> bool:
             continue
         actions = _commit_actions(log, version, ("add", "remove"))
         if actions is None:
-            return True
+            return None
         for action in actions:
             if "remove" in action:
                 live.pop(key(action["remove"]), None)
             elif "add" in action:
                 live[key(action["add"])] = action["add"]
+    return live
+
+
+def may_hold_nulls(path: str, column: str) -> bool:
+    """Could any row of the table at ``path`` have a null ``column``? False only when every live file's
+    statistics say it holds none (no files: none); True when unsure (no table, a file without statistics).
+
+    A file's statistics count its physical rows, deleted ones included: a zero null count is exact.
+    """
+    live = _live_files(path)
+    if live is None:
+        return True
     for add in live.values():
         try:
             if json.loads(add.get("stats") or "{}")["nullCount"][column] != 0:
@@ -239,3 +249,15 @@ def may_hold_nulls(path: str, column: str) -> bool:
         except (ValueError, KeyError, TypeError):
             return True
     return False
+
+
+def data_bytes(*paths: str) -> int | None:
+    """Bytes of the live data files of the tables at ``paths``, together; None when unsure (no such
+    table, a commit that cannot be read)."""
+    total = 0
+    for path in paths:
+        live = _live_files(path)
+        if live is None:
+            return None
+        total += sum(int(add.get("size") or 0) for add in live.values())
+    return total

@@ -12,8 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakehouse import delta_log
+
+if TYPE_CHECKING:
+    from lakehouse.catalog import Table
+    from lakehouse.config import Lakehouse
 
 
 def _committed_offsets(checkpoint: str) -> list[str] | None:
@@ -55,11 +60,10 @@ def delta_source_caught_up(checkpoint: str, upstream_path: str) -> str | None:
     return None
 
 
-def file_source_caught_up(checkpoint: str, pattern_root: str, pattern: str) -> str | None:
-    """Why a file-source query (``pattern`` under ``pattern_root``) has nothing new, or None.
+def _files_read(checkpoint: str) -> set[str] | None:
+    """The files a file-source query has read (the newest compacted log file and the batch files after it).
 
-    Every non-hidden file the pattern matches is in the source's log of files read (the
-    newest compacted file and the batch files after it).
+    None when its newest batch is not committed (or there is none).
     """
     if _committed_offsets(checkpoint) is None:
         return None
@@ -75,10 +79,54 @@ def file_source_caught_up(checkpoint: str, pattern_root: str, pattern: str) -> s
             continue
         for line in entry.read_text(encoding="utf-8").splitlines()[1:]:
             seen.add(json.loads(line)["path"])
-    landed = {p.as_uri() for p in Path(pattern_root).glob(pattern) if not p.name.startswith((".", "_"))}
-    if landed <= seen:
+    return seen
+
+
+def _landed(pattern_root: str, pattern: str) -> dict[str, Path]:
+    """The non-hidden files ``pattern`` matches under ``pattern_root``, by URI (as the source logs them)."""
+    return {p.as_uri(): p for p in Path(pattern_root).glob(pattern) if not p.name.startswith((".", "_"))}
+
+
+def file_source_caught_up(checkpoint: str, pattern_root: str, pattern: str) -> str | None:
+    """Why a file-source query (``pattern`` under ``pattern_root``) has nothing new, or None.
+
+    Every non-hidden file the pattern matches is in the source's log of files read.
+    """
+    seen = _files_read(checkpoint)
+    if seen is None:
+        return None
+    landed = _landed(pattern_root, pattern)
+    if landed.keys() <= seen:
         return f"no new file among the {len(landed)} landed"
     return None
+
+
+def file_source_new_bytes(checkpoint: str, pattern_root: str, pattern: str) -> int | None:
+    """Bytes of the landed files a file-source query has not read (all of them before its first batch).
+
+    None when unsure (a batch planned and not committed).
+    """
+    seen = _files_read(checkpoint) if _started(checkpoint) else set()
+    if seen is None:
+        return None
+    try:
+        return sum(path.stat().st_size for uri, path in _landed(pattern_root, pattern).items() if uri not in seen)
+    except FileNotFoundError:  # a file moved away meanwhile
+        return None
+
+
+def job_input_bytes(lakehouse: "Lakehouse", table: "Table") -> int | None:
+    """At most how many bytes of Delta tables a table's job reads: its upstream tables and itself,
+    whole (a batch reads whole event hours of them); None when unsure."""
+    return delta_log.data_bytes(*(lakehouse.table(name).path for name in (*table.upstream, table.name)))
+
+
+def _started(checkpoint: str) -> bool:
+    """Has the query planned a batch (its checkpoint's offset log holds one)?"""
+    try:
+        return any(p.name.isdigit() for p in (Path(checkpoint) / "offsets").iterdir())
+    except FileNotFoundError:
+        return False
 
 
 def file_fingerprint(path: str) -> str:

@@ -129,6 +129,25 @@ def _engine_session(app_name: str, extra_conf: dict[str, str] | None, outlives_j
     return spark
 
 
+# Spark compiles Java for each query plan's projections, filters and fused stages (Janino, then
+# the JIT compiles each new class again) and keeps only the last 100 classes. A small run's
+# queries are many and their rows few: on the warm engine a third of a small hour's CPU went to
+# compiling, and interpreted the hour took about 0.7x the CPU; at 1M events interpreted took
+# 1.6-2x (BENCHMARKS.md §14). So a job that reads less than this is interpreted.
+GENERATED_CODE_FROM_BYTES = 16 * 1024 * 1024
+
+
+def fit_code_generation(spark: SparkSession, input_bytes: int | None) -> str:
+    """Interpret the session's queries when their input is small (``input_bytes``, None: unknown)
+    and compile them otherwise; what was chosen, for the job's log. Set before a streaming query
+    starts, it holds for its micro-batches too."""
+    interpreted = input_bytes is not None and input_bytes < GENERATED_CODE_FROM_BYTES
+    spark.conf.set("spark.sql.codegen.wholeStage", "false" if interpreted else "true")
+    spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN" if interpreted else "FALLBACK")
+    size = "of unknown size" if input_bytes is None else f"at most {input_bytes / 1024**2:.1f} MiB"
+    return f"input {size}: queries {'interpreted' if interpreted else 'compiled'}"
+
+
 def release_engine_sessions() -> None:
     """End the engine sessions this process opened (a job's last step; a no-op for local sessions)."""
     while _engine_sessions:

@@ -91,3 +91,22 @@ def test_nulls_are_ruled_out_only_by_every_live_files_statistics(tmp_path):
     unindexed = str(tmp_path / "no_stats")
     write_deltalake(unindexed, pa.table({"x": pa.array([1], x)}), configuration={"delta.dataSkippingNumIndexedCols": "0"})
     assert delta_log.may_hold_nulls(unindexed, "x") is True  # no statistics for x: unsure
+
+
+def test_data_bytes_are_the_live_files_sizes_through_checkpoints_overwrites_and_compaction(tmp_path):
+    def on_disk(*tables: Path) -> int:  # delta-rs's own list of live files, sized by the file system
+        return sum(Path(uri.removeprefix("file://")).stat().st_size for t in tables for uri in DeltaTable(str(t)).file_uris())
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert delta_log.data_bytes(str(first)) is None  # no table: unsure
+    for x in range(3):
+        append(first, x)
+    DeltaTable(str(first)).create_checkpoint()
+    append(first, 3)
+    assert delta_log.data_bytes(str(first)) == on_disk(first)
+    DeltaTable(str(first)).optimize.compact()  # 4 files removed, 1 added
+    write_deltalake(str(second), pa.table({"x": list(range(100))}))
+    assert delta_log.data_bytes(str(first), str(second)) == on_disk(first, second)
+    write_deltalake(str(second), pa.table({"x": [1]}), mode="overwrite")
+    assert delta_log.data_bytes(str(first), str(second)) == on_disk(first, second)
+    assert delta_log.data_bytes(str(first), str(tmp_path / "absent")) is None

@@ -30,7 +30,7 @@ from pyspark.errors import StreamingQueryException
 
 from lakehouse.catalog import Table
 from lakehouse.config import ConfigError
-from lakehouse.freshness import file_source_caught_up
+from lakehouse.freshness import file_source_caught_up, file_source_new_bytes
 from lakehouse.kafka_settings import (
     DEFAULT_MAX_OFFSETS_PER_TRIGGER,
     DEFAULT_TOPIC,
@@ -40,7 +40,7 @@ from lakehouse.kafka_settings import (
     validate_topic,
 )
 from lakehouse.progress import ProgressLog
-from lakehouse.runtime import JobArgs, Written, run_available_now
+from lakehouse.runtime import JobArgs, Written, log, run_available_now
 from lakehouse.sources import (
     KafkaUnavailableError,
     kafka_lines_stream,
@@ -50,7 +50,7 @@ from lakehouse.sources import (
     landing_lines_stream,
     require_kafka_topic,
 )
-from lakehouse.spark import build_spark_session
+from lakehouse.spark import build_spark_session, fit_code_generation
 
 # None: the Delta sink commits by itself (the fault harness kills bronze at random moments only).
 FAULT_POINTS = ()
@@ -91,6 +91,8 @@ def run(table: Table, args: JobArgs, source: argparse.Namespace) -> dict:
         .option("mergeSchema", "true")
         .partitionBy(*table.partition_by)
     )
+    landed = None if source.source == "kafka" else file_source_new_bytes(checkpoint, args.lakehouse.landing(table.source), LANDING_FILES)
+    log.info("%s: %s", table.name, fit_code_generation(spark, landed))
     try:
         # The Delta sink's transaction app id is the query id: the check compares the checkpoint's.
         return run_available_now(

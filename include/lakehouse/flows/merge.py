@@ -22,7 +22,7 @@ from lakehouse.catalog import Table
 from lakehouse.config import Lakehouse, TablePaths
 from lakehouse.faults import fault_point
 from lakehouse.flows.containment import PROCESSING_ERROR, contained, is_data_error
-from lakehouse.freshness import delta_source_caught_up
+from lakehouse.freshness import delta_source_caught_up, job_input_bytes
 from lakehouse.hours import HourRange
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, run_available_now
@@ -38,7 +38,7 @@ from lakehouse.sinks import (
     with_conflict_retries,
 )
 from lakehouse.sources import batch_input, delta_stream, require_table
-from lakehouse.spark import build_spark_session
+from lakehouse.spark import build_spark_session, fit_code_generation
 
 # Where the fault harness may kill this flow's driver (lakehouse.faults; prefixed with the layer).
 FAULT_POINTS = ("before_merge", "after_merge", "after_quarantine")
@@ -300,6 +300,7 @@ def run(table: Table, args: JobArgs) -> dict:
         require_table(spark, lakehouse.table(name))
     for declared in catalog.written_by_task(table):
         ensure_table(spark, lakehouse.table(declared.name), declared)
+    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(lakehouse, table)))
 
     if args.mode == "batch":
         resolved = recompute(spark, lakehouse, table, args.hours)

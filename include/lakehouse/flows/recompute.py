@@ -18,13 +18,13 @@ from lakehouse import catalog
 from lakehouse.catalog import Table
 from lakehouse.config import Lakehouse, TablePaths
 from lakehouse.faults import fault_point
-from lakehouse.freshness import delta_source_caught_up
+from lakehouse.freshness import delta_source_caught_up, job_input_bytes
 from lakehouse.hours import HourRange
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, run_available_now
 from lakehouse.sinks import ensure_table, replace_hours, txn_app_id, with_conflict_retries
 from lakehouse.sources import batch_input, delta_stream
-from lakehouse.spark import build_spark_session
+from lakehouse.spark import build_spark_session, fit_code_generation
 
 # Where the fault harness may kill this flow's driver (lakehouse.faults; prefixed with the layer).
 FAULT_POINTS = ("before_replace", "after_replace")
@@ -69,6 +69,7 @@ def run(table: Table, args: JobArgs) -> dict:
     lakehouse = args.lakehouse
     target = lakehouse.table(table.name)
     ensure_table(spark, target, table)
+    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(lakehouse, table)))
 
     if args.mode == "batch":
         written = recompute(spark, lakehouse, table, args.hours)

@@ -38,13 +38,13 @@ from lakehouse import catalog, delta_log
 from lakehouse.catalog import Table, Write
 from lakehouse.config import ConfigError, Lakehouse, TablePaths
 from lakehouse.faults import fault_point
-from lakehouse.freshness import delta_source_caught_up, watermark_advance_pending
+from lakehouse.freshness import delta_source_caught_up, job_input_bytes, watermark_advance_pending
 from lakehouse.hours import HourRange
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, refresh_advice, run_available_now
 from lakehouse.sinks import append, ensure_table, replace_where, txn_app_id, upsert, with_conflict_retries
 from lakehouse.sources import delta_stream
-from lakehouse.spark import build_spark_session
+from lakehouse.spark import build_spark_session, fit_code_generation
 from lakehouse.tables.gold_user_sessions import (
     SESSION_GAP_MS, WATERMARK_DELAY, WATERMARK_DELAY_MS, Session, add_events,
 )  # fmt: skip
@@ -448,6 +448,7 @@ def run(table: Table, args: JobArgs) -> dict:
     target = lakehouse.table(table.name)
     for written in catalog.written_by_task(table):
         ensure_table(spark, lakehouse.table(written.name), written)
+    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(lakehouse, table)))
 
     if args.mode == "batch":
         figures = recompute(spark, lakehouse, table, args.hours)
