@@ -4,7 +4,8 @@ An hourly run that finds nothing new should cost next to nothing: each check bel
 small files (a checkpoint's logs, a Delta log, a directory listing) and says why a query has
 nothing to do, or None when it may have. None is always the safe answer: the query then runs
 and finds out itself. A pending batch (planned, not committed) is never skipped: it must be
-replayed.
+replayed. The same files say about how much a job will read (``*_bytes``), by which its queries
+are interpreted or compiled (:func:`lakehouse.spark.fit_code_generation`).
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def file_source_new_bytes(checkpoint: str, pattern_root: str, pattern: str) -> i
         return None
 
 
-def job_input_bytes(lakehouse: "Lakehouse", table: "Table") -> int | None:
+def job_input_bytes(lakehouse: Lakehouse, table: Table) -> int | None:
     """At most how many bytes of Delta tables a table's job reads: its upstream tables and itself,
     whole (a batch reads whole event hours of them); None when unsure."""
     return delta_log.data_bytes(*(lakehouse.table(name).path for name in (*table.upstream, table.name)))
