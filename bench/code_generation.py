@@ -29,6 +29,7 @@ from pathlib import Path
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_DIR / "tests"))  # helpers: the pipeline's tasks run in this process
 
+from bench.compare.processes import proc_stats  # noqa: E402
 from bench.sections import markers, publish  # noqa: E402
 from lakehouse.spark import GENERATED_CODE_FROM_BYTES  # noqa: E402
 
@@ -42,10 +43,10 @@ def log(message: str) -> None:
 
 
 def engine_cpu() -> float:
+    """CPU seconds so far of the engine's server JVM (with any children it reaped)."""
     from lakehouse_tools import engine
 
-    fields = Path(f"/proc/{engine.server_pid()}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return proc_stats()[engine.server_pid()][1]
 
 
 def one_way(way: str, hours: int) -> list[tuple[float, float]]:
