@@ -26,7 +26,7 @@ from lakehouse.catalog import Expectation, ExpectationFailed, Table
 from lakehouse.config import Lakehouse
 from lakehouse.hours import HourRange
 from lakehouse.runtime import airflow_run, log
-from lakehouse.sinks import append, ensure_table, with_conflict_retries
+from lakehouse.sinks import append_records, ensure_table
 from lakehouse.spark import build_spark_session
 
 RESULTS_TABLE = "ops.expectation_results"
@@ -71,13 +71,8 @@ def check(lakehouse: Lakehouse, table: Table, hours: HourRange, summary: dict) -
         airflow_run_id, airflow_try = airflow_run()
         context = {"checked_at": checked_at, "mode": summary.get("mode", "incremental"),
                    "airflow_run_id": airflow_run_id, "airflow_try": airflow_try}  # fmt: skip
-        declared_results = catalog.get(RESULTS_TABLE)
-        frame = spark.createDataFrame(
-            [tuple({**row, **context}[c] for c in declared_results.column_names) for row in rows],
-            declared_results.spark_schema(),
-        )
-        # A check is an event: no transaction id (nothing replays it; several tasks append at once, blind appends do not conflict).
-        with_conflict_retries(lambda: append(frame, results_table, None), f"{RESULTS_TABLE} append")
+        # A check is an event: nothing replays it (several tasks append at once, blind appends do not conflict).
+        append_records([{**row, **context} for row in rows], results_table, catalog.get(RESULTS_TABLE))
     failed = [row for row in rows if not row["passed"]]
     for row in failed:
         log.warning("%s expectation %s: %s", row["table_name"], row["on_failure"], describe(row))

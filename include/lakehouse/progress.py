@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from lakehouse import catalog, delta_log
 from lakehouse.config import Lakehouse, TablePaths
 from lakehouse.runtime import airflow_run
-from lakehouse.sinks import append, with_conflict_retries
+from lakehouse.sinks import append_records, ensure_table, with_conflict_retries
 
 PROGRESS_TABLE = "ops.query_progress"
 
@@ -41,12 +41,10 @@ class ProgressLog:
         versions = delta_log.versions_of_txns(target.path, app_id or query_id, {p.batchId for p in progress})
         declared = catalog.get(PROGRESS_TABLE)
         rows = [_row(name, query_id, p, versions.get(p.batchId)) for p in progress]
-        frame = self.spark.createDataFrame([tuple(r[c] for c in declared.column_names) for r in rows], declared.spark_schema())
         table = self.lakehouse.table(PROGRESS_TABLE)
-        # No transaction id (nothing replays this append, see above): Delta would look the id up in
-        # the table's whole state, two Spark jobs per run (BENCHMARKS.md section 11). Several queries
-        # append at once (the gold tasks); blind appends do not conflict, the creation may.
-        with_conflict_retries(lambda: append(frame, table, None), f"{PROGRESS_TABLE} append")
+        # Several queries report at once (the gold tasks): their first creation of the table may conflict.
+        with_conflict_retries(lambda: ensure_table(self.spark, table, declared), f"{PROGRESS_TABLE} creation")
+        append_records(rows, table, declared)  # nothing replays it (see above): no transaction id
         return len(rows)
 
 

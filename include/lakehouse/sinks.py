@@ -14,6 +14,7 @@ import random
 import time
 import uuid
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
@@ -92,6 +93,26 @@ def append(
     if app_id is not None:
         writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
     writer.partitionBy(*partition_by).save(table.path)
+
+
+def append_records(rows: list[dict], table: TablePaths, declared: Table) -> None:
+    """Append ``rows`` (a dict per row, by column) from this process, by delta-rs, not by Spark.
+
+    For the ops tables' records of what a run did (progress reports, check results): each is
+    appended once and never replayed, so it needs no transaction id. Through Spark a few rows cost
+    a job and a Delta commit on the engine (0.4 s, 0.7 engine CPU-s; BENCHMARKS.md section 15), by
+    delta-rs about 10 ms. Tasks appending at once are fine: delta-rs retries a lost race for the
+    next version, and blind appends do not conflict. The table must exist (:func:`ensure_table`);
+    columns declared since it was created are added.
+    """
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    # A naive datetime (what PySpark's collect returns) is local time to PySpark; pyarrow would read it as UTC.
+    rows = [{k: v.astimezone(timezone.utc) if isinstance(v, datetime) else v for k, v in row.items()} for row in rows]
+    schema = to_arrow_schema(declared.spark_schema(), timezone="UTC")
+    write_deltalake(table.path, pa.Table.from_pylist(rows, schema=schema), mode="append", schema_mode="merge")
 
 
 @contextmanager
