@@ -118,7 +118,7 @@ def render(results: dict, stored: int, options, started: datetime, load: tuple[f
     for i, what in enumerate(("wall s", "engine CPU s", "client CPU s")):
         spark_median = statistics.median(rep[i] for rep in results["spark"])
         rs_median = statistics.median(rep[i] for rep in results["delta-rs"])
-        ratio = f"{spark_median / rs_median:.0f}×" if rs_median > 0.0005 else "–"
+        ratio = "–" if rs_median < 0.0005 else f"{spark_median / rs_median:.{0 if spark_median > 10 * rs_median else 2}f}×"
         lines.append(f"| {what} | {cell('spark', i, 3)} | {cell('delta-rs', i, 3)} | {ratio} |")
     lines += ["", f"Median (min–max) over {options.reps} repetition(s).", "", END, ""]
     return "\n".join(lines)
