@@ -4,8 +4,9 @@ A job's session is one of two kinds, chosen by ``$LAKEHOUSE_ENGINE`` (or the ``e
 
 * ``connect`` (the project's default): a thin client of the warm engine, a Spark Connect server
   (``make engine-up``, :mod:`lakehouse_tools.engine`) at :func:`lakehouse.config.engine_settings`'s
-  URL. Each job gets a session of its own (``create()``), released when the job ends, so nothing
-  (temporary views, cached data, session settings) passes from one run to the next.
+  URL. Each job gets a session of its own (``create()``; asked again by the same name, the job
+  gets the same one, as a local driver's ``getOrCreate`` does), released when the job ends, so
+  nothing (temporary views, cached data, session settings) passes from one run to the next.
 * ``local``: a driver JVM in this process, as spark-submit (a real cluster) or a test fixture
   starts it; spark-submit decides the master. Under spark-submit the session is always this kind.
 """
@@ -52,7 +53,7 @@ DEFAULT_CONF = {
 # What a client may set in its own session; the rest is the server's (lakehouse_tools.engine).
 SESSION_CONF_PREFIXES = ("spark.sql.session.", "spark.sql.shuffle.", "spark.databricks.delta.snapshotPartitions")
 
-_engine_sessions: list[SparkSession] = []
+_engine_sessions: dict[str, SparkSession] = {}  # by app name
 # pyspark marks a process that opened a Connect session as Connect-only (functions then build
 # Connect columns); a process that also holds a local session (`make test-fast`'s tests) gets its
 # mode back when its jobs' sessions end, one whose session outlives the jobs (the tests' reader on
@@ -105,6 +106,13 @@ def build_spark_session(
 
 
 def _engine_session(app_name: str, extra_conf: dict[str, str] | None, outlives_jobs: bool) -> SparkSession:
+    if not outlives_jobs and app_name in _engine_sessions:
+        # The job's own session again (its expectations' checks): its settings (code generation) hold.
+        spark = _engine_sessions[app_name]
+        for key, value in (extra_conf or {}).items():
+            if key.startswith(SESSION_CONF_PREFIXES):
+                spark.conf.set(key, value)
+        return spark
     settings = engine_settings()
     problem = check_engine(settings.url, timeout_s=3, query=False)
     if problem:
@@ -125,7 +133,7 @@ def _engine_session(app_name: str, extra_conf: dict[str, str] | None, outlives_j
     # Shown in the engine's log and Spark UI beside each query and job of this session.
     spark.addTag(f"lakehouse-{app_name}".replace(".", "-").replace("_", "-"))
     if not outlives_jobs:
-        _engine_sessions.append(spark)
+        _engine_sessions[app_name] = spark
     return spark
 
 
@@ -151,7 +159,7 @@ def fit_code_generation(spark: SparkSession, input_bytes: int | None) -> str:
 def release_engine_sessions() -> None:
     """End the engine sessions this process opened (a job's last step; a no-op for local sessions)."""
     while _engine_sessions:
-        session = _engine_sessions.pop()
+        _, session = _engine_sessions.popitem()
         try:
             session.stop()
         except Exception:  # noqa: BLE001 - a server already gone has nothing to release
