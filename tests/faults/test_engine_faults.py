@@ -143,13 +143,16 @@ def test_nothing_passes_between_runs_through_the_shared_engine(spark, lakehouse)
     land(lakehouse, hours=1, events_per_second=0.2)
     run_job("dim_campaigns", lakehouse)
     assert table(spark, lakehouse, "dims.campaigns").count() == 1000
-    # A session setting of one job (the Delta transaction id of a MERGE) is not seen by the next.
-    first = build_spark_session("first")
+    # A session setting of one job (the Delta transaction id of a MERGE) is not seen by the next,
+    # though within the job, asked again (its expectations' checks), the factory gives the same session.
+    first = build_spark_session("silver_ad_events")
     first.conf.set("spark.databricks.delta.write.txnAppId", "leaked")
     first.createDataFrame([(1,)], "x int").createOrReplaceTempView("leaked_view")
+    assert build_spark_session("silver_ad_events") is first
     release_engine_sessions()
-    second = build_spark_session("second")
+    second = build_spark_session("silver_ad_events")
     try:
+        assert second is not first
         assert second.conf.get("spark.databricks.delta.write.txnAppId", None) is None
         assert not second.catalog.tableExists("leaked_view")
     finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -16,12 +18,16 @@ STREAMED_TABLES = tuple(t.name for t in catalog.tables() if t.streamed and t.lay
 QUERIES = [t for t in catalog.tasks() if t.streamed]
 
 
-def test_jobs_process_everything_once_then_nothing_then_only_new_files(spark, lakehouse):
+def test_jobs_process_everything_once_then_nothing_then_only_new_files(spark, lakehouse, caplog):
     write_campaigns(lakehouse, seed=11)
     write_hours(lakehouse, START, 2, events_per_second=0.1, seed=11)
 
-    run_pipeline(lakehouse)
+    with caplog.at_level(logging.INFO, logger="lakehouse"):
+        run_pipeline(lakehouse)
     first = assert_tables_match_oracle(spark, lakehouse)
+    # Every query sized its input from files and, this small, runs interpreted (lakehouse.spark.fit_code_generation).
+    chosen = {m.split(": ")[0] for m in caplog.messages if re.fullmatch(r"\S+: input at most \d+\.\d MiB: queries interpreted", m)}
+    assert chosen == {t.name for t in QUERIES}
     assert first.duplicates > 0 and first.quarantined, "the sample must exercise duplicates and bad lines"
 
     # Every query's micro-batch is on record: what it read and the version of its table it wrote.
