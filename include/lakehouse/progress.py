@@ -25,7 +25,7 @@ PROGRESS_TABLE = "ops.query_progress"
 
 @dataclass(frozen=True)
 class ProgressLog:
-    """The session that writes a query's progress rows, and the lakehouse they go to."""
+    """The session that creates the progress table, and the lakehouse it is in (rows go by delta-rs)."""
 
     spark: SparkSession
     lakehouse: Lakehouse

@@ -80,19 +80,15 @@ def ensure_table(spark: SparkSession, table: TablePaths, declared: Table) -> Non
     spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{table.path}` ({columns}) USING delta{partitioned}")
 
 
-def append(
-    df: DataFrame, table: TablePaths, app_id: str | None, batch_id: int = 0, partition_by: Sequence[str] = ()
-) -> None:  # fmt: skip
+def append(df: DataFrame, table: TablePaths, app_id: str, batch_id: int, partition_by: Sequence[str] = ()) -> None:
     """Append ``df`` once per (app id, batch id); columns declared since the table was created are added.
 
-    ``app_id`` None: an event of its own, appended without a transaction id. Delta looks a txn id
-    up in the table's whole state, rebuilt by two Spark jobs (about 0.4 s on the engine) even when
-    the checksum file holds it, and keeps every id in the log for good.
+    Delta looks the id up in the table's whole state, rebuilt by two Spark jobs (about 0.4 s on
+    the engine) even when the checksum file holds it: records that nothing replays go by
+    :func:`append_records` instead.
     """
     writer = df.write.format("delta").mode("append").option("mergeSchema", "true")
-    if app_id is not None:
-        writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
-    writer.partitionBy(*partition_by).save(table.path)
+    writer.option("txnAppId", app_id).option("txnVersion", batch_id).partitionBy(*partition_by).save(table.path)
 
 
 def append_records(rows: list[dict], table: TablePaths, declared: Table) -> None:
@@ -100,10 +96,10 @@ def append_records(rows: list[dict], table: TablePaths, declared: Table) -> None
 
     For the ops tables' records of what a run did (progress reports, check results): each is
     appended once and never replayed, so it needs no transaction id. Through Spark a few rows cost
-    a job and a Delta commit on the engine (0.4 s, 0.7 engine CPU-s; BENCHMARKS.md section 15), by
-    delta-rs about 10 ms. Tasks appending at once are fine: delta-rs retries a lost race for the
-    next version, and blind appends do not conflict. The table must exist (:func:`ensure_table`);
-    columns declared since it was created are added.
+    a job and a Delta commit on the engine (about 0.3 s and 0.45 engine CPU-s; BENCHMARKS.md
+    section 15), by delta-rs under 25 ms. Tasks appending at once are fine: delta-rs retries a
+    lost race for the next version, and blind appends do not conflict. The table must exist
+    (:func:`ensure_table`); columns declared since it was created are added.
     """
     import pyarrow as pa
     from deltalake import write_deltalake
