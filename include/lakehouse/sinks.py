@@ -5,6 +5,8 @@ writing query and its checkpoint generation, the version is the micro-batch id. 
 after a crash (Spark re-runs the last uncommitted batch) is then skipped by Delta instead of being
 written twice. A new checkpoint generation must use a new app id, or Delta would skip its writes
 as already done (batch ids restart at 0).
+
+The exception: a run's ops records (:func:`append_records`), which nothing replays, go by delta-rs.
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import multiprocessing
+import time
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse import catalog
@@ -24,10 +26,20 @@ def progress_row(batch_id: int, **changes) -> dict:
     return row
 
 
-def test_records_read_back_by_spark_exactly_as_appended(spark, lakehouse):
+@pytest.fixture
+def local_zone_not_utc(monkeypatch):
+    """This process's local time zone set to one off UTC (a naive datetime then means something else)."""
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_records_read_back_by_spark_exactly_as_appended(spark, lakehouse, local_zone_not_utc):
     declared, table = catalog.get(PROGRESS_TABLE), lakehouse.table(PROGRESS_TABLE)
     ensure_table(spark, table, declared)
-    # A naive datetime is local time to PySpark (what its collect returns): this machine's zone, stored as UTC.
+    # A naive datetime is local time to PySpark (what its collect returns): here UTC+5:30, stored as UTC.
     naive = (WHEN + timedelta(hours=1)).astimezone().replace(tzinfo=None)
     rows = [progress_row(0), progress_row(1, batch_started_at=naive, watermark=WHEN, state_rows=70, duration_ms={})]
     append_records(rows, table, declared)
