@@ -2,34 +2,54 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
 from delta.exceptions import captured
+from google.rpc.error_details_pb2 import ErrorInfo
+from pyspark.errors.exceptions.connect import convert_exception
 
 from lakehouse import sinks
 
-# The classes a Delta write really raises from Python: pyspark converts the JVM's
-# io.delta.exceptions.* into these (delta.exceptions.captured), and in delta-spark 4 they do not
-# derive from DeltaConcurrentModificationException. A conflict a backfill hit beside the hourly
-# run (ConcurrentAppendException) once escaped the retry loop for that reason.
-CONFLICTS = [
-    captured.ConcurrentAppendException,
-    captured.ConcurrentDeleteReadException,
-    captured.ConcurrentDeleteDeleteException,
-    captured.ConcurrentWriteException,
-    captured.ConcurrentTransactionException,
-    captured.MetadataChangedException,
-    captured.ProtocolChangedException,
+# Delta's conflicts as the JVM names them.
+CONFLICT_NAMES = [
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentWriteException",
+    "ConcurrentTransactionException",
+    "MetadataChangedException",
+    "ProtocolChangedException",
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def jvm():
-    """pyspark's captured exceptions are built on a JVM in this process: its gateway, no session."""
-    from pyspark import SparkContext
+def by_local_driver(name: str) -> Exception:
+    """The class pyspark converts the JVM's io.delta.exceptions.<name> into (delta.exceptions.captured).
 
-    SparkContext._ensure_initialized()
+    In delta-spark 4 these do not derive from DeltaConcurrentModificationException: a conflict a
+    backfill hit beside the hourly run (ConcurrentAppendException) once escaped the retry loop for
+    that reason. Built without the constructor, which asks a JVM gateway for the stack trace: a JVM
+    started only for that cost each test process seconds, and once failed to start in CI.
+    """
+    cls = getattr(captured, name)
+    error = cls.__new__(cls)
+    error._desc, error._stackTrace, error._cause, error._origin = "Transaction conflict detected.", "", None, None
+    return error
+
+
+def by_engine(name: str) -> Exception:
+    """The error the Connect client raises for the same conflict on the engine, converted from the
+    server's error details as pyspark does (most-derived JVM class first)."""
+    classes = [f"io.delta.exceptions.{name}", f"org.apache.spark.sql.delta.{name}",
+               "io.delta.exceptions.DeltaConcurrentModificationException",
+               "java.util.ConcurrentModificationException", "java.lang.RuntimeException"]  # fmt: skip
+    sinks.delta_conflict_exceptions()  # registers Delta's classes with pyspark, as before every write
+    info = ErrorInfo(reason=classes[0], domain="org.apache.spark", metadata={"classes": json.dumps(classes)})
+    return convert_exception(info, "Transaction conflict detected.", None)
+
+
+CONFLICTS = [(make, name) for make in (by_local_driver, by_engine) for name in CONFLICT_NAMES]
 
 
 @pytest.fixture(autouse=True)
@@ -37,18 +57,16 @@ def no_pause(monkeypatch):
     monkeypatch.setattr(sinks.time, "sleep", lambda seconds: None)
 
 
-def conflict_error(cls):
-    return cls("Transaction conflict detected.", "io.delta.exceptions.ConcurrentAppendException")
-
-
-@pytest.mark.parametrize("conflict", CONFLICTS, ids=lambda cls: cls.__name__)
-def test_a_conflict_is_retried_with_a_log_line_until_the_write_succeeds(conflict, caplog):
+@pytest.mark.parametrize(("make", "name"), CONFLICTS, ids=[f"{make.__name__}-{name}" for make, name in CONFLICTS])
+def test_a_conflict_is_retried_with_a_log_line_until_the_write_succeeds(make, name, caplog):
     calls = []
+    conflict = make(name)
+    assert type(conflict).__name__ == name and type(conflict).__module__.startswith("delta.")
 
     def write():
         calls.append(1)
         if len(calls) < 3:
-            raise conflict_error(conflict)
+            raise conflict
         return "committed"
 
     with caplog.at_level(logging.WARNING, logger="lakehouse"):
@@ -56,17 +74,19 @@ def test_a_conflict_is_retried_with_a_log_line_until_the_write_succeeds(conflict
     assert len(calls) == 3
     lines = [r.getMessage() for r in caplog.records if "Delta write conflict" in r.getMessage()]
     assert len(lines) == 2
-    assert lines[0].startswith(f"Delta write conflict on gold.campaign_hourly 1 hour(s) (attempt 1/6, {conflict.__name__})")
+    assert lines[0].startswith(f"Delta write conflict on gold.campaign_hourly 1 hour(s) (attempt 1/6, {name})")
 
 
-def test_a_conflict_that_persists_is_raised_after_the_last_attempt():
+@pytest.mark.parametrize("make", [by_local_driver, by_engine])
+def test_a_conflict_that_persists_is_raised_after_the_last_attempt(make):
     calls = []
+    conflict = make("ConcurrentAppendException")
 
     def write():
         calls.append(1)
-        raise conflict_error(captured.ConcurrentAppendException)
+        raise conflict
 
-    with pytest.raises(captured.ConcurrentAppendException):
+    with pytest.raises(type(conflict)):
         sinks.with_conflict_retries(write, "silver.ad_events batch 3", attempts=4)
     assert len(calls) == 4
 
