@@ -16,7 +16,9 @@ hour, a fixed dimension) or the rule is changed.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
+from functools import partial
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -60,12 +62,16 @@ def check(lakehouse: Lakehouse, table: Table, hours: HourRange, summary: dict) -
     spark = build_spark_session(table.task)
     results_table = lakehouse.table(RESULTS_TABLE)
     ensure_table(spark, results_table, catalog.get(RESULTS_TABLE))
-    rows: list[dict] = []
+    measurements = []
     for entry, by_hour, to_measure, by_batch in plans:
-        if by_hour:
-            rows += _measure_hours(spark, lakehouse, entry, by_hour, to_measure)
-        if by_batch:
-            rows += _measure_batches(spark, lakehouse, entry, by_batch, batches)
+        if to_measure:
+            measurements.append(partial(_measure_hours, spark, lakehouse, entry, by_hour, to_measure))
+        if by_batch and batches:
+            measurements.append(partial(_measure_batches, spark, lakehouse, entry, by_batch, batches))
+    # Each is one Spark job over a table just written, most of its time Delta's snapshot of the new
+    # version and the planning: side by side, a task's checks take about as long as the longest.
+    with ThreadPoolExecutor(max_workers=max(len(measurements), 1)) as pool:
+        rows = [row for measured in pool.map(lambda measure: measure(), measurements) for row in measured]
     if rows:
         checked_at = datetime.now(timezone.utc)
         airflow_run_id, airflow_try = airflow_run()
