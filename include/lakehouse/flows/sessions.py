@@ -248,7 +248,7 @@ def _quoted(value: str) -> str:
 def replace_sessions(
     spark: SparkSession, target: TablePaths, table: Table, sessions: DataFrame, start_ms: int, end_ms: int | None,
     users: set[str] | None = None,
-) -> int:  # fmt: skip
+) -> None:  # fmt: skip
     """Replace the target's sessions overlapping [start_ms, end_ms) (of ``users``) with the closed ones of ``sessions``.
 
     ``sessions`` are every recomputed session overlapping the interval. One that reaches past its
@@ -268,7 +268,6 @@ def replace_sessions(
     predicate = " OR ".join([f"({overlapping})", *extents])
     closed = table_rows(sessions.where(F.col("kind") == "session"))
     with_conflict_retries(lambda: replace_where(closed, target, table, predicate), f"{table.name} sessions")
-    return closed.count()
 
 
 # --------------------------------------------------------------------------------------------
@@ -378,7 +377,8 @@ def recompute(
     end_ms = int(hours.hours[-1].timestamp() * 1000) + 3_600_000
     sessions = recomputed_sessions(spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, end_ms)
     try:
-        written = replace_sessions(spark, target, table, sessions, start_ms, end_ms)
+        replace_sessions(spark, target, table, sessions, start_ms, end_ms)
+        written = sessions.where(F.col("kind") == "session").count()
     finally:
         sessions.unpersist()
     log.info("%s: recomputed %d closed session(s) overlapping %s (watermark %s)", table.name, written, hours, _iso(watermark))
