@@ -42,7 +42,7 @@ DEFAULT_CONF = {
     # Delta's log replay uses this many partitions; 50 is far too many for small tables.
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.databricks.delta.properties.defaults.appendOnly": "false",
-    # Stateful queries (none today) would keep state in RocksDB rather than the JVM heap.
+    # Stateful queries (the sessions) keep their state in RocksDB rather than the JVM heap.
     "spark.sql.streaming.stateStore.providerClass": (
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),

@@ -20,8 +20,8 @@ def test_a_task_on_the_engine_returns_its_summary_and_leaves_its_objects_out_of_
 ):  # fmt: skip
     write_campaigns(lakehouse, seed=3)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_LAKEHOUSE", spark_connection())
-    for name in ("LAKEHOUSE_ENGINE", "LAKEHOUSE_ENGINE_URL"):  # the task sets them: restored after the test
-        monkeypatch.setenv(name, "")
+    for name in ("LAKEHOUSE_ENGINE", "LAKEHOUSE_ENGINE_URL"):  # the task sets them: as they were after the test
+        monkeypatch.delenv(name, raising=False)
     gc.unfreeze()
     task = SparkJobOperator(task_id="dim_campaigns", job="run", application_args=["dim_campaigns", "--lakehouse-root", lakehouse.root])
 
