@@ -71,7 +71,8 @@ def check(lakehouse: Lakehouse, table: Table, hours: HourRange, summary: dict) -
     # Each is one Spark job over a table just written, most of its time Delta's snapshot of the new
     # version and the planning: side by side, a task's checks take about as long as the longest.
     with ThreadPoolExecutor(max_workers=max(len(measurements), 1)) as pool:
-        rows = [row for measured in pool.map(lambda measure: measure(), measurements) for row in measured]
+        running = [pool.submit(measure) for measure in measurements]
+        rows = [row for measured in running for row in measured.result()]
     if rows:
         checked_at = datetime.now(timezone.utc)
         airflow_run_id, airflow_try = airflow_run()
