@@ -466,7 +466,9 @@ def run(table: Table, args: JobArgs) -> dict:
         # output would otherwise run the stateful operator again.
         output = output.persist()
         try:
-            counts = {row.kind: row["count"] for row in output.groupBy("kind").count().collect()}
+            # One job counts each kind and finds the earliest late event (late_rows reads sessions from its day).
+            kinds = output.groupBy("kind").agg(F.count("*").alias("count"), F.min("event_ms").alias("earliest")).collect()
+            counts = {row.kind: row["count"] for row in kinds}
             fault_point(f"{table.layer}.before_sessions_write", batch_id)
             spark_ = output.sparkSession
             if counts.get("session"):  # most batches with data close nothing: their sessions are still open
@@ -474,7 +476,8 @@ def run(table: Table, args: JobArgs) -> dict:
                 with_conflict_retries(lambda: upsert(spark_, closed, target, table, app_id, batch_id), f"{table.name} batch {batch_id}")
             late = output.where(F.col("kind") == "late")
             if counts.get("late"):
-                append(late_rows(spark_, late, target, batch_id), late_table, late_app_id, batch_id)
+                earliest = next(row.earliest for row in kinds if row.kind == "late")
+                append(late_rows(spark_, late, target, batch_id, earliest), late_table, late_app_id, batch_id)
             fault_point(f"{table.layer}.after_sessions_write", batch_id)
         finally:
             output.unpersist()
@@ -508,11 +511,13 @@ def run(table: Table, args: JobArgs) -> dict:
     return summary
 
 
-def late_rows(spark: SparkSession, late: DataFrame, sessions: TablePaths, batch_id: int) -> DataFrame:
-    """Late events as ``ops.late_session_events`` rows, each with the emitted session it falls within the gap of."""
-    # Only the session dates the late events can reach (a session touched ends within the gap of the event).
-    earliest = late.agg(F.min("event_ms").alias("earliest")).first()["earliest"]
-    since = (_utc(earliest) - timedelta(days=1)).date()
+def late_rows(spark: SparkSession, late: DataFrame, sessions: TablePaths, batch_id: int, earliest_ms: int) -> DataFrame:
+    """Late events as ``ops.late_session_events`` rows, each with the emitted session it falls within the gap of.
+
+    ``earliest_ms``: the earliest late event's time; only the session dates it can reach are read
+    (a session touched ends within the gap of the event).
+    """
+    since = (_utc(earliest_ms) - timedelta(days=1)).date()
     stored = spark.read.format("delta").load(sessions.path).where(F.col("session_date") >= F.lit(since)).select(
         F.col("user_id").alias("s_user"), F.col("session_id"), F.unix_millis("session_start").alias("s_start"),
         F.unix_millis("session_end").alias("s_end"),
