@@ -24,6 +24,10 @@ export AIRFLOW__CORE__DAGS_FOLDER      := $(ROOT)/dags
 export AIRFLOW__CORE__LOAD_EXAMPLES    := False
 export AIRFLOW__CORE__EXECUTOR         ?= LocalExecutor
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
+# A scheduler loop that found nothing to do sleeps this long (Airflow's default: 1 s), and each step
+# of a DAG run (a task ending, its successors queued) waits for the next loop: 0.2 s takes seconds
+# off a small hourly run for about 5 % of a core while idle (BENCHMARKS.md section 11).
+export AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME ?= 0.2
 # SQLite (the embedded default) fails writers after 5 s of lock wait; see include/lakehouse_tools/airflow_sqlite.py.
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS ?= lakehouse_tools.airflow_sqlite.CONNECT_ARGS
 # The warm engine (a Spark Connect server, make engine-up) runs every job by default; its token is

@@ -309,13 +309,76 @@ class Setup:
         self.task_figures(step, lambda logical, _type: logical == logical_date)
         return step
 
-    def backfill(self) -> Step:
-        step = Step("backfill")
+    def reserialize(self) -> None:
         code, output = self.airflow("dags", "reserialize", log_name="reserialize", timeout=600)
         if code != 0:
             raise RuntimeError(f"airflow dags reserialize failed:\n{output[-2000:]}")
-        env = {**self.env, "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"}
-        services = AirflowServices(env, self.logs / "services")
+
+    def services(self, name: str) -> AirflowServices:
+        """An api-server, scheduler and dag-processor (not started) with the hourly schedule off."""
+        return AirflowServices({**self.env, "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"}, self.logs / name)
+
+    def scheduled(self, after: datetime) -> list[Step]:
+        """Small hourly runs through a running scheduler, as in production: the services start untimed.
+
+        Each run: one new hour landed, then ``airflow dags trigger`` (the scheduler's own schedule
+        is off); timed from the command to the run's end, and its own span from queue to end.
+        """
+        self.reserialize()
+        services = self.services("services-scheduled").start()
+        steps = []
+        try:
+            deadline = time.monotonic() + 180
+            while not self.query("SELECT id FROM job WHERE job_type = 'SchedulerJob' AND state = 'running'"):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the scheduler did not start in 180 s; see {self.logs / 'services-scheduled'}")
+                time.sleep(1)
+            time.sleep(5)  # its executor's workers and first loops
+            for index in range(self.options.scheduled_runs):
+                self.generate(START + timedelta(hours=4 + index), 1)
+                steps.append(self.triggered(f"scheduled-{index + 1}", after + timedelta(hours=1 + index)))
+                report(self, steps[-1], "small hourly DAG run through the scheduler")
+        finally:
+            services.stop()
+            reap_all(timeout=30)
+        return steps
+
+    def triggered(self, name: str, logical_date: datetime) -> Step:
+        step = Step(name)
+
+        def run():
+            code, output = self.airflow("dags", "trigger", DAG_ID, "--logical-date", logical_date.isoformat(),
+                                        log_name=f"{name}-trigger", timeout=300)  # fmt: skip
+            if code != 0:
+                step.ok = False
+                step.anomalies.append(f"`airflow dags trigger` exited {code}: {output[-500:]}")
+                return None
+            deadline = time.monotonic() + 900
+            while time.monotonic() < deadline:
+                found = self.query(
+                    "SELECT state, queued_at, end_date FROM dag_run WHERE dag_id = ? AND run_type = 'manual' "
+                    "ORDER BY id DESC LIMIT 1", DAG_ID,
+                )  # fmt: skip
+                if found and found[0][0] in ("success", "failed"):
+                    state, queued, ended = found[0]
+                    step.ok = state == "success"
+                    step.runs_span = (_utc(ended) - _utc(queued)).total_seconds()
+                    return time.perf_counter()
+                time.sleep(0.2)
+            step.ok = False
+            step.anomalies.append("the run did not finish in 900 s")
+            return time.perf_counter()
+
+        self.timed(step, run, leftovers=False)  # the services run on
+        self.task_figures(step, lambda logical, _type: logical == logical_date)
+        if step.ok and not step.commits:
+            step.anomalies.append("no Delta commit: the new hour was not processed")
+        return step
+
+    def backfill(self) -> Step:
+        step = Step("backfill")
+        self.reserialize()
+        services = self.services("services")
         first, last = START + timedelta(hours=1), START + timedelta(hours=3)
 
         def run():
@@ -381,6 +444,8 @@ class Setup:
         if steps["small"].ok and not steps["small"].commits:
             steps["small"].anomalies.append("no Delta commit: the new hour was not processed")
         report(self, steps["small"], f"small hourly DAG run (1 hour at {self.options.events_per_second} events/s)")
+        if self.options.scheduled_runs:
+            steps["scheduled"] = self.scheduled(when)
         steps["backfill"] = self.backfill()
         report(self, steps["backfill"], "3-hour backfill through the scheduler")
         return steps
@@ -550,7 +615,8 @@ def anomalies(results: dict) -> list[str]:
                     counts = retried.setdefault(key, {"extra": 0, "why": set()})
                     counts["extra"] += task["extra"]
                     counts["why"].add(task["why"])
-    steps = {"first": "first run", "idle": "no-new-data run", "small": "small hourly run", "backfill": "backfill"}
+    steps = {"first": "first run", "idle": "no-new-data run", "small": "small hourly run",
+             "scheduled": "small hourly run through the scheduler", "backfill": "backfill"}  # fmt: skip
     for (step, kind, task), counts in sorted(retried.items()):
         out.append(
             f"{steps.get(step, step)}, {kind}: `{task}` retried {counts['extra']}× in all; first attempt: "
@@ -568,6 +634,8 @@ def render(results: dict) -> str:
         ("idle", "**(a) DAG run with no new data**", ("wall", "cpu", "engine_cpu", "spark_tasks", "preflight")),
         ("small", f"**(b) small hourly DAG run** (1 new hour at {o['events_per_second']} events/s)",
          ("wall", "cpu", "engine_cpu", "spark_tasks", "preflight")),
+        ("scheduled", "**(b′) the same through a running scheduler** (1 new hour, `airflow dags trigger` → the run's end)",
+         ("wall", "runs_span", "cpu", "engine_cpu", "spark_tasks")),
         ("backfill", "**(c) 3-hour backfill** through a scheduler (command → all 3 runs succeeded)",
          ("wall", "cpu", "engine_cpu", "runs_span", "spark_tasks", "retries")),
     ]  # fmt: skip
@@ -580,13 +648,14 @@ def render(results: dict) -> str:
         "preflight": "— the preflight task's wall s (checks the Spark connection)",
         "retries": "— task retries (Airflow's, 1 min apart)",
     }  # fmt: skip
+    labels = {("scheduled", "runs_span"): "— the run's own span s (queued → end, metadata DB)"}
     table = [
         f"| DAG run | {ENGINE_LABELS[CONNECT]} | {ENGINE_LABELS[SUBMIT]} | spark-submit / connect |",
         "| --- | ---: | ---: | ---: |",
     ]
     for step, title, measures in rows:
         for index, measure in enumerate(measures):
-            label = f"{title}, {names[measure]}" if index == 0 else names[measure]
+            label = f"{title}, {names[measure]}" if index == 0 else labels.get((step, measure), names[measure])
             submit = "–" if measure == "engine_cpu" else cell(samples(results, SUBMIT, step, measure))
             factor = ratio(results, step, measure) if measure in ("wall", "cpu", "runs_span") else ""
             if measure == "retries":
@@ -596,7 +665,7 @@ def render(results: dict) -> str:
     reps = o["reps"]
     command = f"python -m bench.engine_runs --reps {reps}" + (
         f" --idle-runs {o['idle_runs']}" if o["idle_runs"] != 1 else ""
-    )
+    ) + (f" --scheduled-runs {o.get('scheduled_runs', 0)}" if o.get("scheduled_runs", 0) != 2 else "")
     out = [
         BEGIN,
         "## 11. The warm engine: DAG runs on Spark Connect vs spark-submit",
@@ -613,7 +682,9 @@ def render(results: dict) -> str:
         f"* **Work:** {reps} repetition(s), each kind of Spark in a fresh Airflow home (SQLite, LocalExecutor) and "
         "lakehouse, the kinds in alternating order (connect, submit, submit, connect, ...): 3 generated hours "
         f"at {o['events_per_second']} events/s processed by a first `airflow dags test ysb_hourly`, then "
-        f"{o['idle_runs']} run(s) with nothing new (a), one new hour then one run (b), and `airflow backfill create` "
+        f"{o['idle_runs']} run(s) with nothing new (a), one new hour then one run (b), "
+        f"{o.get('scheduled_runs', 0)} more new hour(s) each triggered on an api-server, scheduler and dag-processor "
+        "started beforehand, untimed, as in production (b′), and `airflow backfill create` "
         "of event hours 00:00–02:00 executed by an api-server, scheduler and dag-processor started after the "
         "command (c; their start-up is in the wall time, the runs' own span is the row below it; the "
         "scheduler's own hourly schedule off, so only the 3 backfill runs execute, up to 3 at once).",
@@ -695,6 +766,13 @@ def interpretation(results: dict) -> str:
                "compiled rather than one per task" if engine_c else "")
             + "."
         )
+    sched_c, sched_s = m(CONNECT, "scheduled", "runs_span"), m(SUBMIT, "scheduled", "runs_span")
+    if sched_c and sched_s:
+        parts.append(
+            f"Through a running scheduler, as the hourly schedule runs it, the same small hour takes {sched_c:.0f} s "
+            f"from queue to end on the engine and {sched_s:.0f} s by spark-submit: no `dags test` start-up and no "
+            "in-process execution API, each task a process of its own, the four tasks after silver side by side."
+        )
     back_c, back_s = m(CONNECT, "backfill"), m(SUBMIT, "backfill")
     if back_c and back_s:
         span_c, span_s = m(CONNECT, "backfill", "runs_span"), m(SUBMIT, "backfill", "runs_span")
@@ -732,6 +810,9 @@ def summary_figures(results: dict) -> dict:
             out[f"{key}{suffix}_s"] = _round(median(samples(results, kind, step, "wall")))
             out[f"{key}{suffix}_cpu_s"] = _round(median(samples(results, kind, step, "cpu")))
         out[f"{key}_engine_cpu_s"] = _round(median(samples(results, CONNECT, step, "engine_cpu")))
+    for kind, suffix in ((CONNECT, ""), (SUBMIT, "_spark_submit")):
+        out[f"small_hourly_scheduled_run{suffix}_s"] = _round(median(samples(results, kind, "scheduled", "runs_span")))
+        out[f"small_hourly_scheduled_run{suffix}_cpu_s"] = _round(median(samples(results, kind, "scheduled", "cpu")))
     out["backfill_3h_runs_span_s"] = _round(median(samples(results, CONNECT, "backfill", "runs_span")))
     out["backfill_3h_runs_span_spark_submit_s"] = _round(median(samples(results, SUBMIT, "backfill", "runs_span")))
     starts = engine_starts(results)
@@ -755,6 +836,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--idle-runs", type=int, default=1, help="runs with nothing new per repetition")
+    parser.add_argument("--scheduled-runs", type=int, default=2, help="small hourly runs through a scheduler per repetition")
     parser.add_argument("--events-per-second", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--engine-port", type=int, default=15004)

@@ -35,6 +35,7 @@ def airflow_environment(airflow_home: Path, lakehouse: Lakehouse, **extra: str) 
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__EXECUTOR="LocalExecutor",
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
+        AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME="0.2",  # as the Makefile sets it (why: there)
         AIRFLOW__LOGGING__LOGGING_LEVEL="INFO",
         AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS="lakehouse_tools.airflow_sqlite.CONNECT_ARGS",
         AIRFLOW_CONN_SPARK_LAKEHOUSE=spark_connection(),
