@@ -142,6 +142,8 @@ class AirflowServices:
         else:
             self.stop()
             raise RuntimeError(f"the Airflow api-server did not come up; see the logs in {self.log_dir}")
+        # Its execution API is built on the first request to it (as include/scripts/airflow_ui.sh does).
+        urllib.request.urlopen(f"{self.base_url}/execution/health", timeout=120)
         for name in ("scheduler", "dag-processor"):
             if name in services:
                 launch(name)

@@ -53,6 +53,9 @@ for _ in $(seq 1 120); do
   kill -0 "${pids[0]}" 2>/dev/null || { echo "the api-server exited; see $logs/api-server.log"; exit 1; }
   sleep 1
 done
+# The api-server builds its execution API (Cadwyn's versioned routes, ~3 s) on the first request
+# to it: made here, or the first task of the first run would wait for it.
+curl -fsS --max-time 120 "http://127.0.0.1:$port/execution/health" > /dev/null || true
 for component in scheduler dag-processor triggerer; do start "$component"; done
 echo "Airflow UI: http://127.0.0.1:$port  (user admin; password in $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated)"
 echo "Ctrl-C stops every component."
