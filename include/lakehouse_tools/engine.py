@@ -15,7 +15,7 @@ functions of the jobs run in Python workers that the server starts, and they imp
 from there (the files on disk when a query starts: no restart after a code change).
 
 A supervisor process (the leader of the engine's process group) restarts the server when it dies,
-at most ``MAX_RESTARTS`` times in ``RESTART_WINDOW_S`` seconds; ``down`` stops the group.
+at most :func:`max_restarts` times in ``RESTART_WINDOW_S`` seconds; ``down`` stops the group.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from lakehouse.spark import DEFAULT_CONF, check_engine
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-MAX_RESTARTS, RESTART_WINDOW_S = 5, 300
+# A server that keeps dying is given up on (its log says why) rather than restarted forever.
+DEFAULT_MAX_RESTARTS, RESTART_WINDOW_S = 5, 300
 START_TIMEOUT_S = 240
 LOG_CONFIG = Path(__file__).with_name("engine-log4j2.properties")
 
@@ -103,8 +104,17 @@ def server_env() -> dict[str, str]:
     return env
 
 
+def max_restarts() -> int:
+    """``$LAKEHOUSE_ENGINE_MAX_RESTARTS`` (default 5): raised where the kills are deliberate (the fault harness)."""
+    value = os.environ.get("LAKEHOUSE_ENGINE_MAX_RESTARTS", str(DEFAULT_MAX_RESTARTS))
+    if not value.isdigit():
+        sys.exit(f"engine: LAKEHOUSE_ENGINE_MAX_RESTARTS must be a whole number of restarts, not {value!r}")
+    return int(value)
+
+
 def supervise() -> None:
     """Run the server and restart it when it dies, until SIGTERM (``down``) stops the group."""
+    limit = max_restarts()
     log = open(state_dir() / "engine.log", "ab", buffering=0)
     child: subprocess.Popen | None = None
     stopping = False
@@ -126,8 +136,8 @@ def supervise() -> None:
             break
         now = time.monotonic()
         restarts = [t for t in restarts if now - t < RESTART_WINDOW_S] + [now]
-        log.write(f"--- engine: the server exited with {code}; restart {len(restarts)}/{MAX_RESTARTS}\n".encode())
-        if len(restarts) > MAX_RESTARTS:
+        log.write(f"--- engine: the server exited with {code}; restart {len(restarts)}/{limit}\n".encode())
+        if len(restarts) > limit:
             log.write(b"--- engine: too many restarts; giving up (see the log above)\n")
             sys.exit(1)
         time.sleep(2)
@@ -175,6 +185,7 @@ def up(timeout_s: float = START_TIMEOUT_S) -> None:
         down()
     if _running_group() is None:
         jar_paths()  # fail fast, with its message, before anything starts
+        max_restarts()  # and with this one
         log_path = state_dir() / "engine.log"
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "lakehouse_tools.engine", "supervise"],

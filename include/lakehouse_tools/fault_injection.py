@@ -387,6 +387,9 @@ def engine_environment(workdir: Path):
         "LAKEHOUSE_ENGINE_PORT": str(ENGINE_PORT),
         "LAKEHOUSE_ENGINE_DIR": str(workdir / "engine"),
         "LAKEHOUSE_ENGINE_URL": None,  # an explicit URL would win over the port
+        # Its server is killed on purpose, a few times a minute: the supervisor's crash-loop limit
+        # (5 restarts in 5 minutes) gave up on it, and a trial waited 10 minutes for its clients.
+        "LAKEHOUSE_ENGINE_MAX_RESTARTS": "1000",
     }
     before = {key: os.environ.get(key) for key in wanted}
     try:
