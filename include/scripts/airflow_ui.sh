@@ -53,7 +53,7 @@ for _ in $(seq 1 120); do
   kill -0 "${pids[0]}" 2>/dev/null || { echo "the api-server exited; see $logs/api-server.log"; exit 1; }
   sleep 1
 done
-# The api-server builds its execution API (Cadwyn's versioned routes, ~3 s) on the first request
+# The api-server builds its execution API (Cadwyn's versioned routes, ~2.5 s) on the first request
 # to it: made here, or the first task of the first run would wait for it.
 curl -fsS --max-time 120 "http://127.0.0.1:$port/execution/health" > /dev/null || true
 for component in scheduler dag-processor triggerer; do start "$component"; done
