@@ -6,7 +6,7 @@ import signal
 from datetime import timedelta
 from pathlib import Path
 
-from helpers import START, assert_gold_matches_oracle, rows_of, run_job, run_pipeline, table
+from helpers import START, assert_gold_matches_oracle, expected_rows, rows_of, run_job, run_pipeline, table
 from lakehouse_tools.fault_injection import Attempt, BatchClock, run_attempt
 from lakehouse_tools.generator import write_campaigns, write_hours
 
@@ -39,3 +39,25 @@ def test_a_kill_after_the_state_commit_and_before_the_write_loses_and_doubles_no
     assert batch in [note["batch_id"] for note in retry["batches"]], retry
     expected = assert_gold_matches_oracle(spark, lakehouse, names=(SESSIONS, "gold.open_sessions"))
     assert sum(rows_of(spark, lakehouse, SESSIONS).values()) == len(expected.rows(SESSIONS)) > written_before
+
+
+def test_a_kill_after_the_query_and_before_the_open_sessions_rewrite_is_mended_by_the_retry(spark, lakehouse, tmp_path):
+    write_campaigns(lakehouse, seed=31)
+    write_hours(lakehouse, START, 1, events_per_second=0.1, seed=31)
+    run_pipeline(lakehouse, up_to=SESSIONS)
+    open_before = rows_of(spark, lakehouse, "gold.open_sessions")
+    write_hours(lakehouse, START + timedelta(hours=1), 1, events_per_second=0.1, seed=31)
+    for task in ("bronze_ad_events", "silver_ad_events"):
+        run_job(task, lakehouse)
+
+    # The query runs and commits its batches; the driver dies before gold.open_sessions is rewritten.
+    killed = run_attempt(Attempt("gold_user_sessions", 1, "gold.before_open_sessions"), lakehouse,
+                         tmp_path / "killed.log", BatchClock())  # fmt: skip
+    assert killed.killed and killed.returncode == -signal.SIGKILL, Path(killed.log).read_text()[-3000:]
+    assert rows_of(spark, lakehouse, "gold.open_sessions") == open_before, "the rewrite had not happened"
+
+    # The retry finds nothing new to start a query for, and rewrites the open sessions all the same.
+    retry = run_job("gold_user_sessions", lakehouse)
+    assert "not_started" in retry and "open_sessions" in retry, retry
+    expected = assert_gold_matches_oracle(spark, lakehouse, names=(SESSIONS, "gold.open_sessions"))
+    assert expected_rows(expected, "gold.open_sessions") != open_before, "the new hour changed the open sessions"

@@ -49,7 +49,7 @@ from lakehouse.tables.gold_user_sessions import (
     SESSION_GAP_MS, WATERMARK_DELAY, WATERMARK_DELAY_MS, Session, add_events,
 )  # fmt: skip
 
-FAULT_POINTS = ("before_sessions_write", "after_sessions_write")
+FAULT_POINTS = ("before_sessions_write", "after_sessions_write", "before_open_sessions")
 
 # What the processor keeps per user: its open sessions (ListState rows).
 STATE_SCHEMA = StructType(
@@ -424,8 +424,32 @@ def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: Table, run_label
     return {"late_pending": still, "late_reconciled": len(settled), "dirty_users": users, "open_truth": open_truth}
 
 
+def last_committed_batch(checkpoint: str) -> int | None:
+    """The newest batch in the checkpoint's commit log (None: none yet)."""
+    commits = Path(checkpoint) / "commits"
+    return max((int(p.name) for p in commits.iterdir() if p.name.isdigit()), default=None) if commits.is_dir() else None
+
+
+def _state_tag(checkpoint: str) -> str:
+    """What an open-sessions commit was written from: the checkpoint (its generation) and its newest committed batch."""
+    return f"open sessions of the state of {checkpoint} as of batch {last_committed_batch(checkpoint)}"
+
+
+def open_sessions_current(lakehouse: Lakehouse, table: Table, checkpoint: str) -> bool:
+    """``gold.open_sessions`` was last rewritten from the state of the checkpoint's newest committed batch.
+
+    From the tables' logs, no Spark job. Not so when a run died between its query and the rewrite:
+    its retry, with nothing new to start a query for, rewrites it then.
+    """
+    written = delta_log.latest_commit_info(lakehouse.table(catalog.side(table, "open").name).path)
+    return written.get("userMetadata") == _state_tag(checkpoint)
+
+
 def refresh_open_sessions(spark: SparkSession, lakehouse: Lakehouse, table: Table, checkpoint: str, reconciled: dict) -> int:
-    """Rewrite ``gold.open_sessions``: the state's open sessions, the recomputed ones for users with late events."""
+    """Rewrite ``gold.open_sessions``: the state's open sessions, the recomputed ones for users with late events.
+
+    The commit is tagged with the batch whose state it holds (:func:`open_sessions_current`).
+    """
     target = lakehouse.table(catalog.side(table, "open").name)
     ensure_table(spark, target, catalog.side(table, "open"))
     opened = open_sessions_in_state(spark, checkpoint) if (Path(checkpoint) / "state").is_dir() else None
@@ -438,7 +462,7 @@ def refresh_open_sessions(spark: SparkSession, lakehouse: Lakehouse, table: Tabl
     if opened is None:
         return 0
     rows = table_rows(opened, with_closes_at=True)
-    rows.write.format("delta").mode("overwrite").save(target.path)
+    rows.write.format("delta").mode("overwrite").option("userMetadata", _state_tag(checkpoint)).save(target.path)
     return int(delta_log.latest_commit_info(target.path).get("operationMetrics", {}).get("numOutputRows", 0))
 
 
@@ -500,7 +524,8 @@ def run(table: Table, args: JobArgs) -> dict:
     )
     run_label = f"sessions run of {datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
     reconciled = reconcile(spark, lakehouse, table, run_label)
-    if "not_started" not in summary or reconciled.get("dirty_users"):
+    fault_point(f"{table.layer}.before_open_sessions")
+    if "not_started" not in summary or reconciled.get("dirty_users") or not open_sessions_current(lakehouse, table, checkpoint):
         summary["open_sessions"] = refresh_open_sessions(spark, lakehouse, table, checkpoint, reconciled)
     summary.update({k: v for k, v in reconciled.items() if k in ("late_pending", "late_reconciled")})
     watermark = checkpoint_watermark_ms(checkpoint)
