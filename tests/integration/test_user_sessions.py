@@ -11,7 +11,9 @@ from datetime import timedelta
 from pyspark.sql import functions as F
 
 from helpers import START, assert_gold_matches_oracle, oracle, rows_of, run_job, run_pipeline, table
+from lakehouse import catalog
 from lakehouse.config import Lakehouse
+from lakehouse.flows import sessions as session_flow
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 HOURS = 4
@@ -86,6 +88,33 @@ def test_a_backfill_of_one_hour_replaces_exactly_the_sessions_overlapping_it(spa
             "--end", f"{hour + timedelta(hours=1):%Y-%m-%dT%H:%MZ}")  # fmt: skip
     assert rows_of(spark, lakehouse, SESSIONS) == before
     assert table(spark, lakehouse, SESSIONS).where(~overlapping).count() == untouched
+
+
+def test_a_backfill_beside_the_stream_keeps_the_sessions_the_stream_closed_after_it_read_the_watermark(spark, lakehouse):
+    # CI, once: a backfill of hours 00-02 beside the hourly run that ingested hour 02 lost 10 sessions
+    # of hour 01. Here the same order, step by step, as the batch form's recompute takes it.
+    write_campaigns(lakehouse, seed=SEED)
+    write_hours(lakehouse, START, 2, events_per_second=EVENTS_PER_SECOND, seed=SEED)
+    run_pipeline(lakehouse, up_to=SESSIONS)
+    entry, target = catalog.get(SESSIONS), lakehouse.table(SESSIONS)
+    hour = START + timedelta(hours=1)
+    start_ms = int(hour.timestamp() * 1000)
+    end_ms = start_ms + 3_600_000
+    # The backfill of hour 01:00 reads the stream's watermark and recomputes the hour's sessions ...
+    watermark = session_flow.watermark_for(spark, lakehouse, entry)
+    recomputed = session_flow.recomputed_sessions(spark, lakehouse.table(entry.upstream[0]), entry, watermark, start_ms, end_ms)
+    open_then = {row.session_id for row in session_flow.table_rows(recomputed.where(F.col("kind") == "open")).collect()}
+    # ... the hourly run ingests the next hour meanwhile, and its watermark closes sessions the backfill saw open ...
+    write_hours(lakehouse, START + timedelta(hours=2), 1, events_per_second=EVENTS_PER_SECOND, seed=SEED)
+    run_pipeline(lakehouse, up_to=SESSIONS)
+    closed_since = open_then & {row.session_id for row in table(spark, lakehouse, SESSIONS).select("session_id").collect()}
+    assert closed_since, "the sample must have sessions of hour 01:00 that the next hour's watermark closes"
+    # ... and the backfill's replace commits last: it must not delete what it saw open.
+    try:
+        session_flow.replace_sessions(spark, target, entry, recomputed, watermark, start_ms, end_ms)
+    finally:
+        recomputed.unpersist()
+    assert_gold_matches_oracle(spark, lakehouse, names=SESSION_TABLES)
 
 
 def test_a_full_refresh_rebuilds_the_sessions_state_from_silver(spark, lakehouse):

@@ -246,14 +246,17 @@ def _quoted(value: str) -> str:
 
 
 def replace_sessions(
-    spark: SparkSession, target: TablePaths, table: Table, sessions: DataFrame, start_ms: int, end_ms: int | None,
-    users: set[str] | None = None,
+    spark: SparkSession, target: TablePaths, table: Table, sessions: DataFrame, watermark_ms: int, start_ms: int,
+    end_ms: int | None, users: set[str] | None = None,
 ) -> None:  # fmt: skip
     """Replace the target's sessions overlapping [start_ms, end_ms) (of ``users``) with the closed ones of ``sessions``.
 
-    ``sessions`` are every recomputed session overlapping the interval. One that reaches past its
-    start or end also replaces the rows of its user within its own extent: a stored session that
-    it now contains (merged by an event since) would otherwise stay beside it.
+    ``sessions`` are every recomputed session overlapping the interval, closed or open as of
+    ``watermark_ms``. One that reaches past its start or end also replaces the rows of its user
+    within its own extent: a stored session that it now contains (merged by an event since) would
+    otherwise stay beside it. Only stored sessions closed as of ``watermark_ms`` are replaced: one
+    that the stream closed since (beside a backfill that read an older watermark) is newer than
+    this recomputation, which saw it open and would delete it without writing it back.
     """
     overlapping = f"session_end >= {_ts(start_ms)}" + (f" AND session_start < {_ts(end_ms)}" if end_ms is not None else "")
     if users is not None:
@@ -265,7 +268,8 @@ def replace_sessions(
         f"(user_id = {_quoted(row.user_id)} AND session_end >= {_ts(row.start_ms)} AND session_start <= {_ts(row.end_ms)})"
         for row in sessions.where(reaching_out).select("user_id", "start_ms", "end_ms").collect()
     ]
-    predicate = " OR ".join([f"({overlapping})", *extents])
+    closed_by_then = f"session_end <= {_ts(watermark_ms - SESSION_GAP_MS)}"  # Session.closed_at, as SQL
+    predicate = f"({' OR '.join([f'({overlapping})', *extents])}) AND {closed_by_then}"
     closed = table_rows(sessions.where(F.col("kind") == "session"))
     with_conflict_retries(lambda: replace_where(closed, target, table, predicate), f"{table.name} sessions")
 
@@ -377,7 +381,7 @@ def recompute(
     end_ms = int(hours.hours[-1].timestamp() * 1000) + 3_600_000
     sessions = recomputed_sessions(spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, end_ms)
     try:
-        replace_sessions(spark, target, table, sessions, start_ms, end_ms)
+        replace_sessions(spark, target, table, sessions, watermark, start_ms, end_ms)
         written = sessions.where(F.col("kind") == "session").count()
     finally:
         sessions.unpersist()
@@ -402,7 +406,7 @@ def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: Table, run_label
     target = lakehouse.table(table.name)
     sessions = recomputed_sessions(spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, None, users)
     try:
-        replace_sessions(spark, target, table, sessions, start_ms, None, users)
+        replace_sessions(spark, target, table, sessions, watermark, start_ms, None, users)
         recomputed = sessions.collect()  # a few sessions per user with a late event
     finally:
         sessions.unpersist()
