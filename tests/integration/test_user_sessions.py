@@ -109,6 +109,8 @@ def test_a_backfill_beside_the_stream_keeps_the_sessions_the_stream_closed_after
     run_pipeline(lakehouse, up_to=SESSIONS)
     closed_since = open_then & {row.session_id for row in table(spark, lakehouse, SESSIONS).select("session_id").collect()}
     assert closed_since, "the sample must have sessions of hour 01:00 that the next hour's watermark closes"
+    reconciled = table(spark, lakehouse, "ops.late_session_events").where(F.col("reconciled_at").isNotNull())
+    assert reconciled.where(F.hour("event_time") == 1).count() == 1, "and a late event of that hour, reconciled before the replace"
     # ... and the backfill's replace commits last: it must not delete what it saw open.
     try:
         session_flow.replace_sessions(spark, target, entry, recomputed, watermark, start_ms, end_ms)
