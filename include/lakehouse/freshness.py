@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakehouse import delta_log
+from lakehouse import checkpoint_log, delta_log
 
 if TYPE_CHECKING:
     from lakehouse.catalog import Table
@@ -25,10 +25,7 @@ if TYPE_CHECKING:
 def _committed_offsets(checkpoint: str) -> list[str] | None:
     """The source offsets (one JSON line per source) of the newest batch, if it is committed."""
     offsets, commits = Path(checkpoint) / "offsets", Path(checkpoint) / "commits"
-    try:
-        planned = max((int(p.name) for p in offsets.iterdir() if p.name.isdigit()), default=None)
-    except FileNotFoundError:
-        return None
+    planned = checkpoint_log.newest(checkpoint, "offsets")
     if planned is None or not (commits / str(planned)).is_file():
         return None
     try:
@@ -124,10 +121,7 @@ def job_input_bytes(lakehouse: Lakehouse, table: Table) -> int | None:
 
 def _started(checkpoint: str) -> bool:
     """Has the query planned a batch (its checkpoint's offset log holds one)?"""
-    try:
-        return any(p.name.isdigit() for p in (Path(checkpoint) / "offsets").iterdir())
-    except FileNotFoundError:
-        return False
+    return bool(checkpoint_log.batches(checkpoint, "offsets"))
 
 
 def file_fingerprint(path: str) -> str:
@@ -146,14 +140,15 @@ def snapshot_unchanged(table_path: str, fingerprint: str) -> str | None:
 def watermark_advance_pending(checkpoint: str) -> bool:
     """True when a stateful query's newest batch moved its watermark and the batch that acts on it has not run.
 
-    Spark runs that batch (no new data, timers fire) right after; a driver that died in between
-    leaves sessions unclosed that a skipped run would leave so until new data came.
+    Spark runs that batch (no new data, timers fire) right after, in the same run only: a driver
+    that died in between leaves sessions unclosed until new data comes, unless the next run
+    replays the batch (:func:`lakehouse.runtime.run_available_now` does).
     """
     offsets, commits = Path(checkpoint) / "offsets", Path(checkpoint) / "commits"
+    newest = checkpoint_log.newest(checkpoint, "commits")
+    if newest is None:
+        return False
     try:
-        newest = max((int(p.name) for p in commits.iterdir() if p.name.isdigit()), default=None)
-        if newest is None:
-            return False
         committed = json.loads((commits / str(newest)).read_text(encoding="utf-8").splitlines()[1])
         planned = json.loads((offsets / str(newest)).read_text(encoding="utf-8").splitlines()[1])
     except (OSError, ValueError, IndexError):

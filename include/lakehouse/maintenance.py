@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from lakehouse import catalog, delta_log
+from lakehouse import catalog, checkpoint_log, delta_log
 from lakehouse.config import ConfigError, Lakehouse
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's own default (delta.deletedFileRetentionDuration, 7 days)
@@ -54,10 +54,7 @@ def reader_position(checkpoint: str, table_id: str) -> int | None:
     current snapshot, whose files VACUUM keeps.
     """
     offsets, commits = Path(checkpoint) / "offsets", Path(checkpoint) / "commits"
-    try:
-        planned = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
-    except FileNotFoundError:
-        return None
+    planned = checkpoint_log.batches(checkpoint, "offsets")
     committed = [batch for batch in planned if (commits / str(batch)).is_file()]
     batch = committed[-1] if committed else (planned[0] if planned else None)
     if batch is None:

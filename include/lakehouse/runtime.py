@@ -27,7 +27,9 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
+from lakehouse import checkpoint_log
 from lakehouse.config import ConfigError, Lakehouse, TablePaths
+from lakehouse.freshness import watermark_advance_pending
 from lakehouse.hours import HourRange, parse_instant
 
 if TYPE_CHECKING:
@@ -234,6 +236,23 @@ def _write_note(checkpoint: str, batch_id: int, note: dict) -> None:
     os.replace(tmp, folder / f"{batch_id}.json")
 
 
+def _withdraw_last_commit(checkpoint: str, name: str) -> None:
+    """Make Spark run again the batch that moved a stateful query's watermark, and then the one that acts on it.
+
+    Spark runs the no-data batch that fires a moved watermark's timers only right after the batch
+    that moved it, in the same run: a driver that died in between leaves a checkpoint on which a
+    restarted query finds nothing to do (Connect-mode fault trial 24: 46 sessions never closed).
+    Without its commit file the batch is replayed as after any crash (its writes are skipped by
+    their transaction ids) and the no-data batch follows.
+    """
+    batch = checkpoint_log.newest(checkpoint, "commits")
+    log.warning("%s: batch %s moved the watermark and the batch that acts on it did not run (its driver died); "
+                "replaying batch %s", name, batch, batch)  # fmt: skip
+    crc, commit = (Path(checkpoint) / "commits" / f".{batch}.crc", Path(checkpoint) / "commits" / str(batch))
+    crc.unlink(missing_ok=True)  # first: a stale checksum would fail Spark's rename of the commit it writes again
+    commit.unlink()
+
+
 def read_batch_notes(checkpoint: str, batch_ids: list[int]) -> list[dict]:
     """The notes of these batches (what each batch's function returned), in batch order."""
     notes = []
@@ -267,6 +286,8 @@ def run_available_now(
     """
     with checkpoint_lock(checkpoint, name) as lease:
         check_checkpoint(checkpoint, name, writes)
+        if watermark_advance_pending(checkpoint):
+            _withdraw_last_commit(checkpoint, name)
         why = caught_up() if caught_up else None
         if why:
             log.info("%s: nothing new (%s); the query was not started", name, why)
@@ -394,7 +415,7 @@ class CheckpointLog:
             damaged.append("metadata")
         logs = {}
         for folder in ("commits", "offsets"):  # commits first: see check_checkpoint
-            ids = _log_ids(path / folder)
+            ids = checkpoint_log.batches(checkpoint, folder)
             damaged += [f"{folder}/{n}" for n in ids if not _log_file_readable(path / folder / str(n), folder)]
             logs[folder] = ids
         return cls(path, query_id, logs["offsets"], logs["commits"], tuple(damaged))
@@ -412,13 +433,6 @@ class CheckpointLog:
     def files(self, folder: str, batch: int) -> list[str]:
         """A log file and its hidden checksum file (Spark's rename of a rewritten file fails on a stale one)."""
         return [str(self.path / folder / str(batch)), str(self.path / folder / f".{batch}.crc")]
-
-
-def _log_ids(folder: Path) -> tuple[int, ...]:
-    try:
-        return tuple(sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()))
-    except FileNotFoundError:
-        return ()
 
 
 def _log_file_readable(path: Path, folder: str) -> bool:

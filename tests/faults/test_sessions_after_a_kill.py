@@ -7,6 +7,11 @@ from datetime import timedelta
 from pathlib import Path
 
 from helpers import START, assert_gold_matches_oracle, expected_rows, rows_of, run_job, run_pipeline, table
+from lakehouse import catalog, checkpoint_log
+from lakehouse.flows.sessions import OUTPUT_SCHEMA, UserSessions
+from lakehouse.freshness import watermark_advance_pending
+from lakehouse.sources import delta_stream
+from lakehouse.tables.gold_user_sessions import WATERMARK_DELAY
 from lakehouse_tools.fault_injection import Attempt, BatchClock, run_attempt
 from lakehouse_tools.generator import write_campaigns, write_hours
 
@@ -61,3 +66,33 @@ def test_a_kill_after_the_query_and_before_the_open_sessions_rewrite_is_mended_b
     assert "not_started" in retry and "open_sessions" in retry, retry
     expected = assert_gold_matches_oracle(spark, lakehouse, names=(SESSIONS, "gold.open_sessions"))
     assert expected_rows(expected, "gold.open_sessions") != open_before, "the new hour changed the open sessions"
+
+
+def test_a_kill_between_the_batch_that_moves_the_watermark_and_the_one_that_closes_sessions(spark, lakehouse):
+    # Connect-mode fault trial 24 (seed 1): the engine died after the data batch was committed and
+    # before Spark planned the no-data batch that fires the timers; Spark runs that batch only right
+    # after the one that moved the watermark, so the retry found nothing to do and closed nothing.
+    write_campaigns(lakehouse, seed=31)
+    write_hours(lakehouse, START, 2, events_per_second=0.1, seed=31)
+    run_pipeline(lakehouse, up_to="silver.ad_events")
+    entry = catalog.get(SESSIONS)
+    checkpoint = lakehouse.table(SESSIONS).checkpoint()
+    # That checkpoint, made without a kill: the sessions query, run for one batch only (a one-time
+    # trigger runs no no-data batch after it). Its data batch closes nothing: every event is on time.
+    def closes_nothing(output, batch_id) -> None:  # nested: pickled by value for the engine's Python worker
+        if output.where("kind = 'session'").count():
+            raise AssertionError(f"batch {batch_id} closed sessions: the test's premise is wrong")
+
+    events = entry.transform(delta_stream(spark, lakehouse.table(entry.upstream[0])).withWatermark("event_time", WATERMARK_DELAY))
+    query = (
+        events.groupBy("user_id")
+        .transformWithStateInPandas(UserSessions(), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="EventTime")
+        .writeStream.foreachBatch(closes_nothing).option("checkpointLocation", checkpoint).trigger(once=True).start()
+    )  # fmt: skip
+    query.awaitTermination()
+    assert checkpoint_log.batches(checkpoint, "commits") == (0,) and watermark_advance_pending(checkpoint)
+
+    retry = run_job("gold_user_sessions", lakehouse)
+    assert [note["batch_id"] for note in retry["batches"]] == [0, 1], retry  # the data batch replayed, then the no-data one
+    expected = assert_gold_matches_oracle(spark, lakehouse, names=(SESSIONS, "gold.open_sessions"))
+    assert expected.rows(SESSIONS), "the sample has sessions that the second hour's watermark closes"

@@ -34,11 +34,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
-from lakehouse import catalog, delta_log
+from lakehouse import catalog, checkpoint_log, delta_log
 from lakehouse.catalog import Table, Write
 from lakehouse.config import ConfigError, Lakehouse, TablePaths
 from lakehouse.faults import fault_point
-from lakehouse.freshness import delta_source_caught_up, job_input_bytes, watermark_advance_pending
+from lakehouse.freshness import delta_source_caught_up, job_input_bytes
 from lakehouse.hours import HourRange
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, refresh_advice, run_available_now
@@ -281,8 +281,7 @@ def replace_sessions(
 def checkpoint_watermark_ms(checkpoint: str) -> int | None:
     """The watermark of the checkpoint's newest planned batch (None: no batch yet)."""
     offsets = Path(checkpoint) / "offsets"
-    batches = sorted((int(p.name) for p in offsets.glob("[0-9]*") if p.name.isdigit()), reverse=True) if offsets.is_dir() else []
-    for batch in batches:
+    for batch in reversed(checkpoint_log.batches(checkpoint, "offsets")):
         try:
             metadata = json.loads((offsets / str(batch)).read_text().splitlines()[1])
             return int(metadata.get("batchWatermarkMs", 0))
@@ -328,7 +327,7 @@ def check_state_contract(checkpoint: str, name: str) -> None:
     changed gap or meaning; both are caught here, before the query starts.
     """
     record = Path(checkpoint).with_name(Path(checkpoint).name + ".state.json")
-    has_state = (Path(checkpoint) / "offsets").is_dir() and any((Path(checkpoint) / "offsets").iterdir())
+    has_state = bool(checkpoint_log.batches(checkpoint, "offsets"))
     wanted = _contract()
     if has_state and record.exists():
         recorded = json.loads(record.read_text())
@@ -428,15 +427,9 @@ def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: Table, run_label
     return {"late_pending": still, "late_reconciled": len(settled), "dirty_users": users, "open_truth": open_truth}
 
 
-def last_committed_batch(checkpoint: str) -> int | None:
-    """The newest batch in the checkpoint's commit log (None: none yet)."""
-    commits = Path(checkpoint) / "commits"
-    return max((int(p.name) for p in commits.iterdir() if p.name.isdigit()), default=None) if commits.is_dir() else None
-
-
 def _state_tag(checkpoint: str) -> str:
     """What an open-sessions commit was written from: the checkpoint (its generation) and its newest committed batch."""
-    return f"open sessions of the state of {checkpoint} as of batch {last_committed_batch(checkpoint)}"
+    return f"open sessions of the state of {checkpoint} as of batch {checkpoint_log.newest(checkpoint, 'commits')}"
 
 
 def open_sessions_current(lakehouse: Lakehouse, table: Table, checkpoint: str) -> bool:
@@ -523,7 +516,7 @@ def run(table: Table, args: JobArgs) -> dict:
         checkpoint,
         name=table.name,
         writes=[Written(target, app_id), Written(late_table, late_app_id)],
-        caught_up=lambda: None if watermark_advance_pending(checkpoint) else delta_source_caught_up(checkpoint, silver.path),
+        caught_up=lambda: delta_source_caught_up(checkpoint, silver.path),
         progress_log=ProgressLog(spark, lakehouse),
     )
     run_label = f"sessions run of {datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
