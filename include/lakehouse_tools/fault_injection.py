@@ -3,7 +3,7 @@
 Usage:
     python -m lakehouse_tools.fault_injection --trials 3 --seed 1 [--hours 2 --events-per-second 0.1] \
         [--workdir DIR] [--report faults.json] [--keep] [--engine spark-submit|connect]
-    python -m lakehouse_tools.fault_injection --trials 0 --checkpoint-trials 20 [--in-process] ...
+    python -m lakehouse_tools.fault_injection --trials 0 --checkpoint-trials 24 [--in-process] ...
 
 Each trial builds a fresh lakehouse under the work folder, generates landing data with the
 generator's default disorder (duplicates, malformed and late events) and loads dims.campaigns in
@@ -892,11 +892,13 @@ class CheckpointTrialResult:
 
 
 def plan_checkpoint_trials(seed: int, count: int) -> list[tuple[str, str]]:
-    """(kind, job) of each checkpoint trial: every kind in turn, jobs rotating from a seeded start
-    (with 4 kinds and 5 jobs, 20 trials cover every pair)."""
+    """(kind, job) of each checkpoint trial: every kind in turn, jobs rotating from a seeded start and
+    skipping one more after each round of kinds (4 kinds and 6 jobs: 24 trials cover every pair;
+    without the skip, only the 12 pairs whose kind and job have the same parity)."""
     first = random.Random(f"checkpoint-trials-{seed}").randrange(len(STREAMED_TASKS))
+    kinds = len(CHECKPOINT_KINDS)
     return [
-        (CHECKPOINT_KINDS[n % len(CHECKPOINT_KINDS)], STREAMED_TASKS[(first + n) % len(STREAMED_TASKS)])
+        (CHECKPOINT_KINDS[n % kinds], STREAMED_TASKS[(first + n + n // kinds) % len(STREAMED_TASKS)])
         for n in range(count)
     ]
 

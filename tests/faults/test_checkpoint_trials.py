@@ -35,7 +35,7 @@ from lakehouse_tools.generator import write_campaigns, write_hours
 # bronze's folder moved away (it appended every line again), silver's newest offsets file removed
 # (CONCURRENT_STREAM_LOG_UPDATE, then a silent skip), a gold one truncated, and another gold one
 # restored from an older copy.
-SEED = 6
+SEED = 8
 PLAN = [
     ("removed", "bronze_ad_events"),
     ("offsets_removed", "silver_ad_events"),
