@@ -59,23 +59,28 @@ def delta_source_caught_up(checkpoint: str, upstream_path: str) -> str | None:
 
 
 def _files_read(checkpoint: str) -> set[str] | None:
-    """The files a file-source query has read (the newest compacted log file and the batch files after it).
+    """The files a file-source query has read: its source log's entries up to the newest committed batch.
 
-    None when its newest batch is not committed (or there is none).
+    The source lists a batch's files in its log (``sources/0/N``) before the batch's offsets file
+    is written: a driver that died in between leaves files listed that no batch has read (Connect-mode
+    fault trial 39: a landing file of 91 lines skipped). None when its newest batch is not committed
+    (or there is none), or the log does not hold each entry up to that batch.
     """
-    if _committed_offsets(checkpoint) is None:
+    sources = _committed_offsets(checkpoint)
+    if not sources:
         return None
-    log = Path(checkpoint) / "sources" / "0"
     try:
-        entries = sorted(log.iterdir(), key=lambda p: int(p.name.split(".")[0]) if p.name.split(".")[0].isdigit() else -1)
-    except FileNotFoundError:
+        committed = int(json.loads(sources[0])["logOffset"])
+        entries = {int(p.name.split(".")[0]): p for p in (Path(checkpoint) / "sources" / "0").iterdir() if p.name.split(".")[0].isdigit()}
+    except (FileNotFoundError, KeyError, TypeError, ValueError):
         return None
-    compacted = [i for i, p in enumerate(entries) if p.name.endswith(".compact")]
+    # A compacted entry holds every file up to its batch; the entries after it, one batch each.
+    first = max((n for n, p in entries.items() if p.name.endswith(".compact") and n <= committed), default=0)
+    if any(n not in entries for n in range(first, committed + 1)):
+        return None  # compacted past the committed batch, or damaged: the query decides
     seen: set[str] = set()
-    for entry in entries[compacted[-1] if compacted else 0:]:
-        if not entry.name.split(".")[0].isdigit():
-            continue
-        for line in entry.read_text(encoding="utf-8").splitlines()[1:]:
+    for n in range(first, committed + 1):
+        for line in entries[n].read_text(encoding="utf-8").splitlines()[1:]:
             seen.add(json.loads(line)["path"])
     return seen
 
