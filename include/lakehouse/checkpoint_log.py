@@ -3,7 +3,7 @@
 Spark writes ``offsets/N`` when it plans batch N (a version line, the batch's metadata such as
 its watermark, then one end offset per source) and ``commits/N`` when the batch has finished
 (a version line, then the next batch's watermark). A batch planned and not committed is replayed
-by the next run. The checks before a query starts read these files; reading them goes through here.
+by the next run. The checks before a query starts list these logs through here.
 """
 
 from __future__ import annotations
