@@ -8,7 +8,12 @@ by the next run. The checks before a query starts list these logs through here.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+# Spark writes a log file to a temp file beside it (".N.<uuid>.tmp", and its checksum
+# "..N.<uuid>.tmp.crc"), then renames it: a driver killed in between leaves them behind.
+_TEMP_FILE = re.compile(r"\.\.?\d+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp(\.crc)?")
 
 
 def batches(checkpoint: str, log: str) -> tuple[int, ...]:
@@ -23,3 +28,11 @@ def newest(checkpoint: str, log: str) -> int | None:
     """The newest batch id in the checkpoint's ``log`` (None: none yet)."""
     ids = batches(checkpoint, log)
     return ids[-1] if ids else None
+
+
+def unfinished_writes(checkpoint: str, log: str) -> list[Path]:
+    """The temp files of log files whose write never finished (their driver died), in the checkpoint's ``log``."""
+    try:
+        return sorted(p for p in (Path(checkpoint) / log).iterdir() if _TEMP_FILE.fullmatch(p.name))
+    except (FileNotFoundError, NotADirectoryError):
+        return []

@@ -253,6 +253,21 @@ def _withdraw_last_commit(checkpoint: str, name: str) -> None:
     commit.unlink()
 
 
+def _clear_unfinished_first_plan(checkpoint: str, name: str) -> None:
+    """Remove the temp file a driver killed while it planned a new query's first batch left in ``offsets/``.
+
+    Spark starts a query whose checkpoint has no offsets file as a new one, and refuses to when its
+    offsets, commits or state folder holds any file (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``,
+    spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart): every retry failed so after the
+    engine died while the sessions query wrote batch 0's offsets (Connect-mode fault trial 70).
+    An offsets file never renamed into place planned nothing: no batch ran, nothing was written.
+    """
+    for leftover in checkpoint_log.unfinished_writes(checkpoint, "offsets"):
+        log.warning("%s: removing %s, left by a driver that died while it planned the query's first batch",
+                    name, leftover)  # fmt: skip
+        leftover.unlink(missing_ok=True)
+
+
 def read_batch_notes(checkpoint: str, batch_ids: list[int]) -> list[dict]:
     """The notes of these batches (what each batch's function returned), in batch order."""
     notes = []
@@ -288,6 +303,8 @@ def run_available_now(
         check_checkpoint(checkpoint, name, writes)
         if watermark_advance_pending(checkpoint):
             _withdraw_last_commit(checkpoint, name)
+        if not checkpoint_log.batches(checkpoint, "offsets"):
+            _clear_unfinished_first_plan(checkpoint, name)
         why = caught_up() if caught_up else None
         if why:
             log.info("%s: nothing new (%s); the query was not started", name, why)

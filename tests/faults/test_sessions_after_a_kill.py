@@ -1,8 +1,10 @@
-"""Sessions are written exactly once when the driver dies between the state commit and the Delta write."""
+"""Sessions are written exactly once, and the query starts again, wherever its driver died."""
 
 from __future__ import annotations
 
+import json
 import signal
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from helpers import START, assert_gold_matches_oracle, expected_rows, rows_of, r
 from lakehouse import catalog, checkpoint_log
 from lakehouse.flows.sessions import OUTPUT_SCHEMA, UserSessions
 from lakehouse.freshness import watermark_advance_pending
+from lakehouse.runtime import record_identity
 from lakehouse.sources import delta_stream
 from lakehouse.tables.gold_user_sessions import WATERMARK_DELAY
 from lakehouse_tools.fault_injection import Attempt, BatchClock, run_attempt
@@ -96,3 +99,27 @@ def test_a_kill_between_the_batch_that_moves_the_watermark_and_the_one_that_clos
     assert [note["batch_id"] for note in retry["batches"]] == [0, 1], retry  # the data batch replayed, then the no-data one
     expected = assert_gold_matches_oracle(spark, lakehouse, names=(SESSIONS, "gold.open_sessions"))
     assert expected.rows(SESSIONS), "the sample has sessions that the second hour's watermark closes"
+
+
+def test_a_kill_while_the_first_batch_is_planned_leaves_a_checkpoint_the_retry_starts_on(spark, lakehouse):
+    # Connect-mode fault trial 70 (seed 1): the engine died while the sessions query wrote its first
+    # offsets file, and Spark refused every retry: a new query's checkpoint must hold no file in
+    # offsets/ (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY), and the temp file of that write was there.
+    write_campaigns(lakehouse, seed=31)
+    write_hours(lakehouse, START, 2, events_per_second=0.1, seed=31)
+    run_pipeline(lakehouse, up_to="silver.ad_events")
+    checkpoint = Path(lakehouse.table(SESSIONS).checkpoint())
+    # What the killed run left, as trial 70's folder held it: the query's id (Spark's metadata file,
+    # and the job's record of it), and the empty temp file of batch 0's offsets with its checksum.
+    query_id = str(uuid.uuid4())
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
+    record_identity(str(checkpoint), SESSIONS, query_id)
+    temp = f".0.{uuid.uuid4()}.tmp"
+    for leftover in (temp, f".{temp}.crc"):
+        (checkpoint / "offsets" / leftover).touch()
+
+    retry = run_job("gold_user_sessions", lakehouse)
+    assert [note["batch_id"] for note in retry["batches"]] == [0, 1], retry  # the first batch, and the one closing sessions
+    expected = assert_gold_matches_oracle(spark, lakehouse, names=(SESSIONS, "gold.open_sessions"))
+    assert expected.rows(SESSIONS) and checkpoint_log.unfinished_writes(str(checkpoint), "offsets") == []
