@@ -30,6 +30,13 @@ def newest(checkpoint: str, log: str) -> int | None:
     return ids[-1] if ids else None
 
 
+def log_files(checkpoint: str | Path, log: str, batch: int) -> tuple[Path, Path]:
+    """Batch ``batch``'s file in the checkpoint's ``log``, and its hidden checksum file (Spark's rename
+    of a file written again fails on a stale one)."""
+    folder = Path(checkpoint) / log
+    return folder / str(batch), folder / f".{batch}.crc"
+
+
 def unfinished_writes(checkpoint: str, log: str) -> list[Path]:
     """The temp files of log files whose write never finished (their driver died), in the checkpoint's ``log``."""
     try:

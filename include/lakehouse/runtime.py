@@ -248,7 +248,7 @@ def _withdraw_last_commit(checkpoint: str, name: str) -> None:
     batch = checkpoint_log.newest(checkpoint, "commits")
     log.warning("%s: batch %s moved the watermark and the batch that acts on it did not run (its driver died); "
                 "replaying batch %s", name, batch, batch)  # fmt: skip
-    crc, commit = (Path(checkpoint) / "commits" / f".{batch}.crc", Path(checkpoint) / "commits" / str(batch))
+    commit, crc = checkpoint_log.log_files(checkpoint, "commits", batch)
     crc.unlink(missing_ok=True)  # first: a stale checksum would fail Spark's rename of the commit it writes again
     commit.unlink()
 
@@ -448,8 +448,8 @@ class CheckpointLog:
         return max(self.commits, default=-1)
 
     def files(self, folder: str, batch: int) -> list[str]:
-        """A log file and its hidden checksum file (Spark's rename of a rewritten file fails on a stale one)."""
-        return [str(self.path / folder / str(batch)), str(self.path / folder / f".{batch}.crc")]
+        """A log file and its hidden checksum file, as a recovery names them."""
+        return [str(path) for path in checkpoint_log.log_files(self.path, folder, batch)]
 
 
 def _log_file_readable(path: Path, folder: str) -> bool:

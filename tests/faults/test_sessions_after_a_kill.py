@@ -10,11 +10,9 @@ from pathlib import Path
 
 from helpers import START, assert_gold_matches_oracle, expected_rows, rows_of, run_job, run_pipeline, table
 from lakehouse import catalog, checkpoint_log
-from lakehouse.flows.sessions import OUTPUT_SCHEMA, UserSessions
+from lakehouse.flows.sessions import sessions_stream
 from lakehouse.freshness import watermark_advance_pending
 from lakehouse.runtime import record_identity
-from lakehouse.sources import delta_stream
-from lakehouse.tables.gold_user_sessions import WATERMARK_DELAY
 from lakehouse_tools.fault_injection import Attempt, BatchClock, run_attempt
 from lakehouse_tools.generator import write_campaigns, write_hours
 
@@ -86,10 +84,8 @@ def test_a_kill_between_the_batch_that_moves_the_watermark_and_the_one_that_clos
         if output.where("kind = 'session'").count():
             raise AssertionError(f"batch {batch_id} closed sessions: the test's premise is wrong")
 
-    events = entry.transform(delta_stream(spark, lakehouse.table(entry.upstream[0])).withWatermark("event_time", WATERMARK_DELAY))
     query = (
-        events.groupBy("user_id")
-        .transformWithStateInPandas(UserSessions(), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="EventTime")
+        sessions_stream(spark, lakehouse, entry)
         .writeStream.foreachBatch(closes_nothing).option("checkpointLocation", checkpoint).trigger(once=True).start()
     )  # fmt: skip
     query.awaitTermination()

@@ -463,6 +463,16 @@ def refresh_open_sessions(spark: SparkSession, lakehouse: Lakehouse, table: Tabl
     return int(delta_log.latest_commit_info(target.path).get("operationMetrics", {}).get("numOutputRows", 0))
 
 
+def sessions_stream(spark: SparkSession, lakehouse: Lakehouse, table: Table) -> DataFrame:
+    """The stateful query: silver's events as a stream, per user, into closed sessions (kind "session")
+    and late events (kind "late"); open sessions stay in its state."""
+    silver = lakehouse.table(table.upstream[0])
+    events = table.transform(delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY))
+    return events.groupBy("user_id").transformWithStateInPandas(
+        UserSessions(), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="EventTime"
+    )
+
+
 def run(table: Table, args: JobArgs) -> dict:
     spark = build_spark_session(table.task)
     lakehouse = args.lakehouse
@@ -507,10 +517,7 @@ def run(table: Table, args: JobArgs) -> dict:
                 "summary": f"{sessions} session(s) closed, {late_events} late event(s) recorded"}  # fmt: skip
 
     silver = lakehouse.table(table.upstream[0])
-    events = table.transform(delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY))
-    sessions = events.groupBy("user_id").transformWithStateInPandas(
-        UserSessions(), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="EventTime"
-    )
+    sessions = sessions_stream(spark, lakehouse, table)
     summary = run_available_now(
         lambda lease: sessions.writeStream.foreachBatch(guarded_batches(on_batch, checkpoint, lease, table.name)),
         checkpoint,
