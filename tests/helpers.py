@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -16,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lakehouse import catalog, consistency, maintenance, refresh, runner
 from lakehouse.config import Lakehouse
 from lakehouse.spark import release_engine_sessions
+from lakehouse_tools.engine import free_port
 from lakehouse_tools.oracle import Expected, expected_from_landing
 
 # Every task of the catalog, in DAG order.
@@ -29,10 +29,7 @@ OPERATIONS = {"full_refresh": refresh.main, "consistency_check": consistency.mai
 def private_engine(state_dir: Path, setenv: Callable[[str, str], None]) -> Iterator[None]:
     """An engine of the caller's own on a free port of 127.0.0.1, its state in ``state_dir``,
     named to this process's jobs through ``setenv``; stopped at the end."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    setenv("LAKEHOUSE_ENGINE_PORT", str(port))
+    setenv("LAKEHOUSE_ENGINE_PORT", str(free_port()))
     setenv("LAKEHOUSE_ENGINE_DIR", str(state_dir))
     subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
     try:

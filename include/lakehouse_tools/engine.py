@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -166,6 +167,13 @@ def server_pid() -> int | None:
     except OSError:
         return None
     return int(children[0]) if children else None
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that no one listens on now: for an engine of one's own (a test's, the fault harness's)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def _jars_file() -> Path:

@@ -38,9 +38,9 @@ be brought to success, else 0.
 On the warm engine (``--engine connect``) every job attempt is a Spark Connect client instead,
 ``python jobs/run.py <task>`` with ``LAKEHOUSE_ENGINE=connect`` in a process group of its own, and
 the streaming query runs inside the engine's server. The harness starts an engine of its own
-(``python -m lakehouse_tools.engine up`` with ``LAKEHOUSE_ENGINE_PORT`` = :data:`ENGINE_PORT` and
-``LAKEHOUSE_ENGINE_DIR`` = ``<workdir>/engine``), so it never disturbs other users of the default
-engine, and stops it (``down``) when it ends, also on an error. It also loads the dimension and
+(``python -m lakehouse_tools.engine up`` with ``LAKEHOUSE_ENGINE_PORT`` a free port and
+``LAKEHOUSE_ENGINE_DIR`` = ``<workdir>/engine``), so it never disturbs other engines (the default
+one, a test run's), and stops it (``down``) when it ends, also on an error. It also loads the dimension and
 reads the tables for the checks through that engine. A job is killed in one of two ways
 (:data:`CONNECT_KILL_MODES`), both anchored on a micro-batch as above:
 
@@ -110,9 +110,6 @@ JOBS_DIR = PROJECT_DIR / "jobs"
 RANDOM = "random"
 ENGINE = "engine"  # connect mode: the engine's server process is killed
 ENGINES = ("spark-submit", "connect")
-# The harness's own engine (connect mode): not the default port, so other users of the default
-# engine are never disturbed by its kills.
-ENGINE_PORT = 15003
 
 
 def _stages() -> tuple[tuple[str, ...], ...]:
@@ -328,6 +325,8 @@ class HarnessEngine:
             )
 
     def up(self) -> None:
+        # An earlier run in this work folder that was killed left its engine running, on another port.
+        self._tool("down", check=False)
         self._tool("up")
 
     def down(self) -> None:
@@ -381,10 +380,16 @@ def _alive(pid: int) -> bool:
 
 @contextmanager
 def engine_environment(workdir: Path):
-    """This process's environment pointed at the harness's engine (connect mode), restored afterwards."""
+    """This process's environment pointed at the harness's engine (connect mode), restored afterwards.
+
+    The engine's port is a free one: its kills never reach another engine, and a long run can go on
+    beside a test run or another clone's.
+    """
+    from lakehouse_tools.engine import free_port
+
     wanted = {
         "LAKEHOUSE_ENGINE": "connect",
-        "LAKEHOUSE_ENGINE_PORT": str(ENGINE_PORT),
+        "LAKEHOUSE_ENGINE_PORT": str(free_port()),
         "LAKEHOUSE_ENGINE_DIR": str(workdir / "engine"),
         "LAKEHOUSE_ENGINE_URL": None,  # an explicit URL would win over the port
         # Its server is killed on purpose, a few times a minute: the supervisor's crash-loop limit
@@ -1244,7 +1249,7 @@ def _print_summary(summary: dict) -> None:
 
 def _engine_description(engine: str) -> str:
     if engine == "connect":
-        return f"connect (every job a client of the harness's own Spark Connect server, port {ENGINE_PORT})"
+        return "connect (every job a client of the harness's own Spark Connect server, on a free port)"
     return "spark-submit (every job with its own driver, local[2])"
 
 
@@ -1263,7 +1268,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--engine", choices=ENGINES, default="spark-submit",
         help="spark-submit: every job its own driver (kills: fault points and random); connect: every job a client "
-             f"of the harness's own warm engine on port {ENGINE_PORT} (kills: the client or the server, at random)",
+             "of the harness's own warm engine (kills: the client or the server, at random)",
     )  # fmt: skip
     parser.add_argument(
         "--resume", action="store_true",

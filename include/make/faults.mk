@@ -8,7 +8,7 @@
 # the 100-trial run is continued, or rerun from a clone, with:
 #   make faults TRIALS=100 FAULTS_ARGS="--seed 1 --report .local/faults/fault-injection-seed1.json --resume"
 # FAULTS_ENGINE=connect runs every job as a client of a warm engine instead (the harness starts its
-# own on port 15003, under the work folder, and stops it at the end): the client or the engine's
+# own on a free port, under the work folder, and stops it at the end): the client or the engine's
 # server is killed. Its 100-trial run, continued the same way (a stable --workdir keeps the engine's
 # folder and log in one place), keeps its report in git until it is complete (it spans sessions and
 # clones; the trials done so far are what it holds):
