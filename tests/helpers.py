@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -47,6 +48,16 @@ def run_job(name: str, lakehouse: Lakehouse, *args: str) -> dict | None:
         finally:  # as the runner does for a task: else the process stays in Spark Connect mode
             release_engine_sessions()
     return runner.run(name, argv)
+
+
+def run_in_a_jvm_of_its_own(name: str, lakehouse: Lakehouse) -> None:
+    """Run a table's task in a process with a local Spark of its own, as spark-submit runs it: its
+    writes reach this process's Spark through the files only (no shared cache)."""
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).parents[1] / "jobs" / "run.py"), name, "--lakehouse-root", lakehouse.root],
+        env={**os.environ, "LAKEHOUSE_ENGINE": "local"}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{name} failed ({done.returncode}): {done.stderr[-3000:]}"
 
 
 def run_pipeline(lakehouse: Lakehouse, *args: str, up_to: str | tuple[str, ...] = ()) -> None:

@@ -6,14 +6,20 @@ consistency check, which compares every table.
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
+import uuid
+from datetime import timedelta, timezone
+from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from helpers import START, assert_gold_matches_oracle, oracle, rows_of, run_job, run_pipeline, table
+from helpers import (
+    START, assert_gold_matches_oracle, oracle, rows_of, run_in_a_jvm_of_its_own, run_job, run_pipeline, table,
+)  # fmt: skip
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
 from lakehouse.flows import sessions as session_flow
+from lakehouse.hours import HourRange
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 HOURS = 4
@@ -117,6 +123,49 @@ def test_a_backfill_beside_the_stream_keeps_the_sessions_the_stream_closed_after
     finally:
         recomputed.unpersist()
     assert_gold_matches_oracle(spark, lakehouse, names=SESSION_TABLES)
+
+
+def test_a_backfill_recomputes_again_when_the_hourly_run_reconciles_a_late_event_of_its_hour_meanwhile(
+    spark, lakehouse, monkeypatch
+):
+    # With silver written by another JVM (spark-submit) while a backfill of hour 00:00 computed, the
+    # backfill's cached recomputation missed a late event that the hourly run had recorded and
+    # reconciled into a session of that hour, and its replace put the session back without it.
+    write_campaigns(lakehouse, seed=SEED)
+    write_hours(lakehouse, START, 2, events_per_second=EVENTS_PER_SECOND, seed=SEED)
+    run_pipeline(lakehouse, up_to=SESSIONS)
+    entry = catalog.get(SESSIONS)
+    closed = table(spark, lakehouse, SESSIONS).where(F.col("session_start") >= F.lit(START.replace(minute=5, tzinfo=None)))
+    touched = closed.where(F.col("session_end") < F.lit(START.replace(minute=40, tzinfo=None))).orderBy("session_id").first()
+    # A late event one minute after that session's last, from the same user, in a later arrival folder.
+    event = next(
+        json.loads(line) for path in sorted(Path(lakehouse.landing_events).rglob("*.jsonl"))
+        for line in path.read_text().splitlines() if f'"user_id": "{touched.user_id}"' in line
+    )  # fmt: skip
+    last_ms = int(touched.session_end.replace(tzinfo=timezone.utc).timestamp() * 1000)
+    event.update(event_id=str(uuid.uuid4()), event_time=str(last_ms + 60_000))
+
+    def the_hourly_run_meanwhile(spark_, target, table_, sessions, watermark, start_ms, end_ms, users=None):
+        if end_ms is not None and not backfill_replaces:  # the backfill's first replace (a reconciliation's has no end)
+            arrival = Path(lakehouse.landing_events) / f"{START:%Y-%m-%d}" / "02" / "part-0000.jsonl"
+            arrival.parent.mkdir(parents=True)
+            arrival.write_text(json.dumps(event) + "\n")
+            run_job("bronze_ad_events", lakehouse)
+            run_in_a_jvm_of_its_own("silver_ad_events", lakehouse)
+            run_job("gold_user_sessions", lakehouse)
+            late = table(spark, lakehouse, "ops.late_session_events").where(F.col("event_id") == event["event_id"])
+            assert late.where(F.col("reconciled_at").isNotNull()).count() == 1, "recorded late and reconciled"
+        if end_ms is not None:
+            backfill_replaces.append(start_ms)
+        return replace_sessions(spark_, target, table_, sessions, watermark, start_ms, end_ms, users)
+
+    backfill_replaces, replace_sessions = [], session_flow.replace_sessions
+    monkeypatch.setattr(session_flow, "replace_sessions", the_hourly_run_meanwhile)
+    session_flow.recompute(spark, lakehouse, entry, HourRange.between(START, START + timedelta(hours=1)))
+    expected = assert_gold_matches_oracle(spark, lakehouse, names=SESSION_TABLES)
+    sessions = {row["session_id"]: row for row in expected.rows(SESSIONS)}
+    assert sessions[touched.session_id]["events"] == touched.events + 1, "the late event joined the session"
+    assert len(backfill_replaces) == 2, "recomputed again after silver grew"
 
 
 def test_a_full_refresh_rebuilds_the_sessions_state_from_silver(spark, lakehouse):
