@@ -9,11 +9,10 @@
 #   make faults TRIALS=100 FAULTS_ARGS="--seed 1 --report .local/faults/fault-injection-seed1.json --resume"
 # FAULTS_ENGINE=connect runs every job as a client of a warm engine instead (the harness starts its
 # own on a free port, under the work folder, and stops it at the end): the client or the engine's
-# server is killed. Its 100-trial run, continued the same way (a stable --workdir keeps the engine's
-# folder and log in one place), keeps its report in git until it is complete (it spans sessions and
-# clones; the trials done so far are what it holds):
-#   make faults TRIALS=100 FAULTS_ENGINE=connect FAULTS_ARGS="--seed 1 \
-#       --report bench/results/fault-injection-connect-seed1.json --workdir .local/faults/connect-100.work --resume"
+# server is killed. Its 100-trial run spanned sessions (a stable --workdir keeps the engine's folder
+# and log in one place; its report, in git, is the README's figure); a run on another seed the same way:
+#   make faults TRIALS=100 FAULTS_ENGINE=connect FAULTS_ARGS="--seed 2 \
+#       --report bench/results/fault-injection-connect-seed2.json --workdir .local/faults/connect-seed2.work --resume"
 
 TRIALS        ?= 3
 FAULTS_ENGINE ?= spark-submit
