@@ -48,7 +48,7 @@ export AIRFLOW_CONN_SPARK_LAKEHOUSE    ?= {"conn_type": "spark_connect", "host":
 TEST_PREREQS := driver-cds
 -include include/make/*.mk
 
-.PHONY: help setup venv jars driver-cds airflow-db demo test test-fast env airflow-ui lock clean clean-data \
+.PHONY: help setup venv lint format jars driver-cds airflow-db demo test test-fast env airflow-ui lock clean clean-data \
         engine-up engine-down engine-status test-long
 
 help:  ## list the targets
@@ -56,20 +56,22 @@ help:  ## list the targets
 
 setup: venv jars airflow-db  ## venv + pinned packages + Spark jars + Airflow DB
 
-venv: $(VENV)/.installed $(VENV)/bin/lakehouse  ## the virtualenv with requirements.txt under constraints.txt
-$(VENV)/.installed: requirements.txt constraints.txt
+venv: $(VENV)/.installed  ## the virtualenv: requirements.txt under constraints.txt, then this project (editable)
+$(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements.txt -c constraints.txt
+	@# The project itself (pyproject.toml): importable everywhere, and the `lakehouse` command.
+	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-# The `lakehouse` command (include/lakehouse_tools/cli.py: status, query, repair without a JVM): a
-# wrapper rather than a package entry point, since include/ is used in place, not installed.
-$(VENV)/bin/lakehouse: $(VENV)/.installed
-	printf '%s\n' '#!/bin/sh' '# Written by make venv: the lakehouse command of $(ROOT).' \
-	    'PYTHONPATH="$(ROOT)/include$${PYTHONPATH:+:$$PYTHONPATH}" LAKEHOUSE_ROOT="$${LAKEHOUSE_ROOT:-$(LAKEHOUSE_ROOT)}" \' \
-	    '    exec "$(VENV)/bin/python" -m lakehouse_tools.cli "$$@"' > $@.tmp
-	chmod +x $@.tmp && mv $@.tmp $@
+lint: venv  ## ruff: the formatter's check and the linter (rules in pyproject.toml)
+	ruff format --check .
+	ruff check .
+
+format: venv  ## ruff: format the code and apply the linter's safe fixes
+	ruff format .
+	ruff check --fix .
 
 jars: $(JARS_DIR)/.fetched  ## Delta (and Kafka) jars from Maven Central, cached in .jars/
 $(JARS_DIR)/.fetched: include/jars/pom.xml include/jars/settings.xml

@@ -23,7 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -51,18 +51,23 @@ def engine_cpu() -> float:
 
 def one_way(way: str, hours: int) -> list[tuple[float, float]]:
     """(wall s, engine CPU s) of each new hour's pipeline run, on a fresh engine, ``way`` chosen."""
-    import lakehouse.spark
     from helpers import PIPELINE, START, run_job
+
+    import lakehouse.spark
     from lakehouse.config import Lakehouse
     from lakehouse_tools.generator import write_campaigns, write_hours
 
-    lakehouse.spark.GENERATED_CODE_FROM_BYTES = 0 if way == "compiled" else GENERATED_CODE_FROM_BYTES
+    lakehouse.spark.GENERATED_CODE_FROM_BYTES = (
+        0 if way == "compiled" else GENERATED_CODE_FROM_BYTES
+    )
     root = WORK / "lakehouse"
     shutil.rmtree(root, ignore_errors=True)
     lake = Lakehouse(root=str(root))
     write_campaigns(lake, seed=31)
     write_hours(lake, START, 3, events_per_second=0.2, seed=31)
-    subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True, capture_output=True
+    )
     try:
         for task in PIPELINE:
             run_job(task, lake)
@@ -73,10 +78,16 @@ def one_way(way: str, hours: int) -> list[tuple[float, float]]:
             for task in PIPELINE:
                 run_job(task, lake)
             figures.append((time.monotonic() - started, engine_cpu() - cpu))
-            log(f"{way}: new hour {hour - 2}: {figures[-1][0]:.1f} s wall, engine {figures[-1][1]:.1f} CPU-s")
+            log(
+                f"{way}: new hour {hour - 2}: {figures[-1][0]:.1f} s wall, engine {figures[-1][1]:.1f} CPU-s"
+            )
         return figures
     finally:
-        subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "down"], check=False, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "lakehouse_tools.engine", "down"],
+            check=False,
+            capture_output=True,
+        )
 
 
 def render(results: dict, options, started: datetime, load: tuple[float, ...], commit: str) -> str:
@@ -99,8 +110,10 @@ def render(results: dict, options, started: datetime, load: tuple[float, ...], c
         for way in WAYS:
             walls = [rep[hour][0] for rep in results[way]]
             cpus = [rep[hour][1] for rep in results[way]]
-            cells += [f"{statistics.median(walls):.1f} ({min(walls):.1f}–{max(walls):.1f})",
-                      f"{statistics.median(cpus):.1f} ({min(cpus):.1f}–{max(cpus):.1f})"]  # fmt: skip
+            cells += [
+                f"{statistics.median(walls):.1f} ({min(walls):.1f}–{max(walls):.1f})",
+                f"{statistics.median(cpus):.1f} ({min(cpus):.1f}–{max(cpus):.1f})",
+            ]
         ratio = statistics.median(r[hour][1] for r in results["compiled"]) / statistics.median(
             r[hour][1] for r in results["chosen"]
         )
@@ -115,9 +128,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hours", type=int, default=3)
     parser.add_argument("--out", help="replace this benchmark's section in that Markdown file")
     options = parser.parse_args(argv)
-    os.environ.update(LAKEHOUSE_ENGINE="connect", LAKEHOUSE_ENGINE_PORT="15008", LAKEHOUSE_ENGINE_DIR=str(WORK / "engine"))
-    started, load = datetime.now(timezone.utc), os.getloadavg()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=PROJECT_DIR).stdout.strip()
+    os.environ.update(
+        LAKEHOUSE_ENGINE="connect",
+        LAKEHOUSE_ENGINE_PORT="15008",
+        LAKEHOUSE_ENGINE_DIR=str(WORK / "engine"),
+    )
+    started, load = datetime.now(UTC), os.getloadavg()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=PROJECT_DIR
+    ).stdout.strip()
     results: dict[str, list] = {way: [] for way in WAYS}
     for rep in range(options.reps):
         for way in WAYS if rep % 2 == 0 else WAYS[::-1]:

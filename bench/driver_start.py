@@ -22,16 +22,15 @@ import shutil
 import statistics
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.sections import markers, replace_section
+from bench.ysb.measuring import run_measured
 from lakehouse import catalog
 from lakehouse.config import Lakehouse, jar_paths
 from lakehouse.spark import FAST_START_JAVA_OPTIONS, driver_cds_archive, fast_start_java_options
 from lakehouse_tools.generator import parse_hour, write_campaigns, write_hours
-
-from bench.sections import markers, replace_section
-from bench.ysb.measuring import run_measured
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 # Every task of the catalog, in DAG order: one spark-submit of jobs/run.py each.
@@ -54,18 +53,29 @@ def option_sets() -> dict[str, str]:
 def submit_command(job: str, root: str, java_options: str) -> list[str]:
     """The spark-submit line of one task's job (``jobs/run.py <task>``) with these driver JVM options."""
     return [
-        str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-        "--jars", ",".join(jar_paths()),
-        "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master",
+        "local[2]",
+        "--jars",
+        ",".join(jar_paths()),
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
         *(["--driver-java-options", java_options] if java_options else []),
-        str(PROJECT_DIR / "jobs" / "run.py"), job, "--lakehouse-root", root,
-    ]  # fmt: skip
+        str(PROJECT_DIR / "jobs" / "run.py"),
+        job,
+        "--lakehouse-root",
+        root,
+    ]
 
 
 def run_job(job: str, root: str, java_options: str) -> tuple[float, float]:
     """spark-submit one task's job; returns (wall seconds, CPU seconds of its processes)."""
     command = submit_command(job, root, java_options)
-    done, wall, cpu = run_measured(command, capture_output=True, text=True, env={**os.environ, "LAKEHOUSE_ROOT": root})
+    done, wall, cpu = run_measured(
+        command, capture_output=True, text=True, env={**os.environ, "LAKEHOUSE_ROOT": root}
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{job} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return wall, cpu
@@ -74,15 +84,19 @@ def run_job(job: str, root: str, java_options: str) -> tuple[float, float]:
 def measure(options: argparse.Namespace) -> dict:
     sets = option_sets()
     names = list(sets)
-    results: dict[str, dict[str, list[tuple[float, float]]]] = {name: {job: [] for job in JOBS} for name in names}
+    results: dict[str, dict[str, list[tuple[float, float]]]] = {
+        name: {job: [] for job in JOBS} for name in names
+    }
     work = Path(tempfile.mkdtemp(prefix="driver-start-"))
     data = Lakehouse(root=str(work / "data"))
     write_campaigns(data, options.seed)
-    write_hours(data, parse_hour(options.start), options.hours, options.events_per_second, options.seed)
+    write_hours(
+        data, parse_hour(options.start), options.hours, options.events_per_second, options.seed
+    )
     lines = sum(1 for p in Path(data.landing_events).rglob("*.jsonl") for _ in p.open("rb"))
     try:
         for rep in range(options.reps):
-            order = names[rep % len(names):] + names[: rep % len(names)]
+            order = names[rep % len(names) :] + names[: rep % len(names)]
             for name in order:
                 root = work / f"rep{rep}-{names.index(name)}"
                 shutil.copytree(Path(data.root) / "landing", root / "landing")
@@ -91,7 +105,10 @@ def measure(options: argparse.Namespace) -> dict:
                 shutil.rmtree(root)
                 wall = sum(results[name][job][-1][0] for job in JOBS)
                 cpu = sum(results[name][job][-1][1] for job in JOBS)
-                print(f"rep {rep + 1}/{options.reps} {name}: wall {wall:.1f} s, cpu {cpu:.1f} s", flush=True)
+                print(
+                    f"rep {rep + 1}/{options.reps} {name}: wall {wall:.1f} s, cpu {cpu:.1f} s",
+                    flush=True,
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return {"sets": sets, "results": results, "lines": lines}
@@ -119,7 +136,8 @@ def render(measured: dict, options: argparse.Namespace, started: datetime, load:
         "to compare on a shared machine. Median (min–max) over the repetitions.",
         "",
         "| driver JVM options | pipeline CPU s | pipeline wall s | CPU vs JVM defaults | "
-        + " | ".join(f"{job} CPU s" for job in JOBS) + " |",
+        + " | ".join(f"{job} CPU s" for job in JOBS)
+        + " |",
         "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in JOBS) + " |",
     ]
     reps = len(results[baseline][JOBS[0]])
@@ -130,7 +148,9 @@ def render(measured: dict, options: argparse.Namespace, started: datetime, load:
         ratio = [c / b for c, b in zip(cpu, base_cpu)]
         label = f"{name}<br>`{java_options or '(none)'}`"
         per_job = " | ".join(_median([r[1] for r in results[name][job]]) for job in JOBS)
-        out.append(f"| {label} | {_median(cpu)} | {_median(wall)} | {statistics.median(ratio):.2f}× | {per_job} |")
+        out.append(
+            f"| {label} | {_median(cpu)} | {_median(wall)} | {statistics.median(ratio):.2f}× | {per_job} |"
+        )
     out += [
         "",
         "These drivers live 10–30 s and handle little data: most of their CPU goes to loading and "
@@ -153,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", help="replace this script's section in that Markdown file")
     options = parser.parse_args(argv)
-    started, load = datetime.now(timezone.utc), os.getloadavg()
+    started, load = datetime.now(UTC), os.getloadavg()
     section = render(measure(options), options, started, load)
     print(section)
     if options.out:

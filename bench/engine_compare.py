@@ -39,10 +39,10 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.compare import BASELINE, BATCH, CONTENDERS, LABELS, QUARANTINE, output_tables, spec_for
+from bench.compare import BASELINE, BATCH, CONTENDERS, LABELS, QUARANTINE, spec_for
 from bench.sections import markers, publish
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -50,11 +50,13 @@ WORK = PROJECT_DIR / ".local" / "bench" / "compare"
 DATA = PROJECT_DIR / ".local" / "bench" / "data"
 BEGIN, END = markers("bench/engine_compare.py")
 RUN_TIMEOUT = 3 * 3600
-DEFAULT_ARGS = "--sizes 1M,5M --reps 2"  # make bench-compare's (COMPARE_ARGS in include/make/bench.mk)
+DEFAULT_ARGS = (
+    "--sizes 1M,5M --reps 2"  # make bench-compare's (COMPARE_ARGS in include/make/bench.mk)
+)
 
 
 def log(message: str) -> None:
-    print(f"[{datetime.now(timezone.utc):%H:%M:%S}] {message}", flush=True)
+    print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", flush=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -62,7 +64,9 @@ def log(message: str) -> None:
 
 
 def git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def code_snapshot(work: Path, mode: str, rev: str = "HEAD") -> tuple[str, Path]:
@@ -79,7 +83,9 @@ def code_snapshot(work: Path, mode: str, rev: str = "HEAD") -> tuple[str, Path]:
     if not (target / "include").is_dir():
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
-        archive = subprocess.run(["git", "archive", commit, "include"], cwd=PROJECT_DIR, capture_output=True, check=True)
+        archive = subprocess.run(
+            ["git", "archive", commit, "include"], cwd=PROJECT_DIR, capture_output=True, check=True
+        )
         subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
     return commit, target / "include"
 
@@ -88,7 +94,9 @@ def code_snapshot(work: Path, mode: str, rev: str = "HEAD") -> tuple[str, Path]:
 # Measuring
 
 
-def run_contender(contender: str, dataset, label: str, rep: int, work: Path, include: Path, timeout: float) -> dict:
+def run_contender(
+    contender: str, dataset, label: str, rep: int, work: Path, include: Path, timeout: float
+) -> dict:
     """One contender's run into a fresh lakehouse over ``dataset`` (size ``label``): its figures and where its tables are."""
     from bench.compare.processes import run_tree
     from bench.ysb.data import fresh_lakehouse
@@ -103,16 +111,31 @@ def run_contender(contender: str, dataset, label: str, rep: int, work: Path, inc
         spec["batch_hours"] = [f"{first:%Y-%m-%dT%H:00Z}", f"{end:%Y-%m-%dT%H:00Z}"]
     spec_path = folder / f"{contender}.spec.json"
     spec_path.write_text(json.dumps(spec, indent=1))
-    job = "project" if contender == BASELINE else contender  # the same pipeline, another commit's code
+    job = (
+        "project" if contender == BASELINE else contender
+    )  # the same pipeline, another commit's code
     Path(spec["result"]).unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(include), str(PROJECT_DIR)]), "LAKEHOUSE_ENGINE": "local"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(include), str(PROJECT_DIR)]),
+        "LAKEHOUSE_ENGINE": "local",
+    }
     env.pop("PYSPARK_GATEWAY_PORT", None)
     log_path = folder / f"{contender}.log"
     code, wall, cpu = run_tree(
         [sys.executable, "-m", "bench.compare.job", job, str(spec_path)], env, log_path, timeout
     )
-    run = {"size": label, "events": dataset.lines, "rep": rep, "contender": contender,
-           "ok": code == 0, "exit_code": code, "wall": wall, "cpu": cpu, "root": lakehouse.root}  # fmt: skip
+    run = {
+        "size": label,
+        "events": dataset.lines,
+        "rep": rep,
+        "contender": contender,
+        "ok": code == 0,
+        "exit_code": code,
+        "wall": wall,
+        "cpu": cpu,
+        "root": lakehouse.root,
+    }
     if code == 0 and Path(spec["result"]).exists():
         run["job"] = json.loads(Path(spec["result"]).read_text())
     else:
@@ -123,9 +146,8 @@ def run_contender(contender: str, dataset, label: str, rep: int, work: Path, inc
 
 def check_size(runs: list[dict], dataset, with_oracle: bool) -> dict:
     """Each contender's last run at this size against the project's; the project's against the oracle."""
-    from lakehouse.config import Lakehouse
-
     from bench.compare.check import against_oracle, compare_tables
+    from lakehouse.config import Lakehouse
 
     last = {run["contender"]: run for run in runs}
     project = last.get("project")
@@ -136,18 +158,36 @@ def check_size(runs: list[dict], dataset, with_oracle: bool) -> dict:
     reference = spec_for(project["root"], "project", "")["tables"]
     if with_oracle:
         began = time.perf_counter()
-        tables = against_oracle(Lakehouse(dataset.root).landing_events, Lakehouse(dataset.root).landing_campaigns, reference)
-        result["oracle"] = {"ok": all(t["ok"] for t in tables.values()), "tables": tables,
-                            "seconds": time.perf_counter() - began}  # fmt: skip
+        tables = against_oracle(
+            Lakehouse(dataset.root).landing_events,
+            Lakehouse(dataset.root).landing_campaigns,
+            reference,
+        )
+        result["oracle"] = {
+            "ok": all(t["ok"] for t in tables.values()),
+            "tables": tables,
+            "seconds": time.perf_counter() - began,
+        }
     for contender, run in last.items():
         if contender == "project":
             continue
         if not run["ok"]:
-            result["contenders"][contender] = {"ok": False, "tables": {}, "detail": "its run failed"}
+            result["contenders"][contender] = {
+                "ok": False,
+                "tables": {},
+                "detail": "its run failed",
+            }
             continue
-        compared = {name: path for name, path in reference.items() if not (contender == BATCH and name == QUARANTINE)}
+        compared = {
+            name: path
+            for name, path in reference.items()
+            if not (contender == BATCH and name == QUARANTINE)
+        }
         tables = compare_tables(compared, spec_for(run["root"], contender, "")["tables"])
-        result["contenders"][contender] = {"ok": all(t["ok"] for t in tables.values()), "tables": tables}
+        result["contenders"][contender] = {
+            "ok": all(t["ok"] for t in tables.values()),
+            "tables": tables,
+        }
     return result
 
 
@@ -162,7 +202,9 @@ def measure(options, out_results: Path) -> dict:
     contenders = [c.strip() for c in options.contenders.split(",") if c.strip()]
     unknown = set(contenders) - set(CONTENDERS)
     if unknown:
-        raise SystemExit(f"unknown contender(s) {', '.join(sorted(unknown))}; choose from {', '.join(CONTENDERS)}")
+        raise SystemExit(
+            f"unknown contender(s) {', '.join(sorted(unknown))}; choose from {', '.join(CONTENDERS)}"
+        )
     sizes = sorted(parse_size(s) for s in options.sizes.split(","))
     commit, include = code_snapshot(work, options.code)
     includes = dict.fromkeys(contenders, include)
@@ -172,7 +214,7 @@ def measure(options, out_results: Path) -> dict:
         contenders.insert(1, BASELINE)
     results = {
         "command": command_line(options),
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "load_at_start": os.getloadavg(),
         "machine": machine_info(),
         "versions": engine_versions(),
@@ -194,19 +236,34 @@ def measure(options, out_results: Path) -> dict:
         began = time.perf_counter()
         dataset = dataset_for(Path(options.data_dir), size)
         datasets.append((size_label(size), dataset))
-        results["datasets"][size_label(size)] = {"events": size, "lines": dataset.lines, "hours": dataset.hours,
-                                              "eps": dataset.eps, "root": dataset.root}  # fmt: skip
-        log(f"data {size_label(size)}: {dataset.lines} lines, {dataset.hours} hour(s) in {time.perf_counter() - began:.0f} s")
+        results["datasets"][size_label(size)] = {
+            "events": size,
+            "lines": dataset.lines,
+            "hours": dataset.hours,
+            "eps": dataset.eps,
+            "root": dataset.root,
+        }
+        log(
+            f"data {size_label(size)}: {dataset.lines} lines, {dataset.hours} hour(s) in {time.perf_counter() - began:.0f} s"
+        )
     for index, (label, dataset) in enumerate(datasets):
         runs = []
         for rep in range(options.reps):
             order = contenders if rep % 2 == 0 else contenders[::-1]
             for contender in order:
-                run = run_contender(contender, dataset, label, rep, work, includes[contender], options.timeout)
+                run = run_contender(
+                    contender, dataset, label, rep, work, includes[contender], options.timeout
+                )
                 runs.append(run)
                 results["runs"].append(run)
-                state = "" if run["ok"] else f" FAILED (exit {run['exit_code']}; see {work}/runs/{label}/{contender}.log)"
-                log(f"{label} rep {rep + 1}/{options.reps} {contender}: {run['cpu']:.1f} CPU-s, {run['wall']:.1f} wall-s{state}")
+                state = (
+                    ""
+                    if run["ok"]
+                    else f" FAILED (exit {run['exit_code']}; see {work}/runs/{label}/{contender}.log)"
+                )
+                log(
+                    f"{label} rep {rep + 1}/{options.reps} {contender}: {run['cpu']:.1f} CPU-s, {run['wall']:.1f} wall-s{state}"
+                )
                 save(results, out_results)
         if options.check == "all" or (options.check == "smallest" and index == 0):
             began = time.perf_counter()
@@ -217,7 +274,7 @@ def measure(options, out_results: Path) -> dict:
             shutil.rmtree(work / "runs" / label, ignore_errors=True)
         save(results, out_results)
     results["load_at_end"] = os.getloadavg()
-    results["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    results["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     save(results, out_results)
     return results
 
@@ -232,7 +289,9 @@ def save(results: dict, path: Path) -> None:
 def engine_versions() -> dict:
     from importlib.metadata import version
 
-    return {name: version(name) for name in ("pyspark", "delta-spark", "duckdb", "polars", "deltalake")}
+    return {
+        name: version(name) for name in ("pyspark", "delta-spark", "duckdb", "polars", "deltalake")
+    }
 
 
 def command_line(options) -> str:
@@ -251,7 +310,11 @@ def command_line(options) -> str:
 def make_command(command: str) -> str:
     """The make line that runs ``command`` (the default arguments are include/make/bench.mk's COMPARE_ARGS)."""
     args = command.removeprefix("python -m bench.engine_compare").strip()
-    return "`make bench-compare`" if args == DEFAULT_ARGS else f"`make bench-compare COMPARE_ARGS='{args}'`"
+    return (
+        "`make bench-compare`"
+        if args == DEFAULT_ARGS
+        else f"`make bench-compare COMPARE_ARGS='{args}'`"
+    )
 
 
 def check_summary(checked: dict) -> str:
@@ -264,7 +327,9 @@ def check_summary(checked: dict) -> str:
         if outcome["ok"]:
             parts.append(f"{contender} passed")
         else:
-            problems = [t["detail"] for t in outcome["tables"].values() if not t["ok"]] or [outcome.get("detail", "")]
+            problems = [t["detail"] for t in outcome["tables"].values() if not t["ok"]] or [
+                outcome.get("detail", "")
+            ]
             parts.append(f"{contender} FAILED ({'; '.join(problems)})")
     return ", ".join(parts)
 
@@ -274,7 +339,11 @@ def check_summary(checked: dict) -> str:
 
 
 def samples(results: dict, size: str, contender: str, measure: str = "cpu") -> list[float]:
-    return [r[measure] for r in results["runs"] if r["size"] == size and r["contender"] == contender and r["ok"]]
+    return [
+        r[measure]
+        for r in results["runs"]
+        if r["size"] == size and r["contender"] == contender and r["ok"]
+    ]
 
 
 def median(values: list[float]) -> float | None:
@@ -285,12 +354,17 @@ def cell(values: list[float], digits: int = 1) -> str:
     if not values:
         return "–"
     text = f"{median(values):.{digits}f}"
-    return text if len(values) == 1 else f"{text} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+    return (
+        text if len(values) == 1 else f"{text} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+    )
 
 
 def cpu_ratio(results: dict, size: str, contender: str) -> float | None:
     """Project CPU ÷ the contender's (medians): how many times the project's cost per event is the contender's."""
-    project, other = median(samples(results, size, "project")), median(samples(results, size, contender))
+    project, other = (
+        median(samples(results, size, "project")),
+        median(samples(results, size, contender)),
+    )
     return project / other if project and other else None
 
 
@@ -313,18 +387,42 @@ def check_cell(results: dict, size: str, contender: str) -> str:
     return "= project" if outcome["ok"] else "**FAILED**"
 
 
-def project_layers(results: dict, size: str, contender: str = "project") -> list[tuple[str, str, list[float], list[float]]]:
+def project_layers(
+    results: dict, size: str, contender: str = "project"
+) -> list[tuple[str, str, list[float], list[float]]]:
     """(row label, layer, CPU samples, wall samples) of the project's runs at ``size``: start-up, each task, stop, the rest."""
-    runs = [r for r in results["runs"] if r["size"] == size and r["contender"] == contender and r["ok"] and "job" in r]
+    runs = [
+        r
+        for r in results["runs"]
+        if r["size"] == size and r["contender"] == contender and r["ok"] and "job" in r
+    ]
     if not runs:
         return []
-    rows = [("process start, imports, JVM, session", "", [r["job"]["setup"]["cpu"] for r in runs],
-             [r["job"]["setup"]["wall"] for r in runs])]  # fmt: skip
+    rows = [
+        (
+            "process start, imports, JVM, session",
+            "",
+            [r["job"]["setup"]["cpu"] for r in runs],
+            [r["job"]["setup"]["wall"] for r in runs],
+        )
+    ]
     for task, figures in runs[0]["job"]["tasks"].items():
-        rows.append((f"`{task}`", figures["layer"], [r["job"]["tasks"][task]["cpu"] for r in runs],
-                     [r["job"]["tasks"][task]["wall"] for r in runs]))  # fmt: skip
-    rest_cpu = [r["cpu"] - r["job"]["setup"]["cpu"] - sum(t["cpu"] for t in r["job"]["tasks"].values()) for r in runs]
-    rest_wall = [r["wall"] - r["job"]["setup"]["wall"] - sum(t["wall"] for t in r["job"]["tasks"].values()) for r in runs]
+        rows.append(
+            (
+                f"`{task}`",
+                figures["layer"],
+                [r["job"]["tasks"][task]["cpu"] for r in runs],
+                [r["job"]["tasks"][task]["wall"] for r in runs],
+            )
+        )
+    rest_cpu = [
+        r["cpu"] - r["job"]["setup"]["cpu"] - sum(t["cpu"] for t in r["job"]["tasks"].values())
+        for r in runs
+    ]
+    rest_wall = [
+        r["wall"] - r["job"]["setup"]["wall"] - sum(t["wall"] for t in r["job"]["tasks"].values())
+        for r in runs
+    ]
     rows.append(("spark.stop(), JVM and process exit", "", rest_cpu, rest_wall))
     return rows
 
@@ -332,7 +430,11 @@ def project_layers(results: dict, size: str, contender: str = "project") -> list
 def layer_totals(results: dict, size: str) -> dict[str, float]:
     """Median CPU seconds per layer of the project's tasks at ``size``."""
     totals: dict[str, list[float]] = {}
-    runs = [r for r in results["runs"] if r["size"] == size and r["contender"] == "project" and r["ok"] and "job" in r]
+    runs = [
+        r
+        for r in results["runs"]
+        if r["size"] == size and r["contender"] == "project" and r["ok"] and "job" in r
+    ]
     for run in runs:
         per_layer: dict[str, float] = {}
         for figures in run["job"]["tasks"].values():
@@ -356,11 +458,18 @@ def render(results: dict) -> str:
         f"* **Date:** {results['measured_at']}"
         + (f" → {results['finished_at']}" if results.get("finished_at") else " (did not finish)")
         + f"; load average at the start {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}"
-        + (f" (at the end {end_load[0]:.1f}, {end_load[1]:.1f}, {end_load[2]:.1f})" if end_load else "")
+        + (
+            f" (at the end {end_load[0]:.1f}, {end_load[1]:.1f}, {end_load[2]:.1f})"
+            if end_load
+            else ""
+        )
         + f"; {machine['nproc']} cores, {machine['memory']}, {machine['cpu']}",
         f"* **Code:** the project at {results['commit']}"
-        + (" (that commit's `include/`, exported when the run started: later edits are in no figure)"
-           if results["code"] == "head" else " (the work tree's files)")
+        + (
+            " (that commit's `include/`, exported when the run started: later edits are in no figure)"
+            if results["code"] == "head"
+            else " (the work tree's files)"
+        )
         + f"; PySpark {versions['pyspark']}, Delta Lake {versions['delta-spark']}, DuckDB {versions['duckdb']}, "
         f"Polars {versions['polars']}, deltalake (delta-rs) {versions['deltalake']}.",
         "* **Work:** the same landing lines (the project's generator: ≈1% duplicates, 0.5% malformed lines, 1% late "
@@ -401,7 +510,11 @@ def render(results: dict) -> str:
             cpu = samples(results, size, contender)
             eps = f"{data['lines'] / median(cpu):,.0f}" if cpu else "–"
             ratio = cpu_ratio(results, size, contender)
-            failed = sum(1 for r in results["runs"] if r["size"] == size and r["contender"] == contender and not r["ok"])
+            failed = sum(
+                1
+                for r in results["runs"]
+                if r["size"] == size and r["contender"] == contender and not r["ok"]
+            )
             out.append(
                 f"| {label_of(results, contender)} | {cell(cpu)} | {cell(samples(results, size, contender, 'wall'))} | {eps} | "
                 + (f"{ratio:.2f}×" if ratio else "–")
@@ -442,11 +555,17 @@ def check_sentence(results: dict) -> str:
     if not checked:
         return "none in this run (`--check none`)."
     return (
-        "at " + ", ".join(checked) + ", each contender's tables against the project's (silver: the same rows per "
+        "at "
+        + ", ".join(checked)
+        + ", each contender's tables against the project's (silver: the same rows per "
         "`event_id`, contract fields, campaign, event date and hour; the quarantine: the same lines per reason; "
         "every gold table: the same rows as a set, `ctr` within 1e-9), and the project's against the oracle "
         "(`lakehouse_tools.oracle`, plain Python over the raw lines); "
-        + ("every check passed." if not check_failures(results) else "**some checks failed** (below).")
+        + (
+            "every check passed."
+            if not check_failures(results)
+            else "**some checks failed** (below)."
+        )
     )
 
 
@@ -458,10 +577,16 @@ def check_failures(results: dict) -> list[str]:
             continue
         oracle = checked.get("oracle")
         if oracle and not oracle["ok"]:
-            found += [f"{size}, project vs oracle: {t['detail']}" for t in oracle["tables"].values() if not t["ok"]]
+            found += [
+                f"{size}, project vs oracle: {t['detail']}"
+                for t in oracle["tables"].values()
+                if not t["ok"]
+            ]
         for contender, outcome in checked["contenders"].items():
             if not outcome["ok"]:
-                details = [t["detail"] for t in outcome["tables"].values() if not t["ok"]] or [outcome.get("detail", "")]
+                details = [t["detail"] for t in outcome["tables"].values() if not t["ok"]] or [
+                    outcome.get("detail", "")
+                ]
                 found += [f"{size}, {contender}: {d}" for d in details]
     return found
 
@@ -470,7 +595,11 @@ def project_section(results: dict) -> list[str]:
     sizes = [s for s in size_labels(results) if project_layers(results, s)]
     if not sizes:
         return []
-    header = "| the project's run | layer | " + " | ".join(f"{s} CPU s | {s} wall s" for s in sizes) + " |"
+    header = (
+        "| the project's run | layer | "
+        + " | ".join(f"{s} CPU s | {s} wall s" for s in sizes)
+        + " |"
+    )
     out = [
         "The project's run, step by step (CPU = its Python process + its driver JVM, read before and after each task; "
         "median (min–max)):",
@@ -485,7 +614,10 @@ def project_section(results: dict) -> list[str]:
             _, _, cpu, wall = by_size[s][index]
             cells.append(f"{cell(cpu)} | {cell(wall)}")
         out.append(f"| {label} | {layer} | " + " | ".join(cells) + " |")
-    whole = [f"{cell(samples(results, s, 'project'))} | {cell(samples(results, s, 'project', 'wall'))}" for s in sizes]
+    whole = [
+        f"{cell(samples(results, s, 'project'))} | {cell(samples(results, s, 'project', 'wall'))}"
+        for s in sizes
+    ]
     out.append("| **whole process tree** | | " + " | ".join(whole) + " |")
     out.append("")
     for s in sizes:
@@ -494,7 +626,9 @@ def project_section(results: dict) -> list[str]:
         if totals and total:
             out.append(
                 f"By layer at {s}: "
-                + ", ".join(f"{layer} {cpu:.1f} CPU-s ({cpu / total:.0%})" for layer, cpu in totals.items())
+                + ", ".join(
+                    f"{layer} {cpu:.1f} CPU-s ({cpu / total:.0%})" for layer, cpu in totals.items()
+                )
                 + f" of {total:.1f}."
             )
     return out
@@ -503,7 +637,11 @@ def project_section(results: dict) -> list[str]:
 def interpretation(results: dict) -> str:
     parts = []
     for size in size_labels(results):
-        ratios = {c: cpu_ratio(results, size, c) for c in results["contenders"] if c not in ("project", BASELINE)}
+        ratios = {
+            c: cpu_ratio(results, size, c)
+            for c in results["contenders"]
+            if c not in ("project", BASELINE)
+        }
         known = {c: r for c, r in ratios.items() if r}
         if not known:
             continue
@@ -530,20 +668,27 @@ def label_of(results: dict, contender: str) -> str:
 def steps_side_by_side(results: dict, other: str) -> list[str]:
     """The project's steps beside another run of the project's tasks, ``other``: the baseline commit
     (``--baseline``: the change's before and after) or the batch form (where incremental costs more)."""
-    sizes = [s for s in size_labels(results) if project_layers(results, s, other) and project_layers(results, s)]
+    sizes = [
+        s
+        for s in size_labels(results)
+        if project_layers(results, s, other) and project_layers(results, s)
+    ]
     if not sizes:
         return []
     if other == BASELINE:
         title = f"The change since {results['baseline']}, step by step"
         columns = [f"{s} at {results['baseline']} | {s} at {results['commit']}" for s in sizes]
     else:
-        title = "The incremental run beside the batch form (a backfill of the same hours), step by step"
+        title = (
+            "The incremental run beside the batch form (a backfill of the same hours), step by step"
+        )
         columns = [f"{s} batch | {s} incremental | {s} ratio" for s in sizes]
     out = [
         f"{title} (CPU s, median (min–max); the same run, alternating):",
         "",
         "| step | layer | " + " | ".join(columns) + " |",
-        "| --- | --- |" + (" ---: | ---: |" if other == BASELINE else " ---: | ---: | ---: |") * len(sizes),
+        "| --- | --- |"
+        + (" ---: | ---: |" if other == BASELINE else " ---: | ---: | ---: |") * len(sizes),
     ]
     before = {s: project_layers(results, s, other) for s in sizes}
     after = {s: project_layers(results, s) for s in sizes}
@@ -555,10 +700,16 @@ def steps_side_by_side(results: dict, other: str) -> list[str]:
         return f"{cell(then)} | {cell(now)} | " + (f"{ratio:.2f}×" if ratio else "–")
 
     for index, (label, layer, _, _) in enumerate(after[sizes[0]]):
-        out.append(f"| {label} | {layer} | " + " | ".join(cells(before[s][index][2], after[s][index][2]) for s in sizes) + " |")
+        out.append(
+            f"| {label} | {layer} | "
+            + " | ".join(cells(before[s][index][2], after[s][index][2]) for s in sizes)
+            + " |"
+        )
     out.append(
         "| **whole process tree** | | "
-        + " | ".join(cells(samples(results, s, other), samples(results, s, "project")) for s in sizes)
+        + " | ".join(
+            cells(samples(results, s, other), samples(results, s, "project")) for s in sizes
+        )
         + " |"
     )
     return [*out, ""]
@@ -578,7 +729,9 @@ def summary_figures(results: dict) -> dict:
             out[f"events_per_cpu_s_{suffix}"] = round(results["datasets"][size]["lines"] / cpu)
         ratio = cpu_ratio(results, size, BATCH)
         if ratio:
-            out[f"incremental_to_batch_ratio_{suffix}"] = out["incremental_to_batch_ratio"] = round(ratio, 2)  # the largest size last
+            out[f"incremental_to_batch_ratio_{suffix}"] = out["incremental_to_batch_ratio"] = round(
+                ratio, 2
+            )  # the largest size last
     return out
 
 
@@ -586,20 +739,41 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1M,5M", help="events per dataset, e.g. 1M,5M")
     parser.add_argument("--reps", type=int, default=2)
-    parser.add_argument("--contenders", default=",".join(CONTENDERS), help=f"a subset of {','.join(CONTENDERS)}")
-    parser.add_argument("--check", choices=("smallest", "all", "none"), default="smallest",
-                        help="compare the tables with the project's (and the project's with the oracle) at these sizes")  # fmt: skip
-    parser.add_argument("--code", choices=("head", "worktree"), default="head",
-                        help="the lakehouse code the Spark contenders import: HEAD's, exported, or the files on disk")  # fmt: skip
-    parser.add_argument("--baseline", help="also run the project at this commit (contender 'baseline'), for a change's before/after")
+    parser.add_argument(
+        "--contenders", default=",".join(CONTENDERS), help=f"a subset of {','.join(CONTENDERS)}"
+    )
+    parser.add_argument(
+        "--check",
+        choices=("smallest", "all", "none"),
+        default="smallest",
+        help="compare the tables with the project's (and the project's with the oracle) at these sizes",
+    )
+    parser.add_argument(
+        "--code",
+        choices=("head", "worktree"),
+        default="head",
+        help="the lakehouse code the Spark contenders import: HEAD's, exported, or the files on disk",
+    )
+    parser.add_argument(
+        "--baseline",
+        help="also run the project at this commit (contender 'baseline'), for a change's before/after",
+    )
     parser.add_argument("--data-dir", default=str(DATA))
     parser.add_argument("--work-dir", default=str(WORK))
-    parser.add_argument("--keep", action="store_true", help="keep the last run's tables of every contender")
-    parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT, help="seconds before a run is killed")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the last run's tables of every contender"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=RUN_TIMEOUT, help="seconds before a run is killed"
+    )
     parser.add_argument("--out", help="replace this benchmark's section in that Markdown file")
     parser.add_argument("--summary", help="update this benchmark's keys in that JSON file")
-    parser.add_argument("--from-results", help="render an earlier run's results.json instead of measuring")
-    parser.add_argument("--note", action="append", default=[], help="a paragraph about this run for the section")
+    parser.add_argument(
+        "--from-results", help="render an earlier run's results.json instead of measuring"
+    )
+    parser.add_argument(
+        "--note", action="append", default=[], help="a paragraph about this run for the section"
+    )
     options = parser.parse_args(argv)
     if options.from_results:
         results = json.loads(Path(options.from_results).read_text())

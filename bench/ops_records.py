@@ -23,7 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -43,14 +43,26 @@ def log(message: str) -> None:
 
 def check_results(n: int) -> list[dict]:
     """``n`` rows as :func:`lakehouse.expectations.check` writes them."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     hour = now.replace(minute=0, second=0, microsecond=0)
     return [
-        {"checked_at": now, "table_name": "silver.ad_events", "rule": f"rule {i}", "on_failure": "warn",
-         "measure": "count_if(campaign_id IS NULL)", "holds": "= 0", "hour_start": hour, "batch_id": None,
-         "observed": 0.0, "passed": True, "mode": "incremental", "airflow_run_id": "bench", "airflow_try": 1}
+        {
+            "checked_at": now,
+            "table_name": "silver.ad_events",
+            "rule": f"rule {i}",
+            "on_failure": "warn",
+            "measure": "count_if(campaign_id IS NULL)",
+            "holds": "= 0",
+            "hour_start": hour,
+            "batch_id": None,
+            "observed": 0.0,
+            "passed": True,
+            "mode": "incremental",
+            "airflow_run_id": "bench",
+            "airflow_try": 1,
+        }
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def measure(options) -> tuple[dict[str, list[tuple[float, float, float]]], int]:
@@ -71,8 +83,12 @@ def measure(options) -> tuple[dict[str, list[tuple[float, float, float]]], int]:
 
     def by_spark() -> None:
         rows = check_results(ROWS_PER_APPEND)
-        frame = spark.createDataFrame([tuple(r[c] for c in declared.column_names) for r in rows], declared.spark_schema())
-        frame.write.format("delta").mode("append").option("mergeSchema", "true").save(table.path)  # no txn id, as before
+        frame = spark.createDataFrame(
+            [tuple(r[c] for c in declared.column_names) for r in rows], declared.spark_schema()
+        )
+        frame.write.format("delta").mode("append").option("mergeSchema", "true").save(
+            table.path
+        )  # no txn id, as before
 
     def by_delta_rs() -> None:
         append_records(check_results(ROWS_PER_APPEND), table, declared)
@@ -82,13 +98,24 @@ def measure(options) -> tuple[dict[str, list[tuple[float, float, float]]], int]:
     results: dict[str, list] = {way: [] for way in WAYS}
     for rep in range(options.reps):
         for way in WAYS if rep % 2 == 0 else WAYS[::-1]:
-            cpu, client, started = proc_stats()[engine.server_pid()][1], time.process_time(), time.monotonic()
+            cpu, client, started = (
+                proc_stats()[engine.server_pid()][1],
+                time.process_time(),
+                time.monotonic(),
+            )
             for _ in range(options.appends):
                 ways[way]()
             n = options.appends
-            results[way].append(((time.monotonic() - started) / n, (proc_stats()[engine.server_pid()][1] - cpu) / n,
-                                 (time.process_time() - client) / n))  # fmt: skip
-            log(f"rep {rep + 1}: {way}: {results[way][-1][0]:.3f} s, engine {results[way][-1][1]:.3f} CPU-s per append")
+            results[way].append(
+                (
+                    (time.monotonic() - started) / n,
+                    (proc_stats()[engine.server_pid()][1] - cpu) / n,
+                    (time.process_time() - client) / n,
+                )
+            )
+            log(
+                f"rep {rep + 1}: {way}: {results[way][-1][0]:.3f} s, engine {results[way][-1][1]:.3f} CPU-s per append"
+            )
     stored = spark.read.format("delta").load(table.path).count()
     expected = (2 + 2 * options.reps * options.appends) * ROWS_PER_APPEND
     if stored != expected:
@@ -96,7 +123,9 @@ def measure(options) -> tuple[dict[str, list[tuple[float, float, float]]], int]:
     return results, stored
 
 
-def render(results: dict, stored: int, options, started: datetime, load: tuple[float, ...], commit: str) -> str:
+def render(
+    results: dict, stored: int, options, started: datetime, load: tuple[float, ...], commit: str
+) -> str:
     def cell(way: str, i: int, digits: int) -> str:
         values = [rep[i] for rep in results[way]]
         return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
@@ -118,7 +147,11 @@ def render(results: dict, stored: int, options, started: datetime, load: tuple[f
     for i, what in enumerate(("wall s", "engine CPU s", "client CPU s")):
         spark_median = statistics.median(rep[i] for rep in results["spark"])
         rs_median = statistics.median(rep[i] for rep in results["delta-rs"])
-        ratio = "–" if rs_median < 0.0005 else f"{spark_median / rs_median:.{0 if spark_median > 10 * rs_median else 2}f}×"
+        ratio = (
+            "–"
+            if rs_median < 0.0005
+            else f"{spark_median / rs_median:.{0 if spark_median > 10 * rs_median else 2}f}×"
+        )
         lines.append(f"| {what} | {cell('spark', i, 3)} | {cell('delta-rs', i, 3)} | {ratio} |")
     lines += ["", f"Median (min–max) over {options.reps} repetition(s).", "", END, ""]
     return "\n".join(lines)
@@ -130,14 +163,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--appends", type=int, default=20)
     parser.add_argument("--out", help="replace this benchmark's section in that Markdown file")
     options = parser.parse_args(argv)
-    os.environ.update(LAKEHOUSE_ENGINE="connect", LAKEHOUSE_ENGINE_PORT="15009", LAKEHOUSE_ENGINE_DIR=str(WORK / "engine"))
-    started, load = datetime.now(timezone.utc), os.getloadavg()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=PROJECT_DIR).stdout.strip()
-    subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True, capture_output=True)
+    os.environ.update(
+        LAKEHOUSE_ENGINE="connect",
+        LAKEHOUSE_ENGINE_PORT="15009",
+        LAKEHOUSE_ENGINE_DIR=str(WORK / "engine"),
+    )
+    started, load = datetime.now(UTC), os.getloadavg()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=PROJECT_DIR
+    ).stdout.strip()
+    subprocess.run(
+        [sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True, capture_output=True
+    )
     try:
         results, stored = measure(options)
     finally:
-        subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "down"], check=False, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "lakehouse_tools.engine", "down"],
+            check=False,
+            capture_output=True,
+        )
     publish(render(results, stored, options, started, load, commit), options.out, None, {})
 
 

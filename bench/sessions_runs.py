@@ -20,7 +20,7 @@ import shutil
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -32,7 +32,7 @@ from lakehouse import catalog, runner  # noqa: E402
 from lakehouse.config import Lakehouse  # noqa: E402
 from lakehouse_tools.generator import write_campaigns, write_hours  # noqa: E402
 
-START = datetime(2026, 11, 20, tzinfo=timezone.utc)
+START = datetime(2026, 11, 20, tzinfo=UTC)
 SEED = 7
 WARM_UP_RUNS = 2
 SESSIONS = next(t.task for t in catalog.tasks() if t.write is catalog.Write.SESSIONS)
@@ -41,6 +41,7 @@ SILVER = next(t.task for t in catalog.tasks() if t.write is catalog.Write.MERGE_
 
 def run_hours(hours: int, eps: float, work: Path) -> list[dict]:
     from conftest import TEST_SPARK_CONF
+
     from lakehouse.spark import build_spark_session
 
     os.environ["LAKEHOUSE_ENGINE"] = "local"
@@ -56,20 +57,35 @@ def run_hours(hours: int, eps: float, work: Path) -> list[dict]:
         for entry in catalog.tasks():
             cpu, wall = tree_cpu(os.getpid()), time.perf_counter()
             summary = runner.run(entry.task, ["--lakehouse-root", lakehouse.root]) or {}
-            run["tasks"][entry.task] = {"seconds": time.perf_counter() - wall, "cpu_s": tree_cpu(os.getpid()) - cpu}
+            run["tasks"][entry.task] = {
+                "seconds": time.perf_counter() - wall,
+                "cpu_s": tree_cpu(os.getpid()) - cpu,
+            }
             if entry.task == SESSIONS:
                 run["sessions"] = {
                     "closed": sum(note.get("sessions", 0) for note in summary.get("batches", [])),
                     "late": sum(note.get("late", 0) for note in summary.get("batches", [])),
-                    **{k: summary.get(k) for k in ("late_reconciled", "late_pending", "open_sessions", "state_rows",
-                                                   "state_memory_bytes", "watermark")},
-                }  # fmt: skip
+                    **{
+                        k: summary.get(k)
+                        for k in (
+                            "late_reconciled",
+                            "late_pending",
+                            "open_sessions",
+                            "state_rows",
+                            "state_memory_bytes",
+                            "watermark",
+                        )
+                    },
+                }
         runs.append(run)
         s, t = run["sessions"], run["tasks"]
-        print(f"hour {hour + 1}/{hours}: {run['lines']} lines; silver {t[SILVER]['seconds']:.1f} s "
-              f"{t[SILVER]['cpu_s']:.1f} CPU-s; sessions {t[SESSIONS]['seconds']:.1f} s {t[SESSIONS]['cpu_s']:.1f} CPU-s, "
-              f"{s['closed']} closed, {s['late']} late, {s['open_sessions']} open, state {s['state_rows']} rows "
-              f"{(s['state_memory_bytes'] or 0) / 1e6:.1f} MB", flush=True)  # fmt: skip
+        print(
+            f"hour {hour + 1}/{hours}: {run['lines']} lines; silver {t[SILVER]['seconds']:.1f} s "
+            f"{t[SILVER]['cpu_s']:.1f} CPU-s; sessions {t[SESSIONS]['seconds']:.1f} s {t[SESSIONS]['cpu_s']:.1f} CPU-s, "
+            f"{s['closed']} closed, {s['late']} late, {s['open_sessions']} open, state {s['state_rows']} rows "
+            f"{(s['state_memory_bytes'] or 0) / 1e6:.1f} MB",
+            flush=True,
+        )
     spark.stop()
     return runs
 
@@ -84,9 +100,13 @@ def render(runs: list[dict], hours: int, eps: float) -> tuple[str, dict]:
     figures = {
         "sessions_run_cpu_s": round(median(SESSIONS, "cpu_s"), 1),
         "sessions_run_wall_s": round(median(SESSIONS, "seconds"), 1),
-        "sessions_to_silver_cpu_ratio": round(median(SESSIONS, "cpu_s") / median(SILVER, "cpu_s"), 2),
+        "sessions_to_silver_cpu_ratio": round(
+            median(SESSIONS, "cpu_s") / median(SILVER, "cpu_s"), 2
+        ),
         "sessions_state_rows": runs[-1]["sessions"]["state_rows"],
-        "sessions_state_memory_mb": round((runs[-1]["sessions"]["state_memory_bytes"] or 0) / 1e6, 1),
+        "sessions_state_memory_mb": round(
+            (runs[-1]["sessions"]["state_memory_bytes"] or 0) / 1e6, 1
+        ),
     }
     lines = [
         begin,

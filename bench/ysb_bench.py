@@ -30,15 +30,27 @@ DEFAULT_WORK_DIR = PROJECT_DIR / ".local" / "bench"
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--worker", choices=worker.WORKERS, help=argparse.SUPPRESS)  # as python -m bench.ysb.worker
+    parser.add_argument(
+        "--worker", choices=worker.WORKERS, help=argparse.SUPPRESS
+    )  # as python -m bench.ysb.worker
     parser.add_argument("--spec", help=argparse.SUPPRESS)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 repetition, report under .local/bench-smoke")
-    parser.add_argument("--sizes", default="1M,4M", help="events per throughput dataset, e.g. 2M,10M")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, 1 repetition, report under .local/bench-smoke",
+    )
+    parser.add_argument(
+        "--sizes", default="1M,4M", help="events per throughput dataset, e.g. 2M,10M"
+    )
     parser.add_argument("--masters", default="local[1],local[2]")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--growth-runs", type=int, default=50)
-    parser.add_argument("--growth-eps", type=float, default=0.2, help="events/s of each hourly run's new hour")
-    parser.add_argument("--backfill-eps", type=float, default=12.0, help="events/s of the 24-hour backfill data")
+    parser.add_argument(
+        "--growth-eps", type=float, default=0.2, help="events/s of each hourly run's new hour"
+    )
+    parser.add_argument(
+        "--backfill-eps", type=float, default=12.0, help="events/s of the 24-hour backfill data"
+    )
     parser.add_argument(
         "--variants",
         default="baseline;shuffle2:spark.sql.shuffle.partitions=2",
@@ -46,17 +58,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--tune-growth-runs", type=int, default=4)
     parser.add_argument(
-        "--tune-parallel", action="store_true", help="run a round's variants at the same time (each its own JVM)"
+        "--tune-parallel",
+        action="store_true",
+        help="run a round's variants at the same time (each its own JVM)",
     )
     parser.add_argument("--skip-airflow", action="store_true", help="leave out the DAG run of §4")
     parser.add_argument(
-        "--warmup", action="store_true", help="one untimed pipeline run on tiny data per worker JVM before the timed ones"
+        "--warmup",
+        action="store_true",
+        help="one untimed pipeline run on tiny data per worker JVM before the timed ones",
     )
-    parser.add_argument("--stages", default=",".join(STAGES), help=f"a subset of {','.join(STAGES)}")
-    parser.add_argument("--resume", action="store_true", help="keep the work dir's earlier results; run --stages")
-    parser.add_argument("--merge", default="", help="with --report-only: other work dirs whose stages to add")
-    parser.add_argument("--note", default="", help="with --report-only: a note for the report's header")
-    parser.add_argument("--report-only", action="store_true", help="render --out from the work dir's results.json")
+    parser.add_argument(
+        "--stages", default=",".join(STAGES), help=f"a subset of {','.join(STAGES)}"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the work dir's earlier results; run --stages"
+    )
+    parser.add_argument(
+        "--merge", default="", help="with --report-only: other work dirs whose stages to add"
+    )
+    parser.add_argument(
+        "--note", default="", help="with --report-only: a note for the report's header"
+    )
+    parser.add_argument(
+        "--report-only", action="store_true", help="render --out from the work dir's results.json"
+    )
     parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR))
     parser.add_argument("--out", default=str(PROJECT_DIR / "BENCHMARKS.md"))
     args = parser.parse_args(argv)
@@ -66,7 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.work_dir = str(PROJECT_DIR / ".local" / "bench-smoke")
         args.out = str(Path(args.work_dir) / "BENCHMARKS.md")
     args.work_dir = str(Path(args.work_dir).absolute())
-    args.command = "python -m bench.ysb_bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    args.command = "python -m bench.ysb_bench " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
     return args
 
 

@@ -8,16 +8,11 @@ differ. The task fails when anything differs; repair with a backfill of those ho
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pendulum
 from airflow.sdk import DAG, Param
 
-sys.path.append(str(Path(__file__).resolve().parents[1] / "include"))  # see ysb_hourly.py
-
-from lakehouse.operators import SparkJobOperator  # noqa: E402
-from lakehouse.orchestration import MACROS  # noqa: E402
+from lakehouse.operators import SparkJobOperator
+from lakehouse.orchestration import MACROS
 
 with DAG(
     dag_id="ysb_consistency_check",
@@ -29,13 +24,20 @@ with DAG(
     tags=["ysb", "lakehouse", "checks"],
     params={
         "start": Param(type="string", description="first event hour, e.g. 2026-11-20T00:00Z"),
-        "end": Param(type="string", description="end of the interval (exclusive), e.g. 2026-11-20T03:00Z"),
+        "end": Param(
+            type="string", description="end of the interval (exclusive), e.g. 2026-11-20T03:00Z"
+        ),
     },
 ):
     SparkJobOperator(
         task_id="consistency_check",
         job="consistency_check",
         application_args=[
-            "--lakehouse-root", "{{ lakehouse_root() }}", "--start", "{{ params.start }}", "--end", "{{ params.end }}",
+            "--lakehouse-root",
+            "{{ lakehouse_root() }}",
+            "--start",
+            "{{ params.start }}",
+            "--end",
+            "{{ params.end }}",
         ],  # fmt: skip
     )

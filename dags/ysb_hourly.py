@@ -29,21 +29,14 @@ connection (the default) runs each task as a thin client of the warm engine (`ma
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pendulum
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, Param, TriggerRule, task
 
-# The project's package sits in include/ beside dags/ (here, in the compose image, on a cluster's
-# Airflow); making it importable here spares every deployment a PYTHONPATH setting.
-sys.path.append(str(Path(__file__).resolve().parents[1] / "include"))
-
-from lakehouse import catalog  # noqa: E402
-from lakehouse.kafka_settings import DEFAULT_TOPIC, KAFKA_MACROS, SOURCES  # noqa: E402
-from lakehouse.operators import SparkJobOperator  # noqa: E402
-from lakehouse.orchestration import MACROS  # noqa: E402
+from lakehouse import catalog
+from lakehouse.kafka_settings import DEFAULT_TOPIC, KAFKA_MACROS, SOURCES
+from lakehouse.operators import SparkJobOperator
+from lakehouse.orchestration import MACROS
 
 # A whole hour in ISO-8601 (UTC unless an offset is given): checked when a run is triggered.
 WHOLE_HOUR = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:00(:00)?(Z|[+-][0-9]{2}:?[0-9]{2})?$"
@@ -75,7 +68,13 @@ def spark_job(name: str, job: str, args: list[str], **kwargs) -> SparkJobOperato
 
 def table_job(table: catalog.Table, **kwargs) -> SparkJobOperator:
     """The task that runs ``table``'s query (``jobs/run.py <task>``), with its tables as Assets."""
-    args = RUN_ARGS if table.batch else SOURCE_ARGS if table.source and table.streamed else INCREMENTAL_ARGS
+    args = (
+        RUN_ARGS
+        if table.batch
+        else SOURCE_ARGS
+        if table.source and table.streamed
+        else INCREMENTAL_ARGS
+    )
     return spark_job(
         table.task,
         "run",
@@ -103,11 +102,15 @@ with DAG(
             description="incremental: process what is new; batch: recompute the event hours [start, end).",
         ),
         "start": Param(
-            None, type=["null", "string"], pattern=WHOLE_HOUR,
+            None,
+            type=["null", "string"],
+            pattern=WHOLE_HOUR,
             description="batch mode: first event hour, ISO-8601, e.g. 2026-11-20T13:00Z",
         ),
         "end": Param(
-            None, type=["null", "string"], pattern=WHOLE_HOUR,
+            None,
+            type=["null", "string"],
+            pattern=WHOLE_HOUR,
             description="batch mode: end of the interval (exclusive), ISO-8601, e.g. 2026-11-20T16:00Z",
         ),
         "source": Param(
@@ -115,7 +118,9 @@ with DAG(
             enum=list(SOURCES),
             description="bronze's source: the landing files, or the Kafka topic kafka_topic (brokers: connection kafka_lakehouse).",
         ),
-        "kafka_topic": Param(DEFAULT_TOPIC, type="string", description="source=kafka: the topic bronze reads."),
+        "kafka_topic": Param(
+            DEFAULT_TOPIC, type="string", description="source=kafka: the topic bronze reads."
+        ),
         "full_refresh": Param(
             "none",
             enum=["none", "bronze", "silver", "gold"],
@@ -137,7 +142,11 @@ with DAG(
         from lakehouse.operators import spark_problems
         from lakehouse.orchestration import preflight as check
 
-        problems = spark_problems() + check(dict(params), dag_run.run_type, logical_date) + source_problems(params, conn)
+        problems = (
+            spark_problems()
+            + check(dict(params), dag_run.run_type, logical_date)
+            + source_problems(params, conn)
+        )
         if problems:
             raise AirflowFailException("Preflight failed:\n- " + "\n- ".join(problems))
 
@@ -151,10 +160,15 @@ with DAG(
         return "full_refresh" if params["full_refresh"] != "none" else "incremental"
 
     full_refresh = spark_job(
-        "full_refresh", "full_refresh", ["--lakehouse-root", "{{ lakehouse_root() }}", "--layer", "{{ params.full_refresh }}"]
+        "full_refresh",
+        "full_refresh",
+        ["--lakehouse-root", "{{ lakehouse_root() }}", "--layer", "{{ params.full_refresh }}"],
     )
     path = preflight() >> choose_path()
-    incremental, batch_recompute = EmptyOperator(task_id="incremental"), EmptyOperator(task_id="batch_recompute")
+    incremental, batch_recompute = (
+        EmptyOperator(task_id="incremental"),
+        EmptyOperator(task_id="batch_recompute"),
+    )
     path >> [full_refresh, incremental, batch_recompute]
 
     # One task per table with a query of its own, wired as the catalog's upstream tables say.
@@ -162,12 +176,22 @@ with DAG(
     # batch form. Those entry tasks join two branches of which one is skipped, hence their rule.
     tables = catalog.tasks()
     entries = {
-        table.task: [full_refresh, incremental] if not catalog.upstream_tasks(table) else [batch_recompute]
+        table.task: [full_refresh, incremental]
+        if not catalog.upstream_tasks(table)
+        else [batch_recompute]
         for table in tables
-        if not catalog.upstream_tasks(table) or (table.batch and not any(u.batch for u in catalog.upstream_tasks(table)))
+        if not catalog.upstream_tasks(table)
+        or (table.batch and not any(u.batch for u in catalog.upstream_tasks(table)))
     }
     jobs = {
-        table.task: table_job(table, **({"trigger_rule": TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS} if table.task in entries else {}))
+        table.task: table_job(
+            table,
+            **(
+                {"trigger_rule": TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS}
+                if table.task in entries
+                else {}
+            ),
+        )
         for table in tables
     }
     for table in tables:

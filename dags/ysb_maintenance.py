@@ -15,18 +15,13 @@ fails leaves the others to run.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pendulum
 from airflow.sdk import DAG, Param
 
-sys.path.append(str(Path(__file__).resolve().parents[1] / "include"))  # see ysb_hourly.py
-
-from lakehouse import catalog  # noqa: E402
-from lakehouse.maintenance import DEFAULT_RETAIN_HOURS  # noqa: E402
-from lakehouse.operators import SparkJobOperator  # noqa: E402
-from lakehouse.orchestration import MACROS  # noqa: E402
+from lakehouse import catalog
+from lakehouse.maintenance import DEFAULT_RETAIN_HOURS
+from lakehouse.operators import SparkJobOperator
+from lakehouse.orchestration import MACROS
 
 with DAG(
     dag_id="ysb_maintenance",
@@ -41,7 +36,9 @@ with DAG(
     tags=["ysb", "lakehouse", "maintenance"],
     params={
         "retain_hours": Param(
-            DEFAULT_RETAIN_HOURS, type="integer", minimum=0,
+            DEFAULT_RETAIN_HOURS,
+            type="integer",
+            minimum=0,
             description="keep removed files at least this long (raised for a table whose streaming reader lags)",
         ),
     },
@@ -51,7 +48,11 @@ with DAG(
             task_id=f"maintain_{table.name.replace('.', '_')}",
             job="maintenance",
             application_args=[
-                "--lakehouse-root", "{{ lakehouse_root() }}", "--table", table.name,
-                "--retain-hours", "{{ params.retain_hours }}",
+                "--lakehouse-root",
+                "{{ lakehouse_root() }}",
+                "--table",
+                table.name,
+                "--retain-hours",
+                "{{ params.retain_hours }}",
             ],  # fmt: skip
         )

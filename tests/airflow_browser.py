@@ -15,16 +15,24 @@ class AirflowBrowser:
         from selenium.webdriver.chrome.service import Service
 
         driver_path = shutil.which("chromedriver")
-        assert driver_path, "no chromedriver on PATH: run `make browser` (Debian's chromium and chromium-driver)"
+        assert driver_path, (
+            "no chromedriver on PATH: run `make browser` (Debian's chromium and chromium-driver)"
+        )
         options = webdriver.ChromeOptions()
-        for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        for argument in (
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--window-size=1400,1000",
+        ):
             options.add_argument(argument)
         # The driver path is given: Selenium Manager would try to download a driver from the internet.
         self.driver = webdriver.Chrome(service=Service(driver_path), options=options)
         self.base_url = base_url
         self.airflow_home = airflow_home
 
-    def __enter__(self) -> "AirflowBrowser":
+    def __enter__(self) -> AirflowBrowser:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -34,7 +42,9 @@ class AirflowBrowser:
         """The login form, with the password the simple auth manager generated into AIRFLOW_HOME."""
         from selenium.webdriver.common.by import By
 
-        password = json.loads((self.airflow_home / "simple_auth_manager_passwords.json.generated").read_text())[user]
+        password = json.loads(
+            (self.airflow_home / "simple_auth_manager_passwords.json.generated").read_text()
+        )[user]
         self.driver.get(self.base_url + "/")
         self._wait(lambda d: d.find_elements(By.NAME, "username"))
         self.driver.find_element(By.NAME, "username").send_keys(user)
@@ -42,11 +52,15 @@ class AirflowBrowser:
         self.driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
         self._wait(lambda d: "/auth/login" not in d.current_url)
 
-    def task_log_text(self, dag_id: str, run_id: str, task_id: str, expected: str, screenshot: Path) -> str:
+    def task_log_text(
+        self, dag_id: str, run_id: str, task_id: str, expected: str, screenshot: Path
+    ) -> str:
         """The page of a task instance's log once ``expected`` shows; a screenshot is kept for a person."""
         from selenium.webdriver.common.by import By
 
-        self.driver.get(f"{self.base_url}/dags/{dag_id}/runs/{quote(run_id, safe='')}/tasks/{task_id}")
+        self.driver.get(
+            f"{self.base_url}/dags/{dag_id}/runs/{quote(run_id, safe='')}/tasks/{task_id}"
+        )
         try:
             self._wait(lambda d: expected in d.find_element(By.TAG_NAME, "body").text, timeout=60)
         finally:

@@ -22,7 +22,14 @@ def spark_connection() -> str:
     """The Spark connection of the tests' Airflow: the warm engine when jobs run there (make's default)."""
     if engine() == "connect":
         settings = engine_settings()
-        return json.dumps({"conn_type": "spark_connect", "host": "localhost", "port": settings.port, "password": settings.token})
+        return json.dumps(
+            {
+                "conn_type": "spark_connect",
+                "host": "localhost",
+                "port": settings.port,
+                "password": settings.token,
+            }
+        )
     return json.dumps({"conn_type": "spark", "host": "local[2]"})
 
 
@@ -41,7 +48,9 @@ def airflow_environment(airflow_home: Path, lakehouse: Lakehouse, **extra: str) 
         AIRFLOW_CONN_SPARK_LAKEHOUSE=spark_connection(),
         LAKEHOUSE_ROOT=lakehouse.root,
         LAKEHOUSE_JARS_DIR=os.environ.get("LAKEHOUSE_JARS_DIR", str(PROJECT_DIR / ".jars")),
-        PYTHONPATH=os.pathsep.join([str(PROJECT_DIR / "include"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        PYTHONPATH=os.pathsep.join(
+            [str(PROJECT_DIR / "include"), env.get("PYTHONPATH", "")]
+        ).rstrip(os.pathsep),
         PATH=os.pathsep.join([str(VENV_BIN), env.get("PATH", "")]),
         PYSPARK_PYTHON=sys.executable,
         SPARK_LOCAL_IP="127.0.0.1",
@@ -56,13 +65,20 @@ def airflow_environment(airflow_home: Path, lakehouse: Lakehouse, **extra: str) 
 def airflow(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     """Run an ``airflow`` CLI command; output is captured for the assertion message."""
     return subprocess.run(
-        [str(VENV_BIN / "airflow"), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+        [str(VENV_BIN / "airflow"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
 def airflow_python(env: dict[str, str], code: str):
     """Run ``code`` with the test's Airflow environment (its metadata DB); the JSON it printed last, if any."""
-    found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    found = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert found.returncode == 0, found.stderr[-3000:]
     lines = found.stdout.strip().splitlines()
     return json.loads(lines[-1]) if lines else None
@@ -105,7 +121,9 @@ class AirflowServices:
         self.processes: list[subprocess.Popen] = []
         self.port = port
 
-    def start(self, services: tuple[str, ...] = ("api-server", "scheduler", "dag-processor")) -> "AirflowServices":
+    def start(
+        self, services: tuple[str, ...] = ("api-server", "scheduler", "dag-processor")
+    ) -> AirflowServices:
         """Start ``services``: the api-server first, the others once it answers (as make airflow-ui does).
 
         A scheduler started beside the api-server launches tasks at once (the latest hourly run, a
@@ -124,9 +142,12 @@ class AirflowServices:
             log = open(self.log_dir / f"{name}.log", "w")
             self.processes.append(
                 subprocess.Popen(
-                    [str(VENV_BIN / "airflow"), *commands[name]], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                    [str(VENV_BIN / "airflow"), *commands[name]],
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                     start_new_session=True,
-                )  # fmt: skip
+                )
             )
 
         launch("api-server")
@@ -141,7 +162,9 @@ class AirflowServices:
                 time.sleep(1)
         else:
             self.stop()
-            raise RuntimeError(f"the Airflow api-server did not come up; see the logs in {self.log_dir}")
+            raise RuntimeError(
+                f"the Airflow api-server did not come up; see the logs in {self.log_dir}"
+            )
         # Its execution API is built on the first request to it (as include/scripts/airflow_ui.sh does).
         urllib.request.urlopen(f"{self.base_url}/execution/health", timeout=120)
         for name in ("scheduler", "dag-processor"):
@@ -164,7 +187,9 @@ class AirflowServices:
             except subprocess.TimeoutExpired:
                 pass
             try:
-                os.killpg(process.pid, signal.SIGKILL)  # the group: task runners and spark-submits too
+                os.killpg(
+                    process.pid, signal.SIGKILL
+                )  # the group: task runners and spark-submits too
             except ProcessLookupError:
                 pass
             process.wait(timeout=10)
@@ -189,17 +214,25 @@ def metadata_query(airflow_home: Path | str, sql: str, *params) -> list[tuple]:
     For polling beside a scheduler: an `airflow` CLI call costs ~3 CPU-s on this 2-core machine,
     and its transactions take SQLite's write lock (lakehouse_tools.airflow_sqlite).
     """
-    with closing(sqlite3.connect(f"file:{Path(airflow_home, 'airflow.db')}?mode=ro", uri=True, timeout=60)) as db:
+    with closing(
+        sqlite3.connect(f"file:{Path(airflow_home, 'airflow.db')}?mode=ro", uri=True, timeout=60)
+    ) as db:
         return db.execute(sql, params).fetchall()
 
 
 def dag_runs(env: dict[str, str], dag_id: str = "ysb_hourly") -> list[dict]:
     """The DAG's runs, oldest first: ``run_id`` and ``state`` of each."""
-    rows = metadata_query(env["AIRFLOW_HOME"], "SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id", dag_id)
+    rows = metadata_query(
+        env["AIRFLOW_HOME"],
+        "SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id",
+        dag_id,
+    )
     return [{"run_id": run_id, "state": state} for run_id, state in rows]
 
 
-def wait_for_runs(env: dict[str, str], count: int, log_dir: Path, timeout: float = 1800) -> list[dict]:
+def wait_for_runs(
+    env: dict[str, str], count: int, log_dir: Path, timeout: float = 1800
+) -> list[dict]:
     """Wait until at least ``count`` runs of ysb_hourly exist and every run has finished."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -207,7 +240,9 @@ def wait_for_runs(env: dict[str, str], count: int, log_dir: Path, timeout: float
         if len(runs) >= count and all(run["state"] in TERMINAL for run in runs):
             return runs
         time.sleep(2)
-    raise AssertionError(f"DAG runs did not finish in {timeout} s: {dag_runs(env)}; logs in {log_dir}")
+    raise AssertionError(
+        f"DAG runs did not finish in {timeout} s: {dag_runs(env)}; logs in {log_dir}"
+    )
 
 
 def describe_failures(env: dict[str, str], runs: list[dict]) -> str:
@@ -221,5 +256,7 @@ def describe_failures(env: dict[str, str], runs: list[dict]) -> str:
     logs = sorted(Path(env["AIRFLOW_HOME"], "logs").rglob("*.log"), key=lambda p: p.stat().st_mtime)
     failed = [p for p in logs if "Task failed" in p.read_text(errors="replace")]
     for path in failed[-2:]:
-        report.append(f"--- {path}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-40:]))
+        report.append(
+            f"--- {path}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-40:])
+        )
     return "\n".join(report)

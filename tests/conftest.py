@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT_DIR / "include"))
-sys.path.insert(0, str(PROJECT_DIR / "tests"))
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+from lakehouse.config import Lakehouse
 
-from lakehouse.config import Lakehouse  # noqa: E402
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 # Test tiers, by folder: `make test-fast` runs the unit tier (a local Spark, no servers);
 # `make test` runs every tier. A test folder not listed here is a mistake the collection reports.
@@ -74,10 +72,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         folder = Path(item.fspath).relative_to(tests_dir).parts[0]
         if folder not in TIERS:
-            raise pytest.UsageError(f"tests/{folder} has no tier: add it to TIERS in tests/conftest.py")
+            raise pytest.UsageError(
+                f"tests/{folder} has no tier: add it to TIERS in tests/conftest.py"
+            )
         item.add_marker(getattr(pytest.mark, TIERS[folder]))
     rank = {name: position for position, name in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(Path(item.fspath).relative_to(tests_dir).as_posix(), len(rank)))
+    items.sort(
+        key=lambda item: rank.get(Path(item.fspath).relative_to(tests_dir).as_posix(), len(rank))
+    )
 
 
 TEST_SPARK_CONF = {
@@ -93,7 +95,9 @@ def _runs_jobs(session: pytest.Session) -> bool:
     """True when this test session runs jobs on the engine (make's default), i.e. starts one."""
     from lakehouse.spark import engine as engine_kind
 
-    return engine_kind() == "connect" and any(item.get_closest_marker("unit") is None for item in session.items)
+    return engine_kind() == "connect" and any(
+        item.get_closest_marker("unit") is None for item in session.items
+    )
 
 
 @pytest.fixture(scope="session")
@@ -107,9 +111,13 @@ def spark(request):
     from lakehouse.spark import build_spark_session
 
     items = request.session.items
-    if _runs_jobs(request.session) and not any(item.get_closest_marker("local_driver") for item in items):
+    if _runs_jobs(request.session) and not any(
+        item.get_closest_marker("local_driver") for item in items
+    ):
         request.getfixturevalue("engine")
-        session = build_spark_session("lakehouse-tests", TEST_SPARK_CONF, engine_kind="connect", outlives_jobs=True)
+        session = build_spark_session(
+            "lakehouse-tests", TEST_SPARK_CONF, engine_kind="connect", outlives_jobs=True
+        )
         yield session
         session.stop()
         return
@@ -131,7 +139,10 @@ def engine(tmp_path_factory):
     from lakehouse.config import engine_settings
     from lakehouse.spark import check_engine
 
-    if "PYTEST_XDIST_WORKER" not in os.environ and check_engine(engine_settings().url, timeout_s=5) is None:
+    if (
+        "PYTEST_XDIST_WORKER" not in os.environ
+        and check_engine(engine_settings().url, timeout_s=5) is None
+    ):
         # Restarted by `up` if its jars are not the ones the Makefile has fetched since (Kafka's).
         subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
         yield engine_settings()

@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,9 +21,13 @@ from lakehouse_tools.oracle import Expected, expected_from_landing
 
 # Every task of the catalog, in DAG order.
 PIPELINE = tuple(entry.task for entry in catalog.tasks())
-START = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 20, 0, tzinfo=UTC)
 # The jobs that are not a table's task.
-OPERATIONS = {"full_refresh": refresh.main, "consistency_check": consistency.main, "maintenance": maintenance.main}
+OPERATIONS = {
+    "full_refresh": refresh.main,
+    "consistency_check": consistency.main,
+    "maintenance": maintenance.main,
+}
 
 
 @contextmanager
@@ -54,9 +58,17 @@ def run_in_a_jvm_of_its_own(name: str, lakehouse: Lakehouse) -> None:
     """Run a table's task in a process with a local Spark of its own, as spark-submit runs it: its
     writes reach this process's Spark through the files only (no shared cache)."""
     done = subprocess.run(
-        [sys.executable, str(Path(__file__).parents[1] / "jobs" / "run.py"), name, "--lakehouse-root", lakehouse.root],
-        env={**os.environ, "LAKEHOUSE_ENGINE": "local"}, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(Path(__file__).parents[1] / "jobs" / "run.py"),
+            name,
+            "--lakehouse-root",
+            lakehouse.root,
+        ],
+        env={**os.environ, "LAKEHOUSE_ENGINE": "local"},
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, f"{name} failed ({done.returncode}): {done.stderr[-3000:]}"
 
 
@@ -73,7 +85,9 @@ def run_pipeline(lakehouse: Lakehouse, *args: str, up_to: str | tuple[str, ...] 
 def tasks_up_to(*names: str) -> list[catalog.Table]:
     """The tasks writing ``names`` and every task they read from, directly or not, in DAG order."""
     needed = {catalog.task(catalog.get(name).written_by or name).name for name in names}
-    for entry in reversed(catalog.tasks()):  # downstream first: a task's upstream is found before it is visited
+    for entry in reversed(
+        catalog.tasks()
+    ):  # downstream first: a task's upstream is found before it is visited
         if entry.name in needed:
             needed |= {upstream.name for upstream in catalog.upstream_tasks(entry)}
     return [entry for entry in catalog.tasks() if entry.name in needed]
@@ -88,7 +102,11 @@ def table(spark: SparkSession, lakehouse: Lakehouse, name: str) -> DataFrame:
 
 
 def table_version(spark: SparkSession, lakehouse: Lakehouse, name: str) -> int:
-    return spark.sql(f"DESCRIBE HISTORY delta.`{lakehouse.table(name).path}` LIMIT 1").collect()[0].version
+    return (
+        spark.sql(f"DESCRIBE HISTORY delta.`{lakehouse.table(name).path}` LIMIT 1")
+        .collect()[0]
+        .version
+    )
 
 
 def oracle(lakehouse: Lakehouse) -> Expected:
@@ -107,7 +125,10 @@ def expected_rows(expected: Expected, name: str) -> Counter:
 
 
 def assert_gold_matches_oracle(
-    spark: SparkSession, lakehouse: Lakehouse, expected: Expected | None = None, names: tuple[str, ...] = ()
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    expected: Expected | None = None,
+    names: tuple[str, ...] = (),
 ) -> Expected:
     """Every gold table (or those ``names``) equals the plain-Python oracle (default: over the landing files), row for row."""
     expected = expected or oracle(lakehouse)
@@ -123,7 +144,10 @@ def _diff(actual: Counter, expected: Counter) -> str:
 
 
 def assert_tables_match_oracle(
-    spark: SparkSession, lakehouse: Lakehouse, expected: Expected | None = None, gold: tuple[str, ...] = ()
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    expected: Expected | None = None,
+    gold: tuple[str, ...] = (),
 ) -> Expected:
     """Bronze, silver, quarantine and gold (or the ``gold`` tables) agree with the oracle (default: over the landing zone)."""
     expected = assert_silver_matches_oracle(spark, lakehouse, expected)
@@ -131,15 +155,22 @@ def assert_tables_match_oracle(
     return expected
 
 
-def assert_silver_matches_oracle(spark: SparkSession, lakehouse: Lakehouse, expected: Expected | None = None) -> Expected:
+def assert_silver_matches_oracle(
+    spark: SparkSession, lakehouse: Lakehouse, expected: Expected | None = None
+) -> Expected:
     """Bronze, silver and the quarantine agree with the oracle: every line once, every valid event once."""
     expected = expected or oracle(lakehouse)
     assert table(spark, lakehouse, "bronze.ad_events").count() == expected.lines
-    silver_ids = [row.event_id for row in table(spark, lakehouse, "silver.ad_events").select("event_id").collect()]
+    silver_ids = [
+        row.event_id
+        for row in table(spark, lakehouse, "silver.ad_events").select("event_id").collect()
+    ]
     assert len(silver_ids) == len(set(silver_ids)), "silver holds an event twice"
     assert set(silver_ids) == set(expected.events)
     # A resolved row's line was admitted by a later backfill: the oracle counts it as valid.
-    quarantine = table(spark, lakehouse, "silver.quarantine_ad_events").filter("resolved_at IS NULL")
+    quarantine = table(spark, lakehouse, "silver.quarantine_ad_events").filter(
+        "resolved_at IS NULL"
+    )
     quarantine = quarantine.groupBy("reason").count().collect()
     assert {row.reason: row["count"] for row in quarantine} == dict(expected.quarantined)
     return expected

@@ -36,7 +36,16 @@ MODULES = {
     "polars": "bench.compare.with_polars",
 }
 # The event contract's fields, as the producer writes them (all JSON strings; event_time is epoch millis).
-FIELDS = ("event_id", "user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time", "ip_address")
+FIELDS = (
+    "event_id",
+    "user_id",
+    "page_id",
+    "ad_id",
+    "ad_type",
+    "event_type",
+    "event_time",
+    "ip_address",
+)
 WINDOW_SECONDS = 10
 
 # The output tables by role: the minimal jobs write exactly these (the names are the catalog's).
@@ -58,9 +67,16 @@ def output_tables() -> list[str]:
     from lakehouse.catalog import Write
 
     def sessions(entry) -> bool:
-        return Write.SESSIONS in (entry.write, entry.written_by and catalog.get(entry.written_by).write)
+        return Write.SESSIONS in (
+            entry.write,
+            entry.written_by and catalog.get(entry.written_by).write,
+        )
 
-    return [entry.name for entry in catalog.tables() if entry.layer in ("silver", "gold") and not sessions(entry)]
+    return [
+        entry.name
+        for entry in catalog.tables()
+        if entry.layer in ("silver", "gold") and not sessions(entry)
+    ]
 
 
 def spec_for(root: str, contender: str, result: str) -> dict:

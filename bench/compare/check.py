@@ -30,7 +30,9 @@ def _normalised(frame):
     for name, dtype in frame.schema.items():
         if isinstance(dtype, pl.Datetime):
             casts[name] = (
-                pl.col(name).dt.replace_time_zone("UTC") if dtype.time_zone is None else pl.col(name)
+                pl.col(name).dt.replace_time_zone("UTC")
+                if dtype.time_zone is None
+                else pl.col(name)
             ).cast(pl.Datetime("us", "UTC"))
         elif dtype.is_integer():
             casts[name] = pl.col(name).cast(pl.Int64)
@@ -63,9 +65,12 @@ def same_rows(expected, actual, name: str) -> str | None:
         if expected.schema[c] != actual.schema[c]:
             return f"{name}: column {c} is {actual.schema[c]}, expected {expected.schema[c]}"
     left, right = expected.sort(keys, nulls_last=True), actual.sort(keys, nulls_last=True)
-    differing = left.select(keys).with_row_index().join(
-        right.select(keys).with_row_index(), on="index", suffix="_actual"
-    ).filter(pl.any_horizontal(pl.col(c).ne_missing(pl.col(f"{c}_actual")) for c in keys))
+    differing = (
+        left.select(keys)
+        .with_row_index()
+        .join(right.select(keys).with_row_index(), on="index", suffix="_actual")
+        .filter(pl.any_horizontal(pl.col(c).ne_missing(pl.col(f"{c}_actual")) for c in keys))
+    )
     if differing.height:
         return f"{name}: {differing.height} of {expected.height} rows differ, e.g. {differing.row(0, named=True)}"
     for c in floats:
@@ -88,7 +93,10 @@ def compare_tables(reference: dict[str, str], candidate: dict[str, str]) -> dict
     """Per output table (the reference's): ``{"ok": bool, "detail": str}``; the reference is the project's lakehouse."""
     out = {}
     for name, path in reference.items():
-        expected, actual = read_table(path), read_table(candidate[name]) if name in candidate else None
+        expected, actual = (
+            read_table(path),
+            read_table(candidate[name]) if name in candidate else None,
+        )
         if expected is None:
             out[name] = {"ok": False, "detail": f"{name}: the reference has no table at {path}"}
             continue
@@ -123,11 +131,15 @@ def same_reasons(expected: dict[str, int], actual) -> str | None:
 
 def _described(name: str, frame) -> str:
     if name == QUARANTINE:
-        return f"{frame.height} rows: " + ", ".join(f"{r} {n}" for r, n in reason_counts(frame).items())
+        return f"{frame.height} rows: " + ", ".join(
+            f"{r} {n}" for r, n in reason_counts(frame).items()
+        )
     return f"{frame.height} rows"
 
 
-def against_oracle(landing_events: str, campaigns_csv: str, tables: dict[str, str]) -> dict[str, dict]:
+def against_oracle(
+    landing_events: str, campaigns_csv: str, tables: dict[str, str]
+) -> dict[str, dict]:
     """The project's tables vs :mod:`lakehouse_tools.oracle` (plain Python over the raw lines), per table."""
     import polars as pl
 
@@ -142,14 +154,22 @@ def against_oracle(landing_events: str, campaigns_csv: str, tables: dict[str, st
             continue
         if name == SILVER:
             ids = set(expected.events)
-            problem = None if actual.height == len(ids) and set(actual["event_id"].to_list()) == ids else (
-                f"{SILVER}: {actual.height} rows, the oracle expects {len(ids)} unique valid events"
-            )  # fmt: skip
+            problem = (
+                None
+                if actual.height == len(ids) and set(actual["event_id"].to_list()) == ids
+                else (
+                    f"{SILVER}: {actual.height} rows, the oracle expects {len(ids)} unique valid events"
+                )
+            )
         elif name == QUARANTINE:
             problem = same_reasons(dict(sorted(expected.quarantined.items())), actual)
         elif name in GOLD:
             rows = expected.rows(name)
-            oracle = pl.DataFrame(rows, schema={c: actual.schema[c] for c in actual.columns}) if rows else actual.clear()
+            oracle = (
+                pl.DataFrame(rows, schema={c: actual.schema[c] for c in actual.columns})
+                if rows
+                else actual.clear()
+            )
             problem = same_rows(_normalised(oracle), actual, name)
         else:
             problem = f"{name}: the oracle has no expectation for it"

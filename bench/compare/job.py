@@ -30,7 +30,9 @@ def main(argv: list[str]) -> None:
     result = importlib.import_module(MODULES[contender]).run(spec)
     used = resource.getrusage(resource.RUSAGE_SELF)
     result["run_wall"] = time.perf_counter() - started
-    result["python_cpu"] = used.ru_utime + used.ru_stime  # this process alone (not a JVM child), up to here
+    result["python_cpu"] = (
+        used.ru_utime + used.ru_stime
+    )  # this process alone (not a JVM child), up to here
     Path(spec["result"]).write_text(json.dumps(result, indent=1))
 
 

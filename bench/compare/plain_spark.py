@@ -20,8 +20,14 @@ from functools import reduce
 from operator import or_
 
 from bench.compare import (
-    AD_TYPE_HOURLY, CAMPAIGN_HOURLY, CAMPAIGN_WINDOWS, FIELDS, QUARANTINE, SILVER, WINDOW_SECONDS,
-)  # fmt: skip
+    AD_TYPE_HOURLY,
+    CAMPAIGN_HOURLY,
+    CAMPAIGN_WINDOWS,
+    FIELDS,
+    QUARANTINE,
+    SILVER,
+    WINDOW_SECONDS,
+)
 
 CORRUPT = "_corrupt_record"
 
@@ -29,9 +35,8 @@ CORRUPT = "_corrupt_record"
 def run(spec: dict) -> dict:
     from pyspark.sql import functions as F
 
-    from lakehouse.spark import build_spark_session
-
     from bench.ysb.worker import BENCH_SPARK_CONF
+    from lakehouse.spark import build_spark_session
 
     steps, started = {}, time.perf_counter()
     spark = build_spark_session(
@@ -42,7 +47,9 @@ def run(spec: dict) -> dict:
 
     def write(frame, name: str) -> None:
         began = time.perf_counter()
-        frame.write.format("delta").mode("overwrite").partitionBy(*spec["partition_by"][name]).save(spec["tables"][name])
+        frame.write.format("delta").mode("overwrite").partitionBy(*spec["partition_by"][name]).save(
+            spec["tables"][name]
+        )
         steps[name] = time.perf_counter() - began
 
     schema = ", ".join(f"{name} STRING" for name in FIELDS) + f", {CORRUPT} STRING"
@@ -51,7 +58,9 @@ def run(spec: dict) -> dict:
         F.col("_metadata.file_path").alias("source_file"),
         F.current_timestamp().alias("ingested_at"),
     )
-    campaigns = spark.read.csv(spec["campaigns"], header=True, schema="ad_id STRING, campaign_id STRING")
+    campaigns = spark.read.csv(
+        spec["campaigns"], header=True, schema="ad_id STRING, campaign_id STRING"
+    )
     parsed = lines.select(
         "*", F.from_json("raw_line", schema, {"columnNameOfCorruptRecord": CORRUPT}).alias("e")
     ).select("raw_line", "source_file", "ingested_at", "e.*")
@@ -67,13 +76,25 @@ def run(spec: dict) -> dict:
         .withColumn("reason", reason)
         .withColumn("event_time", F.timestamp_millis(millis))
     )
-    silver = classified.filter("reason IS NULL").dropDuplicates(["event_id"]).select(
-        *FIELDS, "campaign_id", "source_file", "ingested_at",
-        F.to_date("event_time").alias("event_date"), F.hour("event_time").alias("event_hour"),
-    )  # fmt: skip
+    silver = (
+        classified.filter("reason IS NULL")
+        .dropDuplicates(["event_id"])
+        .select(
+            *FIELDS,
+            "campaign_id",
+            "source_file",
+            "ingested_at",
+            F.to_date("event_time").alias("event_date"),
+            F.hour("event_time").alias("event_hour"),
+        )
+    )
     write(silver, SILVER)
     quarantine = classified.filter("reason IS NOT NULL").select(
-        "raw_line", "reason", "source_file", "ingested_at", F.to_date("ingested_at").alias("ingest_date")
+        "raw_line",
+        "reason",
+        "source_file",
+        "ingested_at",
+        F.to_date("ingested_at").alias("ingest_date"),
     )
     write(quarantine, QUARANTINE)
 
@@ -89,24 +110,52 @@ def run(spec: dict) -> dict:
         .groupBy("campaign_id", F.window("event_time", f"{WINDOW_SECONDS} seconds").alias("w"))
         .agg(F.count(F.lit(1)).alias("views"))
         .select(
-            "campaign_id", F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"), "views",
-            F.date_trunc("hour", "w.start").alias("hour_start"), F.to_date("w.start").alias("event_date"),
-        )  # fmt: skip
+            "campaign_id",
+            F.col("w.start").alias("window_start"),
+            F.col("w.end").alias("window_end"),
+            "views",
+            F.date_trunc("hour", "w.start").alias("hour_start"),
+            F.to_date("w.start").alias("event_date"),
+        )
     )
     write(windows, CAMPAIGN_WINDOWS)
     campaign_hourly = (
         silver.groupBy("campaign_id", hour.alias("hour_start"))
-        .agg(count_of("view").alias("views"), count_of("click").alias("clicks"),
-             count_of("purchase").alias("purchases"), F.countDistinct("user_id").alias("distinct_users"))
-        .select("campaign_id", "hour_start", "views", "clicks", "purchases", "distinct_users", ctr,
-                F.to_date("hour_start").alias("event_date"))
-    )  # fmt: skip
+        .agg(
+            count_of("view").alias("views"),
+            count_of("click").alias("clicks"),
+            count_of("purchase").alias("purchases"),
+            F.countDistinct("user_id").alias("distinct_users"),
+        )
+        .select(
+            "campaign_id",
+            "hour_start",
+            "views",
+            "clicks",
+            "purchases",
+            "distinct_users",
+            ctr,
+            F.to_date("hour_start").alias("event_date"),
+        )
+    )
     write(campaign_hourly, CAMPAIGN_HOURLY)
     ad_type_hourly = (
         silver.groupBy("ad_type", hour.alias("hour_start"))
-        .agg(count_of("view").alias("views"), count_of("click").alias("clicks"), count_of("purchase").alias("purchases"))
-        .select("ad_type", "hour_start", "views", "clicks", "purchases", ctr, F.to_date("hour_start").alias("event_date"))
-    )  # fmt: skip
+        .agg(
+            count_of("view").alias("views"),
+            count_of("click").alias("clicks"),
+            count_of("purchase").alias("purchases"),
+        )
+        .select(
+            "ad_type",
+            "hour_start",
+            "views",
+            "clicks",
+            "purchases",
+            ctr,
+            F.to_date("hour_start").alias("event_date"),
+        )
+    )
     write(ad_type_hourly, AD_TYPE_HOURLY)
     began = time.perf_counter()
     spark.stop()

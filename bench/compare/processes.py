@@ -46,7 +46,9 @@ def reap_all(timeout: float) -> list[int]:
         time.sleep(0.1)
 
 
-def run_tree(command: list[str], env: dict, log_path: Path, timeout: float) -> tuple[int, float, float]:
+def run_tree(
+    command: list[str], env: dict, log_path: Path, timeout: float
+) -> tuple[int, float, float]:
     """Run ``command`` in a session of its own until it and every descendant ended: (exit code, wall s, CPU s).
 
     Wall time ends when the command exits; CPU covers its whole process tree (call
@@ -55,7 +57,9 @@ def run_tree(command: list[str], env: dict, log_path: Path, timeout: float) -> t
     before = children_cpu()
     started = time.perf_counter()
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

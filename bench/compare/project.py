@@ -24,13 +24,12 @@ from bench.compare.processes import self_cpu, tree_cpu
 
 
 def run(spec: dict) -> dict:
-    from lakehouse import catalog
-    from lakehouse.config import Lakehouse
-    from lakehouse.spark import build_spark_session
-
     from bench.compare import output_tables
     from bench.ysb.measuring import jvm_pid
     from bench.ysb.worker import BENCH_SPARK_CONF, run_tasks
+    from lakehouse import catalog
+    from lakehouse.config import Lakehouse
+    from lakehouse.spark import build_spark_session
 
     started = time.perf_counter()
     spark = build_spark_session(
@@ -42,14 +41,27 @@ def run(spec: dict) -> dict:
     def cpu() -> float:
         return self_cpu() + (tree_cpu(pid) if pid else 0.0)
 
-    setup = {"wall": time.perf_counter() - started, "cpu": cpu()}  # imports, JVM start, session (from process start)
+    setup = {
+        "wall": time.perf_counter() - started,
+        "cpu": cpu(),
+    }  # imports, JVM start, session (from process start)
     lakehouse = Lakehouse(spec["root"])
-    batch = ("--mode", "batch", "--start", spec["batch_hours"][0], "--end", spec["batch_hours"][1]) if "batch_hours" in spec else ()
+    batch = (
+        ("--mode", "batch", "--start", spec["batch_hours"][0], "--end", spec["batch_hours"][1])
+        if "batch_hours" in spec
+        else ()
+    )
     tasks = {}
     for task in compared_tasks(output_tables()):
         before = cpu()
-        seconds = run_tasks(lakehouse, (task,), batch)["seconds"]  # only tasks with a batch form take it
-        tasks[task] = {"wall": seconds[task], "cpu": cpu() - before, "layer": catalog.task(task).layer}
+        seconds = run_tasks(lakehouse, (task,), batch)[
+            "seconds"
+        ]  # only tasks with a batch form take it
+        tasks[task] = {
+            "wall": seconds[task],
+            "cpu": cpu() - before,
+            "layer": catalog.task(task).layer,
+        }
     started_stop = time.perf_counter()
     before = cpu()
     spark.stop()

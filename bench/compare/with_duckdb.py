@@ -14,8 +14,14 @@ from __future__ import annotations
 import time
 
 from bench.compare import (
-    AD_TYPE_HOURLY, CAMPAIGN_HOURLY, CAMPAIGN_WINDOWS, FIELDS, QUARANTINE, SILVER, WINDOW_SECONDS,
-)  # fmt: skip
+    AD_TYPE_HOURLY,
+    CAMPAIGN_HOURLY,
+    CAMPAIGN_WINDOWS,
+    FIELDS,
+    QUARANTINE,
+    SILVER,
+    WINDOW_SECONDS,
+)
 
 
 def run(spec: dict) -> dict:
@@ -29,7 +35,10 @@ def run(spec: dict) -> dict:
     def write(sql: str, name: str) -> None:
         began = time.perf_counter()
         write_deltalake(
-            spec["tables"][name], con.sql(sql).to_arrow_table(), mode="overwrite", partition_by=spec["partition_by"][name]
+            spec["tables"][name],
+            con.sql(sql).to_arrow_table(),
+            mode="overwrite",
+            partition_by=spec["partition_by"][name],
         )
         steps[name] = time.perf_counter() - began
 
@@ -62,15 +71,18 @@ def run(spec: dict) -> dict:
                END AS reason
         FROM typed LEFT JOIN read_csv({quoted(spec["campaigns"])}, header = true,
                                       columns = {{'ad_id': 'VARCHAR', 'campaign_id': 'VARCHAR'}}) c USING (ad_id)
-    """)  # fmt: skip
+    """)
     steps["classify"] = time.perf_counter() - began
     began = time.perf_counter()
-    typed = ", ".join("CAST(epoch_ms(millis) AS TIMESTAMPTZ) AS event_time" if name == "event_time" else name for name in FIELDS)
+    typed = ", ".join(
+        "CAST(epoch_ms(millis) AS TIMESTAMPTZ) AS event_time" if name == "event_time" else name
+        for name in FIELDS
+    )
     con.execute(f"""
         CREATE TEMP TABLE silver AS
         SELECT DISTINCT ON (event_id) {typed}, campaign_id, source_file, ingested_at
         FROM classified WHERE reason IS NULL
-    """)  # fmt: skip
+    """)
     steps["dedup"] = time.perf_counter() - began
     write(
         f"""SELECT {", ".join(FIELDS)}, campaign_id, source_file, ingested_at,
@@ -92,7 +104,7 @@ def run(spec: dict) -> dict:
             FROM (SELECT campaign_id, {window_start} AS window_start, count(*) AS views
                   FROM silver WHERE event_type = 'view' GROUP BY ALL)""",
         CAMPAIGN_WINDOWS,
-    )  # fmt: skip
+    )
     counts = """count(*) FILTER (event_type = 'view') AS views, count(*) FILTER (event_type = 'click') AS clicks,
                 count(*) FILTER (event_type = 'purchase') AS purchases"""
     ctr = "CASE WHEN views > 0 THEN clicks / views END AS ctr"
@@ -103,11 +115,11 @@ def run(spec: dict) -> dict:
                          count(DISTINCT user_id) AS distinct_users
                   FROM silver GROUP BY ALL)""",
         CAMPAIGN_HOURLY,
-    )  # fmt: skip
+    )
     write(
         f"""SELECT ad_type, hour_start, views, clicks, purchases, {ctr}, CAST(hour_start AS DATE) AS event_date
             FROM (SELECT ad_type, date_trunc('hour', event_time) AS hour_start, {counts} FROM silver GROUP BY ALL)""",
         AD_TYPE_HOURLY,
-    )  # fmt: skip
+    )
     con.close()
     return {"steps": steps}

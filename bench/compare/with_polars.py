@@ -14,11 +14,17 @@ both cores (its default); timestamps are UTC.
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from bench.compare import (
-    AD_TYPE_HOURLY, CAMPAIGN_HOURLY, CAMPAIGN_WINDOWS, FIELDS, QUARANTINE, SILVER, WINDOW_SECONDS,
-)  # fmt: skip
+    AD_TYPE_HOURLY,
+    CAMPAIGN_HOURLY,
+    CAMPAIGN_WINDOWS,
+    FIELDS,
+    QUARANTINE,
+    SILVER,
+    WINDOW_SECONDS,
+)
 
 
 def run(spec: dict) -> dict:
@@ -30,7 +36,9 @@ def run(spec: dict) -> dict:
     def write(frame: pl.DataFrame, name: str) -> None:
         began = time.perf_counter()
         frame.write_delta(
-            spec["tables"][name], mode="overwrite", delta_write_options={"partition_by": spec["partition_by"][name]}
+            spec["tables"][name],
+            mode="overwrite",
+            delta_write_options={"partition_by": spec["partition_by"][name]},
         )
         steps[name] = time.perf_counter() - began
 
@@ -39,16 +47,22 @@ def run(spec: dict) -> dict:
     is_object = line.str.starts_with("{") & line.str.ends_with("}")
     event = pl.Struct({name: pl.String for name in FIELDS})
     millis = pl.col("event_time").cast(pl.Int64, strict=False)
-    campaigns = pl.scan_csv(spec["campaigns"], schema={"ad_id": pl.String, "campaign_id": pl.String})
+    campaigns = pl.scan_csv(
+        spec["campaigns"], schema={"ad_id": pl.String, "campaign_id": pl.String}
+    )
     reason = (
-        pl.when(~pl.col("_is_object")).then(pl.lit("malformed_json"))
-        .when(pl.any_horizontal(pl.col(name).is_null() for name in FIELDS)).then(pl.lit("missing_required_field"))
-        .when(pl.col("_millis").is_null()).then(pl.lit("invalid_event_time"))
-        .when(pl.col("campaign_id").is_null()).then(pl.lit("unknown_ad_id"))
-    )  # fmt: skip
+        pl.when(~pl.col("_is_object"))
+        .then(pl.lit("malformed_json"))
+        .when(pl.any_horizontal(pl.col(name).is_null() for name in FIELDS))
+        .then(pl.lit("missing_required_field"))
+        .when(pl.col("_millis").is_null())
+        .then(pl.lit("invalid_event_time"))
+        .when(pl.col("campaign_id").is_null())
+        .then(pl.lit("unknown_ad_id"))
+    )
     classified = (
         pl.scan_lines(spec["lines"], name="raw_line", include_file_paths="source_file")
-        .with_columns(_is_object=is_object, ingested_at=pl.lit(datetime.now(timezone.utc)).cast(utc))
+        .with_columns(_is_object=is_object, ingested_at=pl.lit(datetime.now(UTC)).cast(utc))
         .with_columns(_event=pl.when("_is_object").then(line).str.json_decode(event))
         .unnest("_event")
         .with_columns(_millis=millis)
@@ -65,16 +79,25 @@ def run(spec: dict) -> dict:
         .unique(subset="event_id", keep="any")
         .select(
             *[event_time.alias(name) if name == "event_time" else name for name in FIELDS],
-            "campaign_id", "source_file", "ingested_at",
-        )  # fmt: skip
-        .with_columns(event_date=pl.col("event_time").dt.date(), event_hour=pl.col("event_time").dt.hour().cast(pl.Int32))
+            "campaign_id",
+            "source_file",
+            "ingested_at",
+        )
+        .with_columns(
+            event_date=pl.col("event_time").dt.date(),
+            event_hour=pl.col("event_time").dt.hour().cast(pl.Int32),
+        )
         .collect()
     )
     steps["dedup"] = time.perf_counter() - began
     write(silver, SILVER)
     write(
         classified.filter(pl.col("reason").is_not_null()).select(
-            "raw_line", "reason", "source_file", "ingested_at", ingest_date=pl.col("ingested_at").dt.date()
+            "raw_line",
+            "reason",
+            "source_file",
+            "ingested_at",
+            ingest_date=pl.col("ingested_at").dt.date(),
         ),
         QUARANTINE,
     )
@@ -85,7 +108,11 @@ def run(spec: dict) -> dict:
     def count_of(event_type: str) -> pl.Expr:
         return (pl.col("event_type") == event_type).sum().cast(pl.Int64)
 
-    counts = [count_of("view").alias("views"), count_of("click").alias("clicks"), count_of("purchase").alias("purchases")]
+    counts = [
+        count_of("view").alias("views"),
+        count_of("click").alias("clicks"),
+        count_of("purchase").alias("purchases"),
+    ]
     hourly = silver.lazy().with_columns(hour_start=pl.col("event_time").dt.truncate("1h"))
     window_start = pl.col("event_time").dt.truncate(f"{WINDOW_SECONDS}s")
     write(
@@ -94,25 +121,44 @@ def run(spec: dict) -> dict:
         .group_by("campaign_id", window_start.alias("window_start"))
         .agg(views=pl.len().cast(pl.Int64))
         .select(
-            "campaign_id", "window_start", (pl.col("window_start") + pl.duration(seconds=WINDOW_SECONDS)).alias("window_end"),
-            "views", pl.col("window_start").dt.truncate("1h").alias("hour_start"),
+            "campaign_id",
+            "window_start",
+            (pl.col("window_start") + pl.duration(seconds=WINDOW_SECONDS)).alias("window_end"),
+            "views",
+            pl.col("window_start").dt.truncate("1h").alias("hour_start"),
             pl.col("window_start").dt.date().alias("event_date"),
-        )  # fmt: skip
+        )
         .collect(),
         CAMPAIGN_WINDOWS,
     )
     write(
         hourly.group_by("campaign_id", "hour_start")
         .agg(*counts, distinct_users=pl.col("user_id").n_unique().cast(pl.Int64))
-        .select("campaign_id", "hour_start", "views", "clicks", "purchases", "distinct_users", ctr,
-                event_date=pl.col("hour_start").dt.date())
+        .select(
+            "campaign_id",
+            "hour_start",
+            "views",
+            "clicks",
+            "purchases",
+            "distinct_users",
+            ctr,
+            event_date=pl.col("hour_start").dt.date(),
+        )
         .collect(),
         CAMPAIGN_HOURLY,
-    )  # fmt: skip
+    )
     write(
         hourly.group_by("ad_type", "hour_start")
         .agg(*counts)
-        .select("ad_type", "hour_start", "views", "clicks", "purchases", ctr, event_date=pl.col("hour_start").dt.date())
+        .select(
+            "ad_type",
+            "hour_start",
+            "views",
+            "clicks",
+            "purchases",
+            ctr,
+            event_date=pl.col("hour_start").dt.date(),
+        )
         .collect(),
         AD_TYPE_HOURLY,
     )

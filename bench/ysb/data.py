@@ -10,17 +10,16 @@ import math
 import shutil
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench.ysb.measuring import size_label
 from lakehouse.config import Lakehouse
 from lakehouse_tools.generator import write_campaigns, write_hours
 
-from bench.ysb.measuring import size_label
-
 # Fixed event hours, so a dataset is the same bytes on every run (the generator is deterministic).
-DATA_START = datetime(2026, 11, 1, 0, tzinfo=timezone.utc)
-GROWTH_START = datetime(2026, 11, 10, 0, tzinfo=timezone.utc)
+DATA_START = datetime(2026, 11, 1, 0, tzinfo=UTC)
+GROWTH_START = datetime(2026, 11, 10, 0, tzinfo=UTC)
 SEED = 7
 
 
@@ -55,7 +54,12 @@ def write_hour(root: str, start: datetime, eps: float, files_per_hour: int) -> i
 
 
 def ensure_dataset(
-    data_dir: Path, hours: int, eps: float, files_per_hour: int, start: datetime = DATA_START, workers: int = 2
+    data_dir: Path,
+    hours: int,
+    eps: float,
+    files_per_hour: int,
+    start: datetime = DATA_START,
+    workers: int = 2,
 ) -> Dataset:
     """Generate (or reuse) ``hours`` hours at ``eps`` under ``data_dir``; hours run in parallel processes."""
     root = data_dir.absolute() / f"h{hours}-eps{eps:g}-f{files_per_hour}-{start:%Y%m%dT%H}"
@@ -64,7 +68,11 @@ def ensure_dataset(
     starts = [start + timedelta(hours=i) for i in range(hours)]
     if workers > 1 and hours > 1:
         with ProcessPoolExecutor(max_workers=min(workers, hours)) as pool:
-            lines = sum(pool.map(write_hour, [str(root)] * hours, starts, [eps] * hours, [files_per_hour] * hours))
+            lines = sum(
+                pool.map(
+                    write_hour, [str(root)] * hours, starts, [eps] * hours, [files_per_hour] * hours
+                )
+            )
     else:
         lines = sum(write_hour(str(root), s, eps, files_per_hour) for s in starts)
     return Dataset(str(root), start.isoformat(), hours, eps, files_per_hour, lines)

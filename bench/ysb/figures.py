@@ -29,8 +29,14 @@ def throughput_rows(pipeline: dict) -> list[dict]:
             secs = [e2e(r) if layer == "end to end" else r["seconds"].get(layer) for r in runs]
             row[kind] = summary(secs)
             row[f"{kind}_eps_core"] = summary([lines / s / cores for s in secs if s])
-        inc = [e2e(r) if layer == "end to end" else r["seconds"][layer] for r in pipeline["runs"]["incremental"]]
-        bat = [e2e(r) if layer == "end to end" else r["seconds"][layer] for r in pipeline["runs"]["batch"]]
+        inc = [
+            e2e(r) if layer == "end to end" else r["seconds"][layer]
+            for r in pipeline["runs"]["incremental"]
+        ]
+        bat = [
+            e2e(r) if layer == "end to end" else r["seconds"][layer]
+            for r in pipeline["runs"]["batch"]
+        ]
         row["ratio"] = ratio_summary(inc, bat)
         rows.append(row)
     return rows

@@ -21,7 +21,12 @@ def summary(values: list[float]) -> dict:
     values = [v for v in values if v is not None]
     if not values:
         return {"median": None, "min": None, "max": None, "n": 0}
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
 
 
 def parse_size(text: str) -> int:
@@ -104,8 +109,13 @@ class ProgressRecorder:
             def onQueryProgress(self, event):
                 p = event.progress
                 recorder.events.append(
-                    {"id": str(p.id), "name": p.name, "batch": p.batchId, "rows": p.numInputRows,
-                     "durationMs": {k: int(v) for k, v in dict(p.durationMs).items()}}  # fmt: skip
+                    {
+                        "id": str(p.id),
+                        "name": p.name,
+                        "batch": p.batchId,
+                        "rows": p.numInputRows,
+                        "durationMs": {k: int(v) for k, v in dict(p.durationMs).items()},
+                    }
                 )
 
             def onQueryIdle(self, event):
@@ -174,9 +184,10 @@ def run_measured(command: list[str], **kwargs) -> tuple[subprocess.CompletedProc
 
 def machine_info() -> dict:
     """Cores, memory, CPU, kernel, versions and load average of this machine."""
+    from importlib.metadata import version
+
     import delta  # noqa: F401
     import pyspark
-    from importlib.metadata import version
 
     cpu = "unknown"
     try:
@@ -194,8 +205,14 @@ def machine_info() -> dict:
         pass
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     return {
-        "nproc": os.cpu_count(), "memory": mem, "cpu": cpu, "kernel": platform.release(),
-        "python": platform.python_version(), "pyspark": pyspark.__version__,
-        "delta_spark": version("delta-spark"), "airflow": version("apache-airflow"),
-        "java": java[0] if java else "unknown", "load_average": os.getloadavg(),
-    }  # fmt: skip
+        "nproc": os.cpu_count(),
+        "memory": mem,
+        "cpu": cpu,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "delta_spark": version("delta-spark"),
+        "airflow": version("apache-airflow"),
+        "java": java[0] if java else "unknown",
+        "load_average": os.getloadavg(),
+    }

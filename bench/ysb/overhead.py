@@ -11,7 +11,7 @@ import os
 import shutil
 import sqlite3
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.ysb.data import Dataset, fresh_lakehouse
@@ -24,7 +24,9 @@ DAG_ID = "ysb_hourly"
 def spark_env() -> dict[str, str]:
     """The environment of a process that runs the project's code (a worker, spark-submit, Airflow)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_DIR / "include"), str(PROJECT_DIR), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(PROJECT_DIR / "include"), str(PROJECT_DIR), env.get("PYTHONPATH", "")]
+    )
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     return env
@@ -39,9 +41,17 @@ def measure_spark_submit(reps: int, master: str = "local[2]") -> dict:
     for _ in range(reps):
         for kind in results:
             done, wall, _cpu = run_measured(
-                [submit, "--master", master, "--jars", ",".join(jar_paths()),
-                 str(PROJECT_DIR / "bench" / "noop_job.py"), kind],  # fmt: skip
-                env=spark_env(), capture_output=True,
+                [
+                    submit,
+                    "--master",
+                    master,
+                    "--jars",
+                    ",".join(jar_paths()),
+                    str(PROJECT_DIR / "bench" / "noop_job.py"),
+                    kind,
+                ],
+                env=spark_env(),
+                capture_output=True,
             )
             done.check_returncode()
             results[kind].append(wall)
@@ -61,16 +71,21 @@ def measure_dag_idle(work: Path, dataset: Dataset, reps: int) -> dict:
     venv_bin = Path(sys.executable).parent
     env = {k: v for k, v in spark_env().items() if not k.startswith("AIRFLOW")}
     env.update(
-        AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(PROJECT_DIR / "dags"),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False", AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(PROJECT_DIR / "dags"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
         AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS="lakehouse_tools.airflow_sqlite.CONNECT_ARGS",
         AIRFLOW_CONN_SPARK_LAKEHOUSE=json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        LAKEHOUSE_ROOT=lakehouse.root, PATH=os.pathsep.join([str(venv_bin), env.get("PATH", "")]),
-    )  # fmt: skip
+        LAKEHOUSE_ROOT=lakehouse.root,
+        PATH=os.pathsep.join([str(venv_bin), env.get("PATH", "")]),
+    )
 
     def airflow(*args: str):
-        done, wall, _cpu = run_measured([str(venv_bin / "airflow"), *args], env=env, capture_output=True, text=True)
+        done, wall, _cpu = run_measured(
+            [str(venv_bin / "airflow"), *args], env=env, capture_output=True, text=True
+        )
         return done, wall
 
     migrated, _ = airflow("db", "migrate")
@@ -81,16 +96,20 @@ def measure_dag_idle(work: Path, dataset: Dataset, reps: int) -> dict:
         logical_date = (dataset.end_time + timedelta(hours=index)).isoformat()
         result, wall = airflow("dags", "test", DAG_ID, logical_date)
         if result.returncode != 0 or "state=success" not in result.stdout + result.stderr:
-            raise RuntimeError(f"DAG run {logical_date} failed:\n{(result.stdout + result.stderr)[-3000:]}")
+            raise RuntimeError(
+                f"DAG run {logical_date} failed:\n{(result.stdout + result.stderr)[-3000:]}"
+            )
         tasks = task_durations(home / "airflow.db", logical_date)
-        runs.append({"logical_date": logical_date, "wall": wall, "tasks": tasks, "primes": index == 0})
+        runs.append(
+            {"logical_date": logical_date, "wall": wall, "tasks": tasks, "primes": index == 0}
+        )
     shutil.rmtree(work, ignore_errors=True)
     return {"runs": runs}
 
 
 def task_durations(db: Path, logical_date: str) -> dict[str, float]:
     """Seconds per task instance of the ysb_hourly run with ``logical_date`` (from the SQLite DB)."""
-    when = datetime.fromisoformat(logical_date).astimezone(timezone.utc)
+    when = datetime.fromisoformat(logical_date).astimezone(UTC)
     with sqlite3.connect(db) as conn:
         rows = conn.execute(
             "SELECT ti.task_id, ti.start_date, ti.end_date, dr.logical_date FROM task_instance ti "
@@ -121,11 +140,18 @@ def dag_runs_from_db(db: Path) -> dict:
     runs = []
     for index, (logical, start, end) in enumerate(rows):
         when = _utc(logical).isoformat()
-        runs.append({"logical_date": when, "wall": (_utc(end) - _utc(start)).total_seconds(),
-                     "tasks": task_durations(db, when), "primes": index == 0, "from_db": True})  # fmt: skip
+        runs.append(
+            {
+                "logical_date": when,
+                "wall": (_utc(end) - _utc(start)).total_seconds(),
+                "tasks": task_durations(db, when),
+                "primes": index == 0,
+                "from_db": True,
+            }
+        )
     return {"runs": runs}
 
 
 def _utc(value: str) -> datetime:
     parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)

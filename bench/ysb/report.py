@@ -12,8 +12,16 @@ from pathlib import Path
 from bench.ysb.figures import e2e, growth_figures, progress_split, ratio_summary, throughput_rows
 from bench.ysb.measuring import size_label, summary
 from bench.ysb.tasks import (
-    BATCH, LOADED_ONCE, PIPELINE, STREAMED, label, labels, layers_of, merge_table, transform_chain,
-)  # fmt: skip
+    BATCH,
+    LOADED_ONCE,
+    PIPELINE,
+    STREAMED,
+    label,
+    labels,
+    layers_of,
+    merge_table,
+    transform_chain,
+)
 from bench.ysb.worker import BENCH_SPARK_CONF
 
 # bench/driver_start.py maintains its own section of the same file, after this marker.
@@ -44,7 +52,12 @@ def write_report(results: dict, out: Path) -> None:
     report = render_report(results)
     previous = out.read_text() if out.exists() else ""
     if DRIVER_START_BEGIN in previous:
-        report = report.rstrip("\n") + "\n\n" + DRIVER_START_BEGIN + previous.split(DRIVER_START_BEGIN, 1)[1]
+        report = (
+            report.rstrip("\n")
+            + "\n\n"
+            + DRIVER_START_BEGIN
+            + previous.split(DRIVER_START_BEGIN, 1)[1]
+        )
     out.write_text(report)
 
 
@@ -84,27 +97,39 @@ def render_report(results: dict) -> str:
         f"* **Driver:** in-process jobs in one JVM per configuration (`spark.driver.memory` "
         f"{BENCH_SPARK_CONF['spark.driver.memory']}, the project's `DEFAULT_CONF`), started before the timer, "
         "so JVM start-up is in no throughput figure; "
-        + ("an untimed warm-up run on tiny data precedes the timed runs." if p.get("warmup") else
-           "no warm-up run: the first repetition of each configuration also loads and JIT-compiles classes "
-           "(it is usually the max; the median of 3 leaves it out).")
-        ,
+        + (
+            "an untimed warm-up run on tiny data precedes the timed runs."
+            if p.get("warmup")
+            else "no warm-up run: the first repetition of each configuration also loads and JIT-compiles classes "
+            "(it is usually the max; the median of 3 leaves it out)."
+        ),
         *([f"* **Note:** {results['note']}"] if results.get("note") else []),
         f"* **Repetitions:** {p['reps']}. **Events** = landing lines the generator wrote (≈1% duplicates, "
         "0.5% malformed, 1% late); events/s/core = events ÷ wall seconds ÷ cores of the `local[N]` master.",
         "",
     ]
     sections = (
-        (_section_throughput, ("pipeline",)), (_section_batch, ("pipeline",)), (_section_growth, ("growth",)),
-        (_section_overhead, ("growth", "spark_submit")), (_section_backfill, ("backfill",)),
-        (_section_memory, ("pipeline", "growth")), (_section_profile, ("pipeline",)),
-        (_section_tuning, ()), (_section_paper, ("pipeline",)),
-    )  # fmt: skip
+        (_section_throughput, ("pipeline",)),
+        (_section_batch, ("pipeline",)),
+        (_section_growth, ("growth",)),
+        (_section_overhead, ("growth", "spark_submit")),
+        (_section_backfill, ("backfill",)),
+        (_section_memory, ("pipeline", "growth")),
+        (_section_profile, ("pipeline",)),
+        (_section_tuning, ()),
+        (_section_paper, ("pipeline",)),
+    )
     for number, (section, needs) in enumerate(sections, 1):
         if all(results.get(key) for key in needs):
             out += section(results)
         else:
             title = SECTION_TITLES.get(section.__name__, section.__name__)
-            out += [f"## {number}. {title}", "", "Not measured in this run (it was cut short before this stage finished).", ""]
+            out += [
+                f"## {number}. {title}",
+                "",
+                "Not measured in this run (it was cut short before this stage finished).",
+                "",
+            ]
     return "\n".join(out) + "\n"
 
 
@@ -122,8 +147,10 @@ def _section_throughput(results: dict) -> list[str]:
     for pipeline in results["pipeline"]:
         label_ = size_label(pipeline["dataset"]["lines"])
         for row in throughput_rows(pipeline):
-            out.append(f"| {label_} | `{pipeline['master']}` | {row['layer']} | {fmt_summary(row['incremental'])} | "
-                       f"{fmt_summary(row['incremental_eps_core'], 0)} |")  # fmt: skip
+            out.append(
+                f"| {label_} | `{pipeline['master']}` | {row['layer']} | {fmt_summary(row['incremental'])} | "
+                f"{fmt_summary(row['incremental_eps_core'], 0)} |"
+            )
     out.append("")
     scaling = _scaling(results)
     if scaling:
@@ -138,11 +165,15 @@ def _scaling(results: dict) -> str:
         if cores == 1 and (lines, 2) in by_key:
             one = [e2e(r) for r in pipeline["runs"]["incremental"]]
             two = [e2e(r) for r in by_key[(lines, 2)]["runs"]["incremental"]]
-            parts.append(f"{size_label(lines)}: {fmt(statistics.median(one) / statistics.median(two), 2)}×")
+            parts.append(
+                f"{size_label(lines)}: {fmt(statistics.median(one) / statistics.median(two), 2)}×"
+            )
     if not parts:
         return ""
-    return ("Speed-up of `local[2]` over `local[1]` end to end (ideal 2×; the other tenants' load eats "
-            "into the second core): " + ", ".join(parts) + ".")  # fmt: skip
+    return (
+        "Speed-up of `local[2]` over `local[1]` end to end (ideal 2×; the other tenants' load eats "
+        "into the second core): " + ", ".join(parts) + "."
+    )
 
 
 def _section_batch(results: dict) -> list[str]:
@@ -161,9 +192,11 @@ def _section_batch(results: dict) -> list[str]:
     for pipeline in results["pipeline"]:
         label_ = size_label(pipeline["dataset"]["lines"])
         for row in throughput_rows(pipeline):
-            out.append(f"| {label_} | `{pipeline['master']}` | {row['layer']} | {fmt_summary(row['incremental'])} | "
-                       f"{fmt_summary(row['batch'])} | {fmt_summary(row['batch_eps_core'], 0)} | "
-                       f"{fmt_summary(row['ratio'], 2)} |")  # fmt: skip
+            out.append(
+                f"| {label_} | `{pipeline['master']}` | {row['layer']} | {fmt_summary(row['incremental'])} | "
+                f"{fmt_summary(row['batch'])} | {fmt_summary(row['batch_eps_core'], 0)} | "
+                f"{fmt_summary(row['ratio'], 2)} |"
+            )
     out.append("")
     return out
 
@@ -172,14 +205,23 @@ def _section_growth(results: dict) -> list[str]:
     growth = results["growth"]
     g = growth_figures(growth)
     lines_per_run = summary([run["lines"] for run in growth["runs"]])
-    per_job = {job: summary([run["seconds"][job] for run in growth["runs"][-g["window"]:]]) for job in STREAMED}
-    first_job = {job: summary([run["seconds"][job] for run in growth["runs"][1 : 1 + g["window"]]]) for job in STREAMED}
+    per_job = {
+        job: summary([run["seconds"][job] for run in growth["runs"][-g["window"] :]])
+        for job in STREAMED
+    }
+    first_job = {
+        job: summary([run["seconds"][job] for run in growth["runs"][1 : 1 + g["window"]]])
+        for job in STREAMED
+    }
     return [
         "## 3. Cost growth: consecutive hourly runs as the tables grow",
         "",
         f"{len(growth['runs'])} consecutive hourly `availableNow` runs"
-        + (f" (of {growth['runs_planned']} planned: the series was cut short at the time budget)"
-           if growth.get("runs_planned", len(growth["runs"])) > len(growth["runs"]) else "")
+        + (
+            f" (of {growth['runs_planned']} planned: the series was cut short at the time budget)"
+            if growth.get("runs_planned", len(growth["runs"])) > len(growth["runs"])
+            else ""
+        )
         + f" of {labels(STREAMED)} "
         f"(`{growth['master']}`, one JVM), each over one new producer hour at {growth['eps']:g} events/s "
         f"(median {fmt(lines_per_run['median'], 0)} lines per run). Run 1 also creates the tables, so the "
@@ -195,12 +237,22 @@ def _section_growth(results: dict) -> list[str]:
         f"| trend over runs 2.. (least squares) | {fmt(g['slope_ms_per_run'], 1)} ms per run |",
         "",
         "Per job, first vs last runs (s): "
-        + "; ".join(f"{label(j)} {fmt(first_job[j]['median'], 2)} → {fmt(per_job[j]['median'], 2)}" for j in STREAMED)
+        + "; ".join(
+            f"{label(j)} {fmt(first_job[j]['median'], 2)} → {fmt(per_job[j]['median'], 2)}"
+            for j in STREAMED
+        )
         + ".",
         "",
-        ("After the runs: " + "; ".join(
-            f"{name} {t['files']} files, log version {t['version']}" for name, t in growth["tables"].items()
-        ) + ".") if growth.get("tables") else "",
+        (
+            "After the runs: "
+            + "; ".join(
+                f"{name} {t['files']} files, log version {t['version']}"
+                for name, t in growth["tables"].items()
+            )
+            + "."
+        )
+        if growth.get("tables")
+        else "",
         "",
         "Wall time per run (s), in order: " + " ".join(fmt(t, 1) for t in g["totals"]),
         "",
@@ -224,17 +276,27 @@ def _section_overhead(results: dict) -> list[str]:
         idle_runs = [r for r in dag["runs"] if not r["primes"]]
         # The DAG's Spark tasks are the catalog's tasks (its task ids are the task names).
         wall = summary([r["wall"] for r in idle_runs])
-        tasks_spark = summary([sum(v for k, v in r["tasks"].items() if k in PIPELINE) for r in idle_runs])
-        tasks_other = summary([sum(v for k, v in r["tasks"].items() if k not in PIPELINE) for r in idle_runs])
-        airflow_share = summary([r["wall"] - sum(v for k, v in r["tasks"].items() if k in PIPELINE) for r in idle_runs])
+        tasks_spark = summary(
+            [sum(v for k, v in r["tasks"].items() if k in PIPELINE) for r in idle_runs]
+        )
+        tasks_other = summary(
+            [sum(v for k, v in r["tasks"].items() if k not in PIPELINE) for r in idle_runs]
+        )
+        airflow_share = summary(
+            [r["wall"] - sum(v for k, v in r["tasks"].items() if k in PIPELINE) for r in idle_runs]
+        )
         per_task = {t: summary([r["tasks"].get(t) for r in idle_runs]) for t in PIPELINE}
         prime = next(r for r in dag["runs"] if r["primes"])
         out += [
             f"`airflow dags test ysb_hourly <date>` (as `make demo` runs it: SQLite, `local[2]` spark-submit per "
             f"task) after a first run processed everything ({fmt(prime['wall'], 0)} s). Then "
             f"{len(idle_runs)} run(s) with nothing new"
-            + (" (cut short at the time budget; wall times are each run's first task start to last task end in the metadata DB)"
-               if any(r.get("from_db") for r in dag["runs"]) else "") + ":",
+            + (
+                " (cut short at the time budget; wall times are each run's first task start to last task end in the metadata DB)"
+                if any(r.get("from_db") for r in dag["runs"])
+                else ""
+            )
+            + ":",
             "",
             "| part | seconds |",
             "| --- | ---: |",
@@ -262,7 +324,15 @@ def _section_overhead(results: dict) -> list[str]:
         "",
     ]
     split = progress_split(growth["runs"][1:])
-    keys = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
+    keys = (
+        "latestOffset",
+        "getBatch",
+        "queryPlanning",
+        "addBatch",
+        "walCommit",
+        "commitOffsets",
+        "triggerExecution",
+    )
     out += [
         "Inside the streaming queries of the small hourly runs of §3 (runs 2..; `lastProgress.durationMs`, "
         "median ms per run; addBatch is the write itself, for the tables computed from other tables the whole "
@@ -273,7 +343,11 @@ def _section_overhead(results: dict) -> list[str]:
     ]
     for job in STREAMED:
         comps = split.get(job, {})
-        out.append(f"| {label(job)} | " + " | ".join(fmt(comps.get(k, {}).get("median"), 0) for k in keys) + " |")
+        out.append(
+            f"| {label(job)} | "
+            + " | ".join(fmt(comps.get(k, {}).get("median"), 0) for k in keys)
+            + " |"
+        )
     out.append("")
     job_wall = {j: summary([run["seconds"][j] for run in growth["runs"][1:]]) for j in STREAMED}
     out.append(
@@ -291,8 +365,13 @@ def _section_backfill(results: dict) -> list[str]:
     lines, cores = backfill["dataset"]["lines"], backfill["cores"]
     fill = [e2e(r, BATCH) for r in backfill["runs"]["backfill"]]
     plain = [e2e(r, BATCH) for r in backfill["runs"]["batch"]]
-    per = {n: (summary([r["seconds"][n] for r in backfill["runs"]["backfill"]]),
-               summary([r["seconds"][n] for r in backfill["runs"]["batch"]])) for n in BATCH}  # fmt: skip
+    per = {
+        n: (
+            summary([r["seconds"][n] for r in backfill["runs"]["backfill"]]),
+            summary([r["seconds"][n] for r in backfill["runs"]["batch"]]),
+        )
+        for n in BATCH
+    }
     return [
         f"## 5. A {backfill['dataset']['hours']}-hour backfill vs the plain batch job",
         "",
@@ -303,9 +382,11 @@ def _section_backfill(results: dict) -> list[str]:
         "",
         "| | backfill s | plain batch s | backfill ÷ batch |",
         "| --- | ---: | ---: | ---: |",
-        *[f"| {label(n)} | {fmt_summary(per[n][0])} | {fmt_summary(per[n][1])} | "
-          f"{fmt_summary(ratio_summary([r['seconds'][n] for r in backfill['runs']['backfill']], [r['seconds'][n] for r in backfill['runs']['batch']]), 2)} |"
-          for n in BATCH],  # fmt: skip
+        *[
+            f"| {label(n)} | {fmt_summary(per[n][0])} | {fmt_summary(per[n][1])} | "
+            f"{fmt_summary(ratio_summary([r['seconds'][n] for r in backfill['runs']['backfill']], [r['seconds'][n] for r in backfill['runs']['batch']]), 2)} |"
+            for n in BATCH
+        ],
         f"| **{' + '.join(layers_of(BATCH))}** | **{fmt_summary(summary(fill))}** | **{fmt_summary(summary(plain))}** | "
         f"**{fmt_summary(ratio_summary(fill, plain), 2)}** |",
         f"| events/s/core | {fmt_summary(summary([lines / s / cores for s in fill]), 0)} | "
@@ -328,15 +409,21 @@ def _section_memory(results: dict) -> list[str]:
     for pipeline in results["pipeline"]:
         label_ = f"{size_label(pipeline['dataset']['lines'])} events, `{pipeline['master']}`"
         for kind in ("incremental", "batch"):
-            out.append(f"| {label_}, {kind} | {fmt_summary(summary([r.get('peak_rss_mb') for r in pipeline['runs'][kind]]), 0)} |")
+            out.append(
+                f"| {label_}, {kind} | {fmt_summary(summary([r.get('peak_rss_mb') for r in pipeline['runs'][kind]]), 0)} |"
+            )
     growth = results["growth"]
-    out.append(f"| {len(growth['runs'])} hourly runs (§3), whole series | {fmt(growth.get('peak_rss_mb'), 0)} |")
+    out.append(
+        f"| {len(growth['runs'])} hourly runs (§3), whole series | {fmt(growth.get('peak_rss_mb'), 0)} |"
+    )
     out.append("")
     return out
 
 
 def _profile_of(pipeline: dict) -> dict | None:
-    return pipeline.get("profile") or pipeline.get("silver_profile")  # the latter: results of earlier versions
+    return pipeline.get("profile") or pipeline.get(
+        "silver_profile"
+    )  # the latter: results of earlier versions
 
 
 def _section_profile(results: dict) -> list[str]:
@@ -349,7 +436,9 @@ def _section_profile(results: dict) -> list[str]:
     shares = [(r["layer"], r["incremental"]["median"] / total) for r in rows[:-1] if total]
     out.append(
         f"Share of end-to-end wall time per layer ({size_label(biggest['dataset']['lines'])} events, "
-        f"`{biggest['master']}`): " + ", ".join(f"{layer} {share:.0%}" for layer, share in shares) + "."
+        f"`{biggest['master']}`): "
+        + ", ".join(f"{layer} {share:.0%}" for layer, share in shares)
+        + "."
     )
     progress = progress_split(biggest["runs"]["incremental"]).get(merge.task, {})
     if progress:
@@ -387,10 +476,13 @@ def _section_tuning(results: dict) -> list[str]:
     out = [
         "## 8. Tuning DEFAULT_CONF: before/after in the same run",
         "",
-        f"Each variant runs in its own JVM (the variant's settings laid over `DEFAULT_CONF`, as a change to "
-        f"include/lakehouse/spark.py would); "
-        + ("the variants of a round ran at the same time, so they saw the same load. "
-           if tuning.get("parallel") else "rounds alternate the order of the variants. ")
+        "Each variant runs in its own JVM (the variant's settings laid over `DEFAULT_CONF`, as a change to "
+        "include/lakehouse/spark.py would); "
+        + (
+            "the variants of a round ran at the same time, so they saw the same load. "
+            if tuning.get("parallel")
+            else "rounds alternate the order of the variants. "
+        )
         + f"Per round: the "
         f"incremental pipeline over {tuning['size']} events and {tuning['runs']} small hourly runs "
         f"(`{tuning['master']}`).",
@@ -401,14 +493,19 @@ def _section_tuning(results: dict) -> list[str]:
     ]
 
     def hourly_of(variant: dict) -> list[float]:
-        return [statistics.median([e2e(run, STREAMED) for run in r["growth"]["runs"][1:]]) for r in variant["rounds"]]
+        return [
+            statistics.median([e2e(run, STREAMED) for run in r["growth"]["runs"][1:]])
+            for r in variant["rounds"]
+        ]
 
     for name, variant in tuning["variants"].items():
         pipes = [r["pipeline"] for r in variant["rounds"]]
         e2e_s = [e2e(p["runs"]["incremental"][0]) for p in pipes]
         lines, cores = pipes[0]["dataset"]["lines"], pipes[0]["cores"]
         tables = variant["rounds"][-1]["growth"]["tables"]
-        settings = ", ".join(f"`{k}={v}`" for k, v in variant["conf"].items()) or "current DEFAULT_CONF"
+        settings = (
+            ", ".join(f"`{k}={v}`" for k, v in variant["conf"].items()) or "current DEFAULT_CONF"
+        )
         out.append(
             f"| {name} | {settings} | {fmt_summary(summary(e2e_s))} | {fmt_summary(summary([lines / s / cores for s in e2e_s]), 0)} | "
             f"{fmt_summary(summary(hourly_of(variant)), 2)} | {' / '.join(str(tables[t]['files']) for t in sized if t in tables)} |"
@@ -417,8 +514,10 @@ def _section_tuning(results: dict) -> list[str]:
     base_e2e = [e2e(r["pipeline"]["runs"]["incremental"][0]) for r in base["rounds"]]
     for name, variant in list(tuning["variants"].items())[1:]:
         v_e2e = [e2e(r["pipeline"]["runs"]["incremental"][0]) for r in variant["rounds"]]
-        out.append(f"* {name} ÷ {base_name}: end to end {fmt_summary(ratio_summary(v_e2e, base_e2e), 2)}, "
-                   f"small hourly run {fmt_summary(ratio_summary(hourly_of(variant), hourly_of(base)), 2)}")  # fmt: skip
+        out.append(
+            f"* {name} ÷ {base_name}: end to end {fmt_summary(ratio_summary(v_e2e, base_e2e), 2)}, "
+            f"small hourly run {fmt_summary(ratio_summary(hourly_of(variant), hourly_of(base)), 2)}"
+        )
     out.append("")
     return out
 
@@ -426,9 +525,13 @@ def _section_tuning(results: dict) -> list[str]:
 def _section_paper(results: dict) -> list[str]:
     paper_per_cpu = PAPER_RECORDS_PER_S / PAPER_VCPUS
     best = max(
-        (r["incremental_eps_core"]["median"], p) for p in results["pipeline"] for r in throughput_rows(p)[-1:]
+        (r["incremental_eps_core"]["median"], p)
+        for p in results["pipeline"]
+        for r in throughput_rows(p)[-1:]
     )
-    first_best = max(throughput_rows(p)[0]["incremental_eps_core"]["median"] for p in results["pipeline"])
+    first_best = max(
+        throughput_rows(p)[0]["incremental_eps_core"]["median"] for p in results["pipeline"]
+    )
     return [
         "## 9. Compared with the Structured Streaming paper",
         "",

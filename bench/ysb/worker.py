@@ -16,19 +16,34 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable
 
+from bench.ysb.data import GROWTH_START, SEED, Dataset, fresh_lakehouse, write_hour
+from bench.ysb.measuring import (
+    ProgressRecorder,
+    cores_of,
+    durations_by_job,
+    jvm_pid,
+    peak_rss_mb,
+    reset_peak_rss,
+)
+from bench.ysb.tasks import (
+    BATCH,
+    LOADED_ONCE,
+    PIPELINE,
+    SNAPSHOTS,
+    STREAMED,
+    data_tables,
+    merge_table,
+    sized_tables,
+)
 from lakehouse import catalog, runner
 from lakehouse.catalog import Write
 from lakehouse.config import Lakehouse
 from lakehouse_tools.generator import write_campaigns
-
-from bench.ysb.data import GROWTH_START, SEED, Dataset, fresh_lakehouse, write_hour
-from bench.ysb.measuring import ProgressRecorder, cores_of, durations_by_job, jvm_pid, peak_rss_mb, reset_peak_rss
-from bench.ysb.tasks import BATCH, LOADED_ONCE, PIPELINE, SNAPSHOTS, STREAMED, data_tables, merge_table, sized_tables
 
 BENCH_SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}
 WORKERS = ("pipeline", "backfill", "growth", "tune")
@@ -39,7 +54,10 @@ WORKERS = ("pipeline", "backfill", "growth", "tune")
 
 
 def run_tasks(
-    lakehouse: Lakehouse, tasks: tuple[str, ...], args: tuple[str, ...] = (), recorder: ProgressRecorder | None = None
+    lakehouse: Lakehouse,
+    tasks: tuple[str, ...],
+    args: tuple[str, ...] = (),
+    recorder: ProgressRecorder | None = None,
 ) -> dict:
     """Run ``tasks`` one after the other in this process (``args`` go to those with a batch form); seconds per task.
 
@@ -74,13 +92,19 @@ def source_rows(spark, landing: Lakehouse, table: catalog.Table):
     from pyspark.sql import functions as F
 
     if table.write is Write.OVERWRITE:
-        return spark.read.csv(landing.landing(table.source), header=True, schema=table.spark_schema())
+        return spark.read.csv(
+            landing.landing(table.source), header=True, schema=table.spark_schema()
+        )
     return spark.read.text(f"{landing.landing(table.source)}/*/*/*.jsonl").select(
-        "value", F.col("_metadata.file_path").alias("source_file"), F.current_timestamp().alias("ingested_at")
+        "value",
+        F.col("_metadata.file_path").alias("source_file"),
+        F.current_timestamp().alias("ingested_at"),
     )
 
 
-def plain_batch(spark, dataset_lakehouse: Lakehouse, out: Lakehouse, reuse: Lakehouse | None = None) -> dict:
+def plain_batch(
+    spark, dataset_lakehouse: Lakehouse, out: Lakehouse, reuse: Lakehouse | None = None
+) -> dict:
     """Every task's transform over whole tables in batch, each table written with a plain overwrite.
 
     The transforms of the catalog, in DAG order; no streaming, no checkpoints, no MERGE, no
@@ -97,12 +121,19 @@ def plain_batch(spark, dataset_lakehouse: Lakehouse, out: Lakehouse, reuse: Lake
 
     def write(rows, table: catalog.Table) -> None:
         where[table.name] = out.table(table.name)
-        rows.write.format("delta").mode("overwrite").partitionBy(*table.partition_by).save(where[table.name].path)
+        rows.write.format("delta").mode("overwrite").partitionBy(*table.partition_by).save(
+            where[table.name].path
+        )
 
     seconds = {}
     for table in catalog.tasks():
         if reuse is not None and not table.batch:
-            where.update({written.name: reuse.table(written.name) for written in catalog.written_by_task(table)})
+            where.update(
+                {
+                    written.name: reuse.table(written.name)
+                    for written in catalog.written_by_task(table)
+                }
+            )
             continue
         started = time.perf_counter()
         inputs = [spark.read.format("delta").load(where[name].path) for name in table.upstream]
@@ -130,7 +161,9 @@ def plain_batch(spark, dataset_lakehouse: Lakehouse, out: Lakehouse, reuse: Lake
 # Measurements (each a function of a session, so the smoke test can call it)
 
 
-def measure_pipeline(spark, dataset: Dataset, work: Path, reps: int, master: str, profile: bool = False) -> dict:
+def measure_pipeline(
+    spark, dataset: Dataset, work: Path, reps: int, master: str, profile: bool = False
+) -> dict:
     """Per repetition, side by side: the incremental pipeline (tasks in DAG order) and the plain batch job.
 
     Their order alternates between repetitions, so a load spike on the shared machine does not
@@ -153,7 +186,9 @@ def measure_pipeline(spark, dataset: Dataset, work: Path, reps: int, master: str
     recorder.close()
     result = {"master": master, "cores": cores_of(master), "dataset": asdict(dataset), "runs": runs}
     if profile:
-        result["profile"] = profile_merge(spark, Lakehouse(str(work / "incremental")), work / "profile")
+        result["profile"] = profile_merge(
+            spark, Lakehouse(str(work / "incremental")), work / "profile"
+        )
     for kind in runs:
         shutil.rmtree(work / kind, ignore_errors=True)
     return result
@@ -171,18 +206,24 @@ def profile_merge(spark, lakehouse: Lakehouse, scratch: Path) -> dict:
     from lakehouse.flows.merge import accepted
 
     table = merge_table()
-    streamed, *static = [spark.read.format("delta").load(lakehouse.table(name).path) for name in table.upstream]
+    streamed, *static = [
+        spark.read.format("delta").load(lakehouse.table(name).path) for name in table.upstream
+    ]
     variant = F.try_parse_json("raw_line")
     steps: dict[str, Callable] = {
         f"scan {table.upstream[0]}": lambda: streamed,
-        "+ parse the line to a Variant (try_parse_json)": lambda: streamed.select(F.schema_of_variant(variant)),
+        "+ parse the line to a Variant (try_parse_json)": lambda: streamed.select(
+            F.schema_of_variant(variant)
+        ),
         "+ parse it again as a map (from_json, for rescued_data)": lambda: streamed.select(
             F.schema_of_variant(variant), F.size(F.from_json("raw_line", "map<string,string>"))
         ),
-        f"{table.transform.__name__} (all checks, join with {', '.join(table.upstream[1:])})": lambda: table.transform(
-            streamed, *static
+        f"{table.transform.__name__} (all checks, join with {', '.join(table.upstream[1:])})": lambda: (
+            table.transform(streamed, *static)
         ),
-        f"+ valid + dedup on {table.key} (shuffle)": lambda: accepted(table.transform(streamed, *static), table),
+        f"+ valid + dedup on {table.key} (shuffle)": lambda: accepted(
+            table.transform(streamed, *static), table
+        ),
     }
     seconds = {}
     for step, frame in steps.items():
@@ -190,9 +231,9 @@ def profile_merge(spark, lakehouse: Lakehouse, scratch: Path) -> dict:
         frame().write.format("noop").mode("overwrite").save()
         seconds[step] = time.perf_counter() - started
     started = time.perf_counter()
-    accepted(table.transform(streamed, *static), table).write.format("delta").mode("overwrite").partitionBy(
-        *table.partition_by
-    ).save(str(scratch / "merge_table"))
+    accepted(table.transform(streamed, *static), table).write.format("delta").mode(
+        "overwrite"
+    ).partitionBy(*table.partition_by).save(str(scratch / "merge_table"))
     seconds["+ Delta write (plain overwrite, no MERGE)"] = time.perf_counter() - started
     shutil.rmtree(scratch, ignore_errors=True)
     return seconds
@@ -207,8 +248,14 @@ def measure_backfill(spark, dataset: Dataset, work: Path, reps: int, master: str
     """
     lakehouse = fresh_lakehouse(work / "backfill", dataset)
     run_tasks(lakehouse, LOADED_ONCE)
-    interval = ("--mode", "batch", "--start", f"{dataset.start_time:%Y-%m-%dT%H:%MZ}",
-                "--end", f"{dataset.end_time:%Y-%m-%dT%H:%MZ}")  # fmt: skip
+    interval = (
+        "--mode",
+        "batch",
+        "--start",
+        f"{dataset.start_time:%Y-%m-%dT%H:%MZ}",
+        "--end",
+        f"{dataset.end_time:%Y-%m-%dT%H:%MZ}",
+    )
     runs = {"backfill": [], "batch": []}
     for rep in range(reps):
         order = ("backfill", "batch") if rep % 2 == 0 else ("batch", "backfill")
@@ -224,9 +271,15 @@ def measure_backfill(spark, dataset: Dataset, work: Path, reps: int, master: str
 
 
 def measure_growth(
-    spark, work: Path, runs: int, eps: float, master: str, idle_reps: int = 3, files_per_hour: int = 4,
+    spark,
+    work: Path,
+    runs: int,
+    eps: float,
+    master: str,
+    idle_reps: int = 3,
+    files_per_hour: int = 4,
     on_progress: Callable[[dict], None] | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """``runs`` consecutive hourly incremental runs of the streamed tasks, each over one new hour of ``eps`` events/s.
 
     After the second run, ``idle_reps`` runs with nothing new, each after clearing Delta's snapshot
@@ -242,10 +295,20 @@ def measure_growth(
     run_tasks(lakehouse, SNAPSHOTS)
     reset_peak_rss(pid)
     hourly, idle = [], []
-    result = {"master": master, "cores": cores_of(master), "eps": eps, "runs": hourly, "idle": idle,
-              "runs_planned": runs, "tables": {}, "peak_rss_mb": None}  # fmt: skip
+    result = {
+        "master": master,
+        "cores": cores_of(master),
+        "eps": eps,
+        "runs": hourly,
+        "idle": idle,
+        "runs_planned": runs,
+        "tables": {},
+        "peak_rss_mb": None,
+    }
     for index in range(runs):
-        lines = write_hour(lakehouse.root, GROWTH_START + timedelta(hours=index), eps, files_per_hour)
+        lines = write_hour(
+            lakehouse.root, GROWTH_START + timedelta(hours=index), eps, files_per_hour
+        )
         run = run_tasks(lakehouse, STREAMED, recorder=recorder)
         run["lines"] = lines
         hourly.append(run)
@@ -272,7 +335,9 @@ def measure_idle(spark, lakehouse: Lakehouse, recorder: ProgressRecorder) -> dic
     snapshot = {}
     for name in data_tables():
         started = time.perf_counter()
-        DeltaTable.forPath(spark, lakehouse.table(name).path).toDF().schema
+        _ = (
+            DeltaTable.forPath(spark, lakehouse.table(name).path).toDF().schema
+        )  # resolves the snapshot
         snapshot[name] = time.perf_counter() - started
     clear_delta_cache(spark)
     run = run_tasks(lakehouse, PIPELINE, recorder=recorder)
@@ -287,7 +352,9 @@ def table_sizes(spark, lakehouse: Lakehouse) -> dict:
     sizes = {}
     for name in sized_tables():
         detail = DeltaTable.forPath(spark, lakehouse.table(name).path).detail().collect()[0]
-        version = DeltaTable.forPath(spark, lakehouse.table(name).path).history(1).collect()[0].version
+        version = (
+            DeltaTable.forPath(spark, lakehouse.table(name).path).history(1).collect()[0].version
+        )
         sizes[name] = {"files": detail.numFiles, "bytes": detail.sizeInBytes, "version": version}
     return sizes
 
@@ -307,7 +374,8 @@ def main(kind: str, spec_path: str) -> None:
     # build_spark_session() re-applies DEFAULT_CONF to the running session on every call.
     lakehouse_spark.DEFAULT_CONF.update(spec.get("conf", {}))
     spark = lakehouse_spark.build_spark_session(
-        f"ysb-bench-{kind}", {**BENCH_SPARK_CONF, "spark.master": spec["master"], **spec.get("conf", {})}
+        f"ysb-bench-{kind}",
+        {**BENCH_SPARK_CONF, "spark.master": spec["master"], **spec.get("conf", {})},
     )
     spark.sparkContext.setLogLevel("ERROR")
     work = Path(spec["work"])
@@ -316,20 +384,42 @@ def main(kind: str, spec_path: str) -> None:
         measure_pipeline(spark, Dataset(**spec["warmup"]), work / "warmup", 1, spec["master"])
         shutil.rmtree(work / "warmup", ignore_errors=True)
     if kind == "pipeline":
-        result = measure_pipeline(spark, Dataset(**spec["dataset"]), work, spec["reps"], spec["master"], spec.get("profile", False))
+        result = measure_pipeline(
+            spark,
+            Dataset(**spec["dataset"]),
+            work,
+            spec["reps"],
+            spec["master"],
+            spec.get("profile", False),
+        )
     elif kind == "backfill":
-        result = measure_backfill(spark, Dataset(**spec["dataset"]), work, spec["reps"], spec["master"])
+        result = measure_backfill(
+            spark, Dataset(**spec["dataset"]), work, spec["reps"], spec["master"]
+        )
     elif kind == "growth":
+
         def partial(so_far: dict) -> None:
-            Path(spec["out"]).with_suffix(".partial.json").write_text(json.dumps(so_far, default=str))
+            Path(spec["out"]).with_suffix(".partial.json").write_text(
+                json.dumps(so_far, default=str)
+            )
 
         result = measure_growth(
-            spark, work, spec["runs"], spec["eps"], spec["master"], spec.get("idle_reps", 3), on_progress=partial
+            spark,
+            work,
+            spec["runs"],
+            spec["eps"],
+            spec["master"],
+            spec.get("idle_reps", 3),
+            on_progress=partial,
         )
     else:
         result = {
-            "pipeline": measure_pipeline(spark, Dataset(**spec["dataset"]), work / "pipeline", 1, spec["master"]),
-            "growth": measure_growth(spark, work / "growth", spec["runs"], spec["eps"], spec["master"], idle_reps=0),
+            "pipeline": measure_pipeline(
+                spark, Dataset(**spec["dataset"]), work / "pipeline", 1, spec["master"]
+            ),
+            "growth": measure_growth(
+                spark, work / "growth", spec["runs"], spec["eps"], spec["master"], idle_reps=0
+            ),
         }
     result["jvm_peak_rss_mb"] = peak_rss_mb(jvm_pid(spark))
     Path(spec["out"]).write_text(json.dumps(result, default=str))

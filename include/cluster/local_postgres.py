@@ -64,7 +64,11 @@ def find_bindir() -> Path | None:
     if found:
         return found[-1]
     on_path = shutil.which("pg_ctl")
-    return Path(on_path).resolve().parent if on_path and (Path(on_path).resolve().parent / "initdb").exists() else None
+    return (
+        Path(on_path).resolve().parent
+        if on_path and (Path(on_path).resolve().parent / "initdb").exists()
+        else None
+    )
 
 
 def install() -> None:
@@ -77,7 +81,9 @@ def install() -> None:
             "e.g. `sudo apt-get install postgresql`, or set POSTGRES_BINDIR."
         )
     if not shutil.which("apt-get"):
-        raise PostgresError("No PostgreSQL server found and no apt-get to install one: set POSTGRES_BINDIR.")
+        raise PostgresError(
+            "No PostgreSQL server found and no apt-get to install one: set POSTGRES_BINDIR."
+        )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     print("local_postgres: installing Debian's postgresql (apt-get)", file=sys.stderr)
     for cmd in (
@@ -86,9 +92,13 @@ def install() -> None:
     ):
         result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if result.returncode != 0:
-            raise PostgresError(f"`{' '.join(cmd)}` failed:\n{(result.stdout + result.stderr)[-3000:]}")
+            raise PostgresError(
+                f"`{' '.join(cmd)}` failed:\n{(result.stdout + result.stderr)[-3000:]}"
+            )
     if not find_bindir():
-        raise PostgresError("apt-get installed postgresql but no /usr/lib/postgresql/*/bin/postgres appeared")
+        raise PostgresError(
+            "apt-get installed postgresql but no /usr/lib/postgresql/*/bin/postgres appeared"
+        )
 
 
 @dataclass
@@ -104,7 +114,7 @@ class LocalPostgres:
     settings: dict = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls) -> "LocalPostgres":
+    def from_env(cls) -> LocalPostgres:
         env = os.environ
         return cls(
             dir=Path(env.get("POSTGRES_DIR") or ROOT / ".local" / "postgres").absolute(),
@@ -152,20 +162,37 @@ class LocalPostgres:
         """Start the server (initdb first if needed); ensure POSTGRES_USER and POSTGRES_DB exist."""
         for name in (self.db, self.user):
             if not _NAME.match(name):
-                raise PostgresError(f"{name!r}: use lower-case letters, digits and _ for POSTGRES_DB and POSTGRES_USER")
+                raise PostgresError(
+                    f"{name!r}: use lower-case letters, digits and _ for POSTGRES_DB and POSTGRES_USER"
+                )
         bindir = self._bindir()
         if self.running_pid() is None:
             if _port_open(self.port):
-                raise PostgresError(f"{HOST}:{self.port} is taken by another process: choose POSTGRES_PORT")
+                raise PostgresError(
+                    f"{HOST}:{self.port} is taken by another process: choose POSTGRES_PORT"
+                )
             if not (self.data_dir / "PG_VERSION").exists():
                 self._initdb(bindir)
             result = self._as_owner(
-                [bindir / "pg_ctl", "start", "-D", self.data_dir, "-l", self.log_path,
-                 "-w", "-t", str(timeout), "-o", f"-p {self.port}"],  # fmt: skip
+                [
+                    bindir / "pg_ctl",
+                    "start",
+                    "-D",
+                    self.data_dir,
+                    "-l",
+                    self.log_path,
+                    "-w",
+                    "-t",
+                    str(timeout),
+                    "-o",
+                    f"-p {self.port}",
+                ],
             )
             if result.returncode != 0 or self.running_pid() is None:
                 self.stop(timeout=10)
-                raise PostgresError(f"PostgreSQL did not start:\n{result.stdout}{result.stderr}{self.log_tail()}")
+                raise PostgresError(
+                    f"PostgreSQL did not start:\n{result.stdout}{result.stderr}{self.log_tail()}"
+                )
         self.ensure_database(self.db)
 
     def stop(self, timeout: int = STOP_TIMEOUT_S) -> None:
@@ -175,12 +202,17 @@ class LocalPostgres:
             return
         bindir = self._bindir()
         for mode, wait in (("fast", timeout), ("immediate", 10)):
-            self._as_owner([bindir / "pg_ctl", "stop", "-D", self.data_dir, "-m", mode, "-w", "-t", str(wait)])
+            self._as_owner(
+                [bindir / "pg_ctl", "stop", "-D", self.data_dir, "-m", mode, "-w", "-t", str(wait)]
+            )
             if self.running_pid() is None:
                 return
         # Every server process calls setsid(), so no process group holds them all: SIGKILL the
         # postmaster's children (backends, background workers), then the postmaster itself.
-        print(f"local_postgres: no clean stop; SIGKILL to the server (pid {pid}) and its children", file=sys.stderr)
+        print(
+            f"local_postgres: no clean stop; SIGKILL to the server (pid {pid}) and its children",
+            file=sys.stderr,
+        )
         for victim in [*_children(pid), pid]:
             try:
                 os.kill(victim, signal.SIGKILL)
@@ -206,8 +238,23 @@ class LocalPostgres:
     def psql(self, script: str, db: str = "postgres") -> str:
         """Run an SQL script as the superuser over TCP; returns its output, raises on an error."""
         result = subprocess.run(
-            [self._bindir() / "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", HOST, "-p", str(self.port),
-             "-U", SUPERUSER, "-d", db, "-f", "-"],  # fmt: skip
+            [
+                self._bindir() / "psql",
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                HOST,
+                "-p",
+                str(self.port),
+                "-U",
+                SUPERUSER,
+                "-d",
+                db,
+                "-f",
+                "-",
+            ],
             input=script,
             env={**os.environ, "PGPASSWORD": self._password(SUPERUSER), "PGCONNECT_TIMEOUT": "10"},
             capture_output=True,
@@ -242,10 +289,21 @@ class LocalPostgres:
 
     def _as_owner(self, cmd: list, **kwargs) -> subprocess.CompletedProcess:
         owner = self._owner()
-        ids = {} if owner is None else {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
+        ids = (
+            {}
+            if owner is None
+            else {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
+        )
         env = {**os.environ, "HOME": owner.pw_dir if owner else os.environ.get("HOME", "/")}
         return subprocess.run(
-            [str(c) for c in cmd], cwd=self.dir, env=env, capture_output=True, text=True, check=False, **ids, **kwargs
+            [str(c) for c in cmd],
+            cwd=self.dir,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            **ids,
+            **kwargs,
         )
 
     def _chown(self, path: Path) -> None:
@@ -260,7 +318,9 @@ class LocalPostgres:
             self.dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_urlsafe(24) + "\n")  # URL-safe: it goes into the SQLAlchemy URL
+                f.write(
+                    secrets.token_urlsafe(24) + "\n"
+                )  # URL-safe: it goes into the SQLAlchemy URL
             self._chown(path)
         return path.read_text().strip()
 
@@ -278,8 +338,17 @@ class LocalPostgres:
             shutil.rmtree(self.data_dir)
         self._password(SUPERUSER), self._password(self.user)
         result = self._as_owner(
-            [bindir / "initdb", "-D", self.data_dir, "-U", SUPERUSER, f"--pwfile={self.dir / f'{SUPERUSER}.password'}",
-             "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C"],  # fmt: skip
+            [
+                bindir / "initdb",
+                "-D",
+                self.data_dir,
+                "-U",
+                SUPERUSER,
+                f"--pwfile={self.dir / f'{SUPERUSER}.password'}",
+                "--auth=scram-sha-256",
+                "--encoding=UTF8",
+                "--locale=C",
+            ],
         )
         if result.returncode != 0:
             raise PostgresError(f"initdb failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
@@ -297,7 +366,9 @@ def _children(pid: int) -> list[int]:
     children = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(pid):
+            if entry.name.isdigit() and (entry / "stat").read_text().rsplit(")", 1)[1].split()[
+                1
+            ] == str(pid):
                 children.append(int(entry.name))
         except (OSError, IndexError):
             pass
@@ -333,7 +404,9 @@ def main(argv: list[str]) -> int:
             if pid is None:
                 print("local_postgres: not running")
                 return 3
-            print(f"local_postgres: running (pid {pid}) on {HOST}:{server.port}, data in {server.data_dir}")
+            print(
+                f"local_postgres: running (pid {pid}) on {HOST}:{server.port}, data in {server.data_dir}"
+            )
         elif command == "url":
             if not (server.dir / f"{server.user}.password").exists():
                 raise PostgresError("No password yet: run `make postgres-start` first.")

@@ -30,7 +30,9 @@ def build_zip(output: Path = DEFAULT_OUTPUT, package_dir: Path = PACKAGE_DIR) ->
     partial = output.with_name(output.name + ".partial")
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for path in files:
-            info = zipfile.ZipInfo(f"{package_dir.name}/{path.relative_to(package_dir).as_posix()}", _EPOCH)
+            info = zipfile.ZipInfo(
+                f"{package_dir.name}/{path.relative_to(package_dir).as_posix()}", _EPOCH
+            )
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             zf.writestr(info, path.read_bytes())

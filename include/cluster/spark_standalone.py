@@ -85,7 +85,9 @@ def spark_home() -> Path:
         raise ClusterError("pyspark is not installed in this Python: run `make venv`")
     home = Path(spec.origin).parent
     if not (home / "bin" / "spark-class").is_file():
-        raise ClusterError(f"{home}/bin/spark-class not found: is pyspark installed from its full pip package?")
+        raise ClusterError(
+            f"{home}/bin/spark-class not found: is pyspark installed from its full pip package?"
+        )
     return home
 
 
@@ -105,7 +107,7 @@ class SparkCluster:
     _log_offsets: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_env(cls) -> "SparkCluster":
+    def from_env(cls) -> SparkCluster:
         env = os.environ
         return cls(
             state_dir=Path(env.get("SPARK_CLUSTER_DIR") or ROOT / ".local" / "spark").absolute(),
@@ -166,7 +168,8 @@ class SparkCluster:
     def worker_alive(self) -> bool:
         state = self.master_state() or {}
         return any(
-            w.get("state") == "ALIVE" and str(w.get("webuiaddress", "")).endswith(f":{self.worker_webui_port}")
+            w.get("state") == "ALIVE"
+            and str(w.get("webuiaddress", "")).endswith(f":{self.worker_webui_port}")
             for w in state.get("workers", [])
         )
 
@@ -189,7 +192,9 @@ class SparkCluster:
             if self.running_pid("master") is None:
                 self._check_ports_free(self.master_port, self.master_webui_port)
                 self._launch("master", spark_class)
-            self._wait("master", deadline, lambda: (self.master_state() or {}).get("status") == "ALIVE")
+            self._wait(
+                "master", deadline, lambda: (self.master_state() or {}).get("status") == "ALIVE"
+            )
             if self.running_pid("worker") is None:
                 self._check_ports_free(self.worker_webui_port)
                 self._launch("worker", spark_class)
@@ -212,7 +217,10 @@ class SparkCluster:
                 # The group's id stays reserved while any member lives, so whoever is still in
                 # it is this daemon's (an executor, a Python worker, or the JVM itself).
                 if _group_members(pid):
-                    print(f"spark_standalone: {daemon}: SIGKILL to what is left of group {pid}", file=sys.stderr)
+                    print(
+                        f"spark_standalone: {daemon}: SIGKILL to what is left of group {pid}",
+                        file=sys.stderr,
+                    )
                     _killpg(pid, signal.SIGKILL)
                     end = time.monotonic() + 10
                     while _group_members(pid) and time.monotonic() < end:
@@ -230,12 +238,16 @@ class SparkCluster:
             args += ["--port", str(self.master_port), "--webui-port", str(self.master_webui_port)]
         else:
             args += [
-                "--cores", str(self.worker_cores),
-                "--memory", self.worker_memory,
-                "--webui-port", str(self.worker_webui_port),
-                "--work-dir", str(self.work_dir),
+                "--cores",
+                str(self.worker_cores),
+                "--memory",
+                self.worker_memory,
+                "--webui-port",
+                str(self.worker_webui_port),
+                "--work-dir",
+                str(self.work_dir),
                 self.master_url,
-            ]  # fmt: skip
+            ]
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env.update(
             SPARK_HOME=str(spark_class.parents[1]),
@@ -266,7 +278,9 @@ class SparkCluster:
         while True:
             proc = self._procs.get(daemon)
             if proc is not None and proc.poll() is not None:
-                raise self._start_error(f"the Spark {daemon} exited with status {proc.returncode} during startup")
+                raise self._start_error(
+                    f"the Spark {daemon} exited with status {proc.returncode} during startup"
+                )
             if ready():
                 return
             if time.monotonic() > deadline:
@@ -274,9 +288,7 @@ class SparkCluster:
             time.sleep(0.5)
 
     def _start_error(self, message: str) -> ClusterError:
-        fresh = "".join(
-            _read_from(self.log_path(d), self._log_offsets.get(d, 0)) for d in DAEMONS
-        )
+        fresh = "".join(_read_from(self.log_path(d), self._log_offsets.get(d, 0)) for d in DAEMONS)
         return ClusterError(
             f"{message} (master {self.master_url}, UI {self.webui_url}, state in {self.state_dir})\n"
             + self.log_tail(),
@@ -306,7 +318,9 @@ def _alive(pid: int) -> bool:
 
 def _cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         return ""
 
@@ -378,7 +392,9 @@ def main(argv: list[str]) -> int:
             listed = ", ".join(f"{daemon}: {pid or '-'}" for daemon, pid in pids.items())
             print(f"spark_standalone: not running ({listed})")
             return 3
-        print(f"spark_standalone: running (pids {pids}), master {cluster.master_url}, UI {cluster.webui_url}")
+        print(
+            f"spark_standalone: running (pids {pids}), master {cluster.master_url}, UI {cluster.webui_url}"
+        )
     elif command == "master-url":
         print(cluster.master_url)
     else:

@@ -35,7 +35,9 @@ def command(bind: str | None = None) -> list[str]:
     bind = bind or os.environ.get("LAKEHOUSE_ENGINE_BIND") or "0.0.0.0"
     args = server_command()
     if args.count(LOCAL_BIND) != 1:
-        raise SystemExit(f"engine_server: lakehouse_tools.engine's command no longer has --conf {LOCAL_BIND}: {args}")
+        raise SystemExit(
+            f"engine_server: lakehouse_tools.engine's command no longer has --conf {LOCAL_BIND}: {args}"
+        )
     args[args.index(LOCAL_BIND)] = f"{BIND_KEY}={bind}"
     return args
 

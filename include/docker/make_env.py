@@ -41,7 +41,9 @@ def main(argv: list[str]) -> int:
     template = Path(argv[1] if len(argv) > 1 else ".env.example")
     target = Path(argv[2] if len(argv) > 2 else ".env")
     if target.exists():
-        print(f"{target} exists; not overwriting it (delete it first to start over).", file=sys.stderr)
+        print(
+            f"{target} exists; not overwriting it (delete it first to start over).", file=sys.stderr
+        )
         return 0
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as stream:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cache
-from typing import Callable
 
 from lakehouse.config import ConfigError
 
@@ -38,13 +38,17 @@ class CatalogError(ConfigError):
     """A table declaration is inconsistent; the message names the table and what to fix."""
 
 
-class Write(str, Enum):
+class Write(str, Enum):  # noqa: UP042 (str() of a member stays its name, as logs print it)
     """How a table's query writes it (each kind has its flow in ``lakehouse.flows``)."""
 
     OVERWRITE = "overwrite"  # the whole table replaced by each run (a small dimension from a file)
     APPEND = "append"  # new rows appended once per micro-batch (bronze, side outputs)
-    MERGE_NEW = "insert-only merge"  # rows with a new key inserted, in the event hours a batch touches
-    REPLACE_HOURS = "replace hours"  # the event hours a batch touches recomputed from upstream and replaced
+    MERGE_NEW = (
+        "insert-only merge"  # rows with a new key inserted, in the event hours a batch touches
+    )
+    REPLACE_HOURS = (
+        "replace hours"  # the event hours a batch touches recomputed from upstream and replaced
+    )
     SESSIONS = "sessions"  # a stateful query emits each session once, when the watermark closes it
 
 
@@ -87,9 +91,13 @@ def parse_columns(ddl: str) -> tuple[Column, ...]:
     parts.append(current)
     columns = []
     for part in filter(str.strip, parts):
-        match = re.fullmatch(r"\s*(\w+)\s+(.+?)(\s+NOT\s+NULL)?\s*", part, flags=re.IGNORECASE | re.DOTALL)
+        match = re.fullmatch(
+            r"\s*(\w+)\s+(.+?)(\s+NOT\s+NULL)?\s*", part, flags=re.IGNORECASE | re.DOTALL
+        )
         if not match:
-            raise CatalogError(f"Cannot read column {part.strip()!r} of schema {ddl!r}: expected 'name TYPE [NOT NULL]'")
+            raise CatalogError(
+                f"Cannot read column {part.strip()!r} of schema {ddl!r}: expected 'name TYPE [NOT NULL]'"
+            )
         columns.append(Column(match[1], re.sub(r"\s+", " ", match[2].upper()), not match[3]))
     return tuple(columns)
 
@@ -103,9 +111,16 @@ def _json_type(ddl_type: str):
     map_type = re.fullmatch(r"MAP<\s*(.+?)\s*,\s*(.+?)\s*>", ddl_type)
     if map_type:
         key, value = map_type.groups()
-        return {"type": "map", "keyType": _json_type(key), "valueType": _json_type(value), "valueContainsNull": True}
+        return {
+            "type": "map",
+            "keyType": _json_type(key),
+            "valueType": _json_type(value),
+            "valueContainsNull": True,
+        }
     if ddl_type not in _TYPES:
-        raise CatalogError(f"Unsupported column type {ddl_type!r}; the catalog knows {', '.join(_TYPES)} and MAP<,>")
+        raise CatalogError(
+            f"Unsupported column type {ddl_type!r}; the catalog knows {', '.join(_TYPES)} and MAP<,>"
+        )
     return _TYPES[ddl_type]
 
 
@@ -136,25 +151,35 @@ class Expectation:
         for op in COMPARISONS:
             if text.startswith(op):
                 try:
-                    return op, float(text[len(op):])
+                    return op, float(text[len(op) :])
                 except ValueError:
                     break
-        raise CatalogError(f"Rule {self.rule!r}: holds={self.holds!r} is not '<op> <number>' with op one of {COMPARISONS}")
+        raise CatalogError(
+            f"Rule {self.rule!r}: holds={self.holds!r} is not '<op> <number>' with op one of {COMPARISONS}"
+        )
 
     def passes(self, observed: float | None) -> bool:
         """Whether a measured value satisfies the rule (nothing measured, e.g. no lines: it holds)."""
         if observed is None:
             return True
         op, number = self.bound
-        return {"<=": observed <= number, ">=": observed >= number, "!=": observed != number,
-                "=": observed == number, "<": observed < number, ">": observed > number}[op]  # fmt: skip
+        return {
+            "<=": observed <= number,
+            ">=": observed >= number,
+            "!=": observed != number,
+            "=": observed == number,
+            "<": observed < number,
+            ">": observed > number,
+        }[op]
 
 
 class ExpectationFailed(RuntimeError):
     """A ``fail`` rule does not hold: the task stops, so nothing downstream is computed from the hour."""
 
 
-def expect(rule: str, measure: str, holds: str, *, on_failure: str = "fail", per: str = "hour") -> Expectation:
+def expect(
+    rule: str, measure: str, holds: str, *, on_failure: str = "fail", per: str = "hour"
+) -> Expectation:
     """A rule for a declaration's ``expect=[...]``, e.g. ``expect("every event has a campaign", "count_if(campaign_id IS NULL)", "= 0")``."""
     return Expectation(rule, measure, holds, on_failure, per)
 
@@ -168,18 +193,30 @@ class Table:
     write: Write
     task: str  # the job / DAG task that writes it: the module of its transform
     upstream: tuple[str, ...] = ()  # tables the transform reads, in argument order
-    source: str | None = None  # what feeds a table with no upstream table (a landing folder, a topic)
+    source: str | None = (
+        None  # what feeds a table with no upstream table (a landing folder, a topic)
+    )
     partition_by: tuple[str, ...] = ()
     batch: bool = False  # has a batch form: a backfill recomputes its event hours [start, end)
     key: str | None = None  # MERGE_NEW: the column that identifies a row
     transform: Callable | None = field(default=None, compare=False)
     written_by: str | None = None  # a side table: the table whose query writes it
     role: str | None = None  # a side table's role in that query (e.g. quarantine)
-    lineage: tuple[str, ...] = ()  # columns that may differ between two correct runs (where a row came from)
-    reject: Callable | None = field(default=None, compare=False)  # OVERWRITE: rows that make the input unusable
-    event_time: str | None = None  # the column that places a row in event time (default: hour_start or event_time)
-    operation: str | None = None  # an ops record written by an operation (e.g. maintenance), not by a query
-    expectations: tuple[Expectation, ...] = ()  # data-quality rules checked after each run that writes it
+    lineage: tuple[
+        str, ...
+    ] = ()  # columns that may differ between two correct runs (where a row came from)
+    reject: Callable | None = field(
+        default=None, compare=False
+    )  # OVERWRITE: rows that make the input unusable
+    event_time: str | None = (
+        None  # the column that places a row in event time (default: hour_start or event_time)
+    )
+    operation: str | None = (
+        None  # an ops record written by an operation (e.g. maintenance), not by a query
+    )
+    expectations: tuple[
+        Expectation, ...
+    ] = ()  # data-quality rules checked after each run that writes it
 
     @property
     def layer(self) -> str:
@@ -210,7 +247,8 @@ class Table:
         from pyspark.sql.types import StructType
 
         fields = [
-            {"name": c.name, "type": _json_type(c.type), "nullable": c.nullable, "metadata": {}} for c in self.columns
+            {"name": c.name, "type": _json_type(c.type), "nullable": c.nullable, "metadata": {}}
+            for c in self.columns
         ]
         return StructType.fromJson({"type": "struct", "fields": fields})
 
@@ -227,7 +265,9 @@ class Table:
         """SQL for the event hour a row belongs to (reports per hour)."""
         if self.event_time:
             return f"date_trunc('HOUR', {self.event_time})"
-        return "hour_start" if "hour_start" in self.column_names else "date_trunc('HOUR', event_time)"
+        return (
+            "hour_start" if "hour_start" in self.column_names else "date_trunc('HOUR', event_time)"
+        )
 
 
 _DECLARED: dict[str, Table] = {}
@@ -235,7 +275,9 @@ _DECLARED: dict[str, Table] = {}
 
 def _declare(entry: Table) -> Table:
     if entry.name in _DECLARED:
-        raise CatalogError(f"Table {entry.name} is declared twice (in {_DECLARED[entry.name].task} and {entry.task})")
+        raise CatalogError(
+            f"Table {entry.name} is declared twice (in {_DECLARED[entry.name].task} and {entry.task})"
+        )
     _DECLARED[entry.name] = entry
     return entry
 
@@ -260,11 +302,21 @@ def table(
     def register(transform: Callable) -> Callable:
         _declare(
             Table(
-                name=name, schema=schema, write=write, task=transform.__module__.rsplit(".", 1)[-1],
-                upstream=tuple(upstream), source=source, partition_by=tuple(partition_by), batch=batch,
-                key=key, transform=transform, lineage=tuple(lineage), reject=reject, event_time=event_time,
+                name=name,
+                schema=schema,
+                write=write,
+                task=transform.__module__.rsplit(".", 1)[-1],
+                upstream=tuple(upstream),
+                source=source,
+                partition_by=tuple(partition_by),
+                batch=batch,
+                key=key,
+                transform=transform,
+                lineage=tuple(lineage),
+                reject=reject,
+                event_time=event_time,
                 expectations=tuple(expect),
-            )  # fmt: skip
+            )
         )
         return transform
 
@@ -272,24 +324,46 @@ def table(
 
 
 def side_table(
-    name: str, *, written_by: str, role: str, schema: str, partition_by: list[str] | tuple[str, ...] = (),
-    write: Write = Write.APPEND, expect: list[Expectation] | tuple[Expectation, ...] = (),
+    name: str,
+    *,
+    written_by: str,
+    role: str,
+    schema: str,
+    partition_by: list[str] | tuple[str, ...] = (),
+    write: Write = Write.APPEND,
+    expect: list[Expectation] | tuple[Expectation, ...] = (),
 ) -> Table:
     """Declare a table that ``written_by``'s query writes beside its own (e.g. its quarantine).
 
     ``write``: APPEND (rows added once per micro-batch) or OVERWRITE (replaced by every run).
     """
     return _declare(
-        Table(name=name, schema=schema, write=write, task="", partition_by=tuple(partition_by),
-              written_by=written_by, role=role, expectations=tuple(expect))  # fmt: skip
+        Table(
+            name=name,
+            schema=schema,
+            write=write,
+            task="",
+            partition_by=tuple(partition_by),
+            written_by=written_by,
+            role=role,
+            expectations=tuple(expect),
+        )
     )
 
 
-def ops_table(name: str, *, operation: str, schema: str, partition_by: list[str] | tuple[str, ...] = ()) -> Table:
+def ops_table(
+    name: str, *, operation: str, schema: str, partition_by: list[str] | tuple[str, ...] = ()
+) -> Table:
     """Declare an ops table that ``operation`` (a job that is not a table's query) appends its records to."""
     return _declare(
-        Table(name=name, schema=schema, write=Write.APPEND, task=operation, partition_by=tuple(partition_by),
-              operation=operation)  # fmt: skip
+        Table(
+            name=name,
+            schema=schema,
+            write=Write.APPEND,
+            task=operation,
+            partition_by=tuple(partition_by),
+            operation=operation,
+        )
     )
 
 
@@ -382,21 +456,33 @@ def _check(declared: dict[str, Table]) -> None:
     for entry in declared.values():
         where = f"{entry.name} (lakehouse/tables/{entry.task or declared.get(entry.written_by, entry).task}.py)"
         if entry.layer not in LAYERS or not re.fullmatch(r"[a-z]+\.[a-z_]+", entry.name):
-            raise CatalogError(f"{where}: a table name is <layer>.<table> with layer one of {', '.join(LAYERS)}")
+            raise CatalogError(
+                f"{where}: a table name is <layer>.<table> with layer one of {', '.join(LAYERS)}"
+            )
         names = entry.column_names
         for column in entry.columns:
             _json_type(column.type)
-        declared_columns = (*entry.partition_by, *entry.lineage, *(c for c in (entry.key, entry.event_time) if c))
+        declared_columns = (
+            *entry.partition_by,
+            *entry.lineage,
+            *(c for c in (entry.key, entry.event_time) if c),
+        )
         missing = [c for c in declared_columns if c not in names]
         if missing:
-            raise CatalogError(f"{where}: partition, key or lineage column(s) {missing} are not in its schema")
+            raise CatalogError(
+                f"{where}: partition, key or lineage column(s) {missing} are not in its schema"
+            )
         for name in entry.upstream:
             if name not in declared:
-                raise CatalogError(f"{where}: upstream table {name!r} is not declared; known: {', '.join(declared)}")
+                raise CatalogError(
+                    f"{where}: upstream table {name!r} is not declared; known: {', '.join(declared)}"
+                )
         if entry.written_by is not None:
             writer = declared.get(entry.written_by)
             if writer is None or writer.written_by is not None:
-                raise CatalogError(f"{where}: written_by {entry.written_by!r} is not a table with a query of its own")
+                raise CatalogError(
+                    f"{where}: written_by {entry.written_by!r} is not a table with a query of its own"
+                )
         elif not entry.upstream and not entry.source and not entry.operation:
             raise CatalogError(f"{where}: a table needs upstream tables or a source")
         layout = HOUR_LAYOUTS.get(entry.write)
@@ -411,16 +497,22 @@ def _check(declared: dict[str, Table]) -> None:
         if entry.write is Write.MERGE_NEW and not entry.key:
             raise CatalogError(f"{where}: an {entry.write.value} table needs key=<column>")
         if entry.write is Write.SESSIONS and not (entry.key and entry.event_time in names):
-            raise CatalogError(f"{where}: a {entry.write.value} table needs key=<session id column> and event_time=<its start>")
+            raise CatalogError(
+                f"{where}: a {entry.write.value} table needs key=<session id column> and event_time=<its start>"
+            )
         if entry.batch and not (layout or entry.write is Write.SESSIONS):
             kinds = ", ".join(w.value for w in (*HOUR_LAYOUTS, Write.SESSIONS))
-            raise CatalogError(f"{where}: only hour-addressed tables and sessions ({kinds}) have a batch form")
+            raise CatalogError(
+                f"{where}: only hour-addressed tables and sessions ({kinds}) have a batch form"
+            )
         _check_expectations(entry, where, layout)
     tasks_seen: dict[str, str] = {}
     for entry in declared.values():
         if entry.written_by is None and entry.operation is None:
             if entry.task in tasks_seen:
-                raise CatalogError(f"Module {entry.task} declares two tables with queries ({tasks_seen[entry.task]}, {entry.name})")
+                raise CatalogError(
+                    f"Module {entry.task} declares two tables with queries ({tasks_seen[entry.task]}, {entry.name})"
+                )
             tasks_seen[entry.task] = entry.name
 
 
@@ -429,14 +521,24 @@ def _check_expectations(entry: Table, where: str, layout: dict | None) -> None:
     for rule in entry.expectations:
         rule.bound  # noqa: B018 - raises on a holds= that is not '<op> <number>'
         if rule.on_failure not in ("warn", "fail"):
-            raise CatalogError(f"{where}: rule {rule.rule!r}: on_failure is 'warn' or 'fail', not {rule.on_failure!r}")
+            raise CatalogError(
+                f"{where}: rule {rule.rule!r}: on_failure is 'warn' or 'fail', not {rule.on_failure!r}"
+            )
         if rule.per not in ("hour", "batch"):
-            raise CatalogError(f"{where}: rule {rule.rule!r}: per is 'hour' or 'batch', not {rule.per!r}")
+            raise CatalogError(
+                f"{where}: rule {rule.rule!r}: per is 'hour' or 'batch', not {rule.per!r}"
+            )
         if rule.per == "hour" and not layout:
-            raise CatalogError(f"{where}: rule {rule.rule!r} is per hour, but only hour-addressed tables are written by the hour")
-        if rule.per == "batch" and ("batch_id" not in entry.column_names or rule.on_failure != "warn"):
+            raise CatalogError(
+                f"{where}: rule {rule.rule!r} is per hour, but only hour-addressed tables are written by the hour"
+            )
+        if rule.per == "batch" and (
+            "batch_id" not in entry.column_names or rule.on_failure != "warn"
+        ):
             # A batch is checked once, when it is written; a failure a retry cannot see again cannot gate.
-            raise CatalogError(f"{where}: rule {rule.rule!r} is per batch: its table needs a batch_id column and it can only warn")
+            raise CatalogError(
+                f"{where}: rule {rule.rule!r} is per batch: its table needs a batch_id column and it can only warn"
+            )
         if rules.count(rule.rule) > 1:
             raise CatalogError(f"{where}: two rules are named {rule.rule!r}")
 
@@ -450,7 +552,9 @@ def _topological(declared: dict[str, Table]) -> list[str]:
         if state.get(name) == "done":
             return
         if state.get(name) == "visiting":
-            raise CatalogError(f"Tables depend on each other in a cycle: {' -> '.join((*path, name))}")
+            raise CatalogError(
+                f"Tables depend on each other in a cycle: {' -> '.join((*path, name))}"
+            )
         state[name] = "visiting"
         entry = declared[name]
         for before in (*entry.upstream, *([entry.written_by] if entry.written_by else [])):
@@ -458,7 +562,10 @@ def _topological(declared: dict[str, Table]) -> list[str]:
         state[name] = "done"
         order.append(name)
 
-    for name in sorted(declared, key=lambda n: (LAYERS.index(n.split(".")[0]) if n.split(".")[0] in LAYERS else 99, n)):
+    for name in sorted(
+        declared,
+        key=lambda n: (LAYERS.index(n.split(".")[0]) if n.split(".")[0] in LAYERS else 99, n),
+    ):
         visit(name, ())
     return order
 
@@ -469,11 +576,15 @@ def describe() -> str:
     for entry in tables():
         writer = entry.written_by or entry.operation
         upstream = ", ".join(entry.upstream) or (f"written by {writer}" if writer else entry.source)
-        lines.append(f"{entry.name:<30} {entry.task:<24} {entry.write.value:<18} {'yes' if entry.batch else '':<5} {upstream}")
+        lines.append(
+            f"{entry.name:<30} {entry.task:<24} {entry.write.value:<18} {'yes' if entry.batch else '':<5} {upstream}"
+        )
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    from lakehouse import catalog  # the table modules register in the imported module, not in __main__
+    from lakehouse import (
+        catalog,  # the table modules register in the imported module, not in __main__
+    )
 
     print(catalog.describe())

@@ -13,13 +13,17 @@ from pathlib import Path
 
 # Spark writes a log file to a temp file beside it (".N.<uuid>.tmp", and its checksum
 # "..N.<uuid>.tmp.crc"), then renames it: a driver killed in between leaves them behind.
-_TEMP_FILE = re.compile(r"\.\.?\d+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp(\.crc)?")
+_TEMP_FILE = re.compile(
+    r"\.\.?\d+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp(\.crc)?"
+)
 
 
 def batches(checkpoint: str, log: str) -> tuple[int, ...]:
     """The batch ids in the checkpoint's ``log`` ("offsets" or "commits"), oldest first; () when it has none."""
     try:
-        return tuple(sorted(int(p.name) for p in (Path(checkpoint) / log).iterdir() if p.name.isdigit()))
+        return tuple(
+            sorted(int(p.name) for p in (Path(checkpoint) / log).iterdir() if p.name.isdigit())
+        )
     except (FileNotFoundError, NotADirectoryError):
         return ()
 

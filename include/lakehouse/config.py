@@ -58,12 +58,12 @@ class Lakehouse:
     root: str
 
     @classmethod
-    def from_env(cls, root: str | None = None) -> "Lakehouse":
+    def from_env(cls, root: str | None = None) -> Lakehouse:
         """The lakehouse at ``root``, or at ``$LAKEHOUSE_ROOT``; fails fast when neither is set."""
         root = root or os.environ.get("LAKEHOUSE_ROOT")
         if not root:
             raise ConfigError(
-                "No lakehouse root: set LAKEHOUSE_ROOT (e.g. `eval \"$(make -s env)\"`) "
+                'No lakehouse root: set LAKEHOUSE_ROOT (e.g. `eval "$(make -s env)"`) '
                 "or pass --lakehouse-root."
             )
         return cls(root=str(Path(root).absolute()))
@@ -96,14 +96,18 @@ class Lakehouse:
 
 def jars_dir() -> Path:
     """Where ``make jars`` puts the JVM jars (``LAKEHOUSE_JARS_DIR`` overrides it)."""
-    return Path(os.environ.get("LAKEHOUSE_JARS_DIR") or Path(__file__).resolve().parents[2] / ".jars")
+    return Path(
+        os.environ.get("LAKEHOUSE_JARS_DIR") or Path(__file__).resolve().parents[2] / ".jars"
+    )
 
 
 def jar_paths() -> list[str]:
     """The Delta (and Kafka) jars fetched by ``make jars``; fails fast when they are missing."""
     jars = sorted(glob.glob(f"{jars_dir()}/*.jar"))
     if not any("delta-spark" in Path(j).name for j in jars):
-        raise ConfigError(f"No Delta jars in {jars_dir()}: run `make jars` (or set LAKEHOUSE_JARS_DIR).")
+        raise ConfigError(
+            f"No Delta jars in {jars_dir()}: run `make jars` (or set LAKEHOUSE_JARS_DIR)."
+        )
     return jars
 
 
@@ -129,5 +133,7 @@ def engine_settings() -> EngineSettings:
     """
     port = int(os.environ.get("LAKEHOUSE_ENGINE_PORT") or 15002)
     token = os.environ.get("LAKEHOUSE_ENGINE_TOKEN") or None
-    url = os.environ.get("LAKEHOUSE_ENGINE_URL") or f"sc://localhost:{port}/" + (f";token={token}" if token else "")
+    url = os.environ.get("LAKEHOUSE_ENGINE_URL") or f"sc://localhost:{port}/" + (
+        f";token={token}" if token else ""
+    )
     return EngineSettings(port=port, token=token, url=url)

@@ -29,8 +29,14 @@ from lakehouse.spark import build_spark_session
 
 def differences(live: DataFrame, recomputed: DataFrame, hour_column) -> list[tuple]:
     """(hour, only_in_live, only_in_recomputed) for every hour where the two differ."""
-    only_live = live.exceptAll(recomputed).groupBy(hour_column.alias("hour")).agg(F.count("*").alias("live"))
-    only_new = recomputed.exceptAll(live).groupBy(hour_column.alias("hour")).agg(F.count("*").alias("new"))
+    only_live = (
+        live.exceptAll(recomputed)
+        .groupBy(hour_column.alias("hour"))
+        .agg(F.count("*").alias("live"))
+    )
+    only_new = (
+        recomputed.exceptAll(live).groupBy(hour_column.alias("hour")).agg(F.count("*").alias("new"))
+    )
     joined = only_live.join(only_new, "hour", "full_outer").na.fill(0).orderBy("hour")
     return [(row.hour, row.live, row.new) for row in joined.collect()]
 
@@ -40,11 +46,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
     parser.add_argument("--start", required=True, help="first event hour, e.g. 2026-11-20T00:00Z")
     parser.add_argument("--end", required=True, help="end of the interval (exclusive)")
-    parser.add_argument("--scratch", help="where to write the recomputation (default: under the lakehouse)")
+    parser.add_argument(
+        "--scratch", help="where to write the recomputation (default: under the lakehouse)"
+    )
     args = parser.parse_args(argv)
     lakehouse = Lakehouse.from_env(args.lakehouse_root)
     hours = HourRange.between(parse_instant(args.start), parse_instant(args.end))
-    scratch_root = args.scratch or f"{lakehouse.root}/scratch/consistency/{hours.hours[0]:%Y%m%dT%H}_{len(hours.hours)}h"
+    scratch_root = (
+        args.scratch
+        or f"{lakehouse.root}/scratch/consistency/{hours.hours[0]:%Y%m%dT%H}_{len(hours.hours)}h"
+    )
     spark = build_spark_session("consistency_check")
 
     def scratch(name: str) -> TablePaths:
@@ -59,7 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     for table in checked:
         target = recomputed[table.name]
         flow(table).recompute(spark, lakehouse, table, hours, target=target, upstream=recomputed)
-        live = delta_hours(spark, lakehouse.table(table.name), hours, table.hours_predicate(hours)).drop(*table.lineage)
+        live = delta_hours(
+            spark, lakehouse.table(table.name), hours, table.hours_predicate(hours)
+        ).drop(*table.lineage)
         new = spark.read.format("delta").load(target.path).drop(*table.lineage)
         report += [(table.name, *diff) for diff in differences(live, new, F.expr(table.hour_sql))]
 
@@ -70,6 +83,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  {'table':<24} {'hour':<17} {'only live':>10} {'only recomputed':>16}")
     for name, hour, live_rows, new_rows in report:
         print(f"  {name:<24} {hour:%Y-%m-%d %H:00}  {live_rows:>10} {new_rows:>16}")
-    log.error("%d table-hour(s) differ; backfill them (airflow backfill create ...) to repair", len(report))
+    log.error(
+        "%d table-hour(s) differ; backfill them (airflow backfill create ...) to repair",
+        len(report),
+    )
     sys.exit(1)
-

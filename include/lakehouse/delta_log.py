@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -68,7 +68,9 @@ def _checkpoint_actions(log: Path, names: list[str], kind: str, checkpoint: int 
 
     for part in sorted(n for n in names if (m := _CHECKPOINT.match(n)) and int(m[1]) == checkpoint):
         if kind in pq.read_schema(log / part).names:
-            yield from (a for a in pq.read_table(log / part, columns=[kind]).column(kind).to_pylist() if a)
+            yield from (
+                a for a in pq.read_table(log / part, columns=[kind]).column(kind).to_pylist() if a
+            )
 
 
 def is_delta_table(path: str) -> bool:
@@ -103,9 +105,12 @@ def _newest_checkpoint(log: Path, names: list[str]) -> int | None:
                 versions.setdefault(int(match[1]), []).append(name)
         # A multi-part checkpoint is complete when all its parts exist (".<part>.<parts>.parquet").
         complete = [
-            v for v, files in versions.items()
-            if len(files) == 1 and ".checkpoint.parquet" in files[0] or len(files) == int(files[0].split(".")[-2])
-        ]  # fmt: skip
+            v
+            for v, files in versions.items()
+            if len(files) == 1
+            and ".checkpoint.parquet" in files[0]
+            or len(files) == int(files[0].split(".")[-2])
+        ]
         return max(complete, default=None)
 
 
@@ -143,7 +148,7 @@ def tagged_commit_info(path: str, user_metadata: str) -> dict | None:
 def commit_time(path: str, version: int) -> datetime | None:
     """When ``version`` of the table at ``path`` was committed (None: its commit is gone from the log)."""
     millis = (_commit_info(Path(path) / "_delta_log", version) or {}).get("timestamp")
-    return None if millis is None else datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+    return None if millis is None else datetime.fromtimestamp(millis / 1000, tz=UTC)
 
 
 def table_id(path: str) -> str | None:
@@ -160,7 +165,9 @@ def table_id(path: str) -> str | None:
     return None
 
 
-def versions_of_txns(path: str, app_id: str, txn_versions: set[int], newest: int = 200) -> dict[int, int]:
+def versions_of_txns(
+    path: str, app_id: str, txn_versions: set[int], newest: int = 200
+) -> dict[int, int]:
     """Transaction version -> the table version that committed it, for ``app_id``'s writes.
 
     Searched in the newest ``newest`` JSON commits (a query's batches just committed are recent);
@@ -191,7 +198,9 @@ def data_changed_since(path: str, version: int) -> bool:
     if latest is None:
         return True
     for current in range(version, latest + 1):
-        actions = _commit_actions(Path(path) / "_delta_log", current, ("metaData", "protocol", "add", "remove"))
+        actions = _commit_actions(
+            Path(path) / "_delta_log", current, ("metaData", "protocol", "add", "remove")
+        )
         if actions is None:
             return True
         for action in actions:

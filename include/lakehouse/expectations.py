@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 
 from pyspark.sql import SparkSession
@@ -36,7 +36,11 @@ RESULTS_TABLE = "ops.expectation_results"
 
 def touched_hours(summary: dict) -> HourRange:
     """The event hours an incremental run's micro-batches wrote (each batch's note lists its own)."""
-    return HourRange.of(datetime.fromisoformat(h) for note in summary.get("batches", []) for h in note.get("event_hours", []))
+    return HourRange.of(
+        datetime.fromisoformat(h)
+        for note in summary.get("batches", [])
+        for h in note.get("event_hours", [])
+    )
 
 
 def check(lakehouse: Lakehouse, table: Table, hours: HourRange, summary: dict) -> dict | None:
@@ -56,7 +60,14 @@ def check(lakehouse: Lakehouse, table: Table, hours: HourRange, summary: dict) -
         by_hour = [rule for rule in entry.expectations if rule.per == "hour"]
         again = still_failing(lakehouse, entry) if by_hour else []
         by_batch = [rule for rule in entry.expectations if rule.per == "batch"]
-        plans.append((entry, by_hour, HourRange.of([*hours.hours, *again]) if by_hour else HourRange(()), by_batch))
+        plans.append(
+            (
+                entry,
+                by_hour,
+                HourRange.of([*hours.hours, *again]) if by_hour else HourRange(()),
+                by_batch,
+            )
+        )
     if not any(to_measure or (by_batch and batches) for _, _, to_measure, by_batch in plans):
         return {"checked": 0, "failed_warn": []}  # nothing written, nothing failing: no Spark job
     spark = build_spark_session(table.task)
@@ -65,27 +76,43 @@ def check(lakehouse: Lakehouse, table: Table, hours: HourRange, summary: dict) -
     measurements = []
     for entry, by_hour, to_measure, by_batch in plans:
         if to_measure:
-            measurements.append(partial(_measure_hours, spark, lakehouse, entry, by_hour, to_measure))
+            measurements.append(
+                partial(_measure_hours, spark, lakehouse, entry, by_hour, to_measure)
+            )
         if by_batch and batches:
-            measurements.append(partial(_measure_batches, spark, lakehouse, entry, by_batch, batches))
+            measurements.append(
+                partial(_measure_batches, spark, lakehouse, entry, by_batch, batches)
+            )
     # Each is one Spark job over a table just written, most of its time Delta's snapshot of the new
     # version and the planning: side by side, a task's checks take about as long as the longest.
     with ThreadPoolExecutor(max_workers=max(len(measurements), 1)) as pool:
         running = [pool.submit(measure) for measure in measurements]
         rows = [row for measured in running for row in measured.result()]
     if rows:
-        checked_at = datetime.now(timezone.utc)
+        checked_at = datetime.now(UTC)
         airflow_run_id, airflow_try = airflow_run()
-        context = {"checked_at": checked_at, "mode": summary.get("mode", "incremental"),
-                   "airflow_run_id": airflow_run_id, "airflow_try": airflow_try}  # fmt: skip
+        context = {
+            "checked_at": checked_at,
+            "mode": summary.get("mode", "incremental"),
+            "airflow_run_id": airflow_run_id,
+            "airflow_try": airflow_try,
+        }
         # A check is an event: nothing replays it (several tasks append at once, blind appends do not conflict).
-        append_records([{**row, **context} for row in rows], results_table, catalog.get(RESULTS_TABLE))
+        append_records(
+            [{**row, **context} for row in rows], results_table, catalog.get(RESULTS_TABLE)
+        )
     failed = [row for row in rows if not row["passed"]]
     for row in failed:
         log.warning("%s expectation %s: %s", row["table_name"], row["on_failure"], describe(row))
     gating = [describe(row) for row in failed if row["on_failure"] == "fail"]
-    log.info("%s: %d expectation result(s), %d failed (%d gating), %.1f s", table.name, len(rows), len(failed),
-             len(gating), time.monotonic() - started)  # fmt: skip
+    log.info(
+        "%s: %d expectation result(s), %d failed (%d gating), %.1f s",
+        table.name,
+        len(rows),
+        len(failed),
+        len(gating),
+        time.monotonic() - started,
+    )
     if gating:
         raise ExpectationFailed(
             f"{len(gating)} expectation(s) failed, so the tables computed from these hours are not updated:\n- "
@@ -93,11 +120,18 @@ def check(lakehouse: Lakehouse, table: Table, hours: HourRange, summary: dict) -
             + f"\nFix the data of the hour (e.g. a backfill of it once the cause is fixed) or the rule in "
             f"lakehouse/tables/{table.task}.py; every result is in {RESULTS_TABLE}."
         )
-    return {"checked": len(rows), "failed_warn": [describe(row) for row in failed if row["on_failure"] == "warn"]}
+    return {
+        "checked": len(rows),
+        "failed_warn": [describe(row) for row in failed if row["on_failure"] == "warn"],
+    }
 
 
 def describe(row: dict) -> str:
-    where = f"hour {row['hour_start']:%Y-%m-%dT%H:00Z}" if row["hour_start"] else f"batch {row['batch_id']}"
+    where = (
+        f"hour {row['hour_start']:%Y-%m-%dT%H:00Z}"
+        if row["hour_start"]
+        else f"batch {row['batch_id']}"
+    )
     observed = "nothing" if row["observed"] is None else f"{row['observed']:g}"
     return f"{row['table_name']} {where}: rule {row['rule']!r} ({row['measure']} {row['holds']}) measured {observed}"
 
@@ -108,13 +142,16 @@ def still_failing(lakehouse: Lakehouse, entry: Table) -> list[datetime]:
     Read with delta-rs, not Spark: every run of a gated task asks, and most runs find nothing.
     """
     path = lakehouse.table(RESULTS_TABLE).path
-    gating = {rule.rule for rule in entry.expectations if rule.on_failure == "fail" and rule.per == "hour"}
+    gating = {
+        rule.rule for rule in entry.expectations if rule.on_failure == "fail" and rule.per == "hour"
+    }
     if not gating or not delta_log.is_delta_table(path):
         return []
     from deltalake import DeltaTable
 
     results = DeltaTable(path).to_pyarrow_table(
-        columns=["rule", "hour_start", "checked_at", "passed"], filters=[("table_name", "=", entry.name)]
+        columns=["rule", "hour_start", "checked_at", "passed"],
+        filters=[("table_name", "=", entry.name)],
     )
     newest: dict[tuple[str, datetime], bool] = {}
     for result in sorted(results.to_pylist(), key=lambda r: r["checked_at"]):
@@ -124,45 +161,73 @@ def still_failing(lakehouse: Lakehouse, entry: Table) -> list[datetime]:
 
 
 def _measure_hours(
-    spark: SparkSession, lakehouse: Lakehouse, entry: Table, rules: list[Expectation], hours: HourRange
-) -> list[dict]:  # fmt: skip
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    entry: Table,
+    rules: list[Expectation],
+    hours: HourRange,
+) -> list[dict]:
     """One result per (rule, hour) among ``hours`` that has rows (an hour without rows has nothing to measure)."""
     if not hours:
         return []
     measured = (
-        spark.read.format("delta").load(lakehouse.table(entry.name).path)
+        spark.read.format("delta")
+        .load(lakehouse.table(entry.name).path)
         .filter(entry.hours_predicate(hours))
         .groupBy(F.expr(entry.hour_sql).alias("hour_start"))
         .agg(*(F.expr(rule.measure).cast("double").alias(f"m{i}") for i, rule in enumerate(rules)))
         .collect()
-    )  # fmt: skip
+    )
     return [
-        _result(entry, rule, row[f"m{i}"], hour_start=row.hour_start) for row in measured for i, rule in enumerate(rules)
+        _result(entry, rule, row[f"m{i}"], hour_start=row.hour_start)
+        for row in measured
+        for i, rule in enumerate(rules)
     ]
 
 
 def _measure_batches(
-    spark: SparkSession, lakehouse: Lakehouse, entry: Table, rules: list[Expectation], notes: list[dict]
-) -> list[dict]:  # fmt: skip
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    entry: Table,
+    rules: list[Expectation],
+    notes: list[dict],
+) -> list[dict]:
     """One result per (rule, micro-batch) of this run (a batch's rows: its batch id, in its generation)."""
-    batches = {(note["generation"], note["batch_id"]) for note in notes if "generation" in note and "batch_id" in note}
+    batches = {
+        (note["generation"], note["batch_id"])
+        for note in notes
+        if "generation" in note and "batch_id" in note
+    }
     if not batches:
         return []
     frame = spark.read.format("delta").load(lakehouse.table(entry.name).path)
     selected = F.lit(False)
     for generation, batch_id in batches:
-        selected = selected | ((F.col("generation") == generation) & (F.col("batch_id") == batch_id))
+        selected = selected | (
+            (F.col("generation") == generation) & (F.col("batch_id") == batch_id)
+        )
     measured = (
-        frame.filter(selected).groupBy("batch_id")
+        frame.filter(selected)
+        .groupBy("batch_id")
         .agg(*(F.expr(rule.measure).cast("double").alias(f"m{i}") for i, rule in enumerate(rules)))
         .collect()
-    )  # fmt: skip
-    return [_result(entry, rule, row[f"m{i}"], batch_id=row.batch_id) for row in measured for i, rule in enumerate(rules)]
+    )
+    return [
+        _result(entry, rule, row[f"m{i}"], batch_id=row.batch_id)
+        for row in measured
+        for i, rule in enumerate(rules)
+    ]
 
 
 def _result(entry: Table, rule: Expectation, observed, hour_start=None, batch_id=None) -> dict:
     return {
-        "table_name": entry.name, "rule": rule.rule, "on_failure": rule.on_failure, "measure": rule.measure,
-        "holds": rule.holds, "hour_start": hour_start, "batch_id": batch_id, "observed": observed,
+        "table_name": entry.name,
+        "rule": rule.rule,
+        "on_failure": rule.on_failure,
+        "measure": rule.measure,
+        "holds": rule.holds,
+        "hour_start": hour_start,
+        "batch_id": batch_id,
+        "observed": observed,
         "passed": rule.passes(observed),
-    }  # fmt: skip
+    }

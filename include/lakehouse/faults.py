@@ -16,6 +16,7 @@ import signal
 ENV_POINT = "LAKEHOUSE_FAULT_POINT"
 ENV_BATCH = "LAKEHOUSE_FAULT_BATCH"
 
+
 def fault_point(name: str, batch_id: int | None = None) -> None:
     """Kill the driver here if the harness asked for ``name`` (at ``batch_id``)."""
     wanted = os.environ.get(ENV_POINT)

@@ -71,11 +71,17 @@ def _files_read(checkpoint: str) -> set[str] | None:
         return None
     try:
         committed = int(json.loads(sources[0])["logOffset"])
-        entries = {int(p.name.split(".")[0]): p for p in (Path(checkpoint) / "sources" / "0").iterdir() if p.name.split(".")[0].isdigit()}
+        entries = {
+            int(p.name.split(".")[0]): p
+            for p in (Path(checkpoint) / "sources" / "0").iterdir()
+            if p.name.split(".")[0].isdigit()
+        }
     except (FileNotFoundError, KeyError, TypeError, ValueError):
         return None
     # A compacted entry holds every file up to its batch; the entries after it, one batch each.
-    first = max((n for n, p in entries.items() if p.name.endswith(".compact") and n <= committed), default=0)
+    first = max(
+        (n for n, p in entries.items() if p.name.endswith(".compact") and n <= committed), default=0
+    )
     if any(n not in entries for n in range(first, committed + 1)):
         return None  # compacted past the committed batch, or damaged: the query decides
     seen: set[str] = set()
@@ -87,7 +93,9 @@ def _files_read(checkpoint: str) -> set[str] | None:
 
 def _landed(pattern_root: str, pattern: str) -> dict[str, Path]:
     """The non-hidden files ``pattern`` matches under ``pattern_root``, by URI (as the source logs them)."""
-    return {p.as_uri(): p for p in Path(pattern_root).glob(pattern) if not p.name.startswith((".", "_"))}
+    return {
+        p.as_uri(): p for p in Path(pattern_root).glob(pattern) if not p.name.startswith((".", "_"))
+    }
 
 
 def file_source_caught_up(checkpoint: str, pattern_root: str, pattern: str) -> str | None:
@@ -113,7 +121,11 @@ def file_source_new_bytes(checkpoint: str, pattern_root: str, pattern: str) -> i
     if seen is None:
         return None
     try:
-        return sum(path.stat().st_size for uri, path in _landed(pattern_root, pattern).items() if uri not in seen)
+        return sum(
+            path.stat().st_size
+            for uri, path in _landed(pattern_root, pattern).items()
+            if uri not in seen
+        )
     except FileNotFoundError:  # a file moved away meanwhile
         return None
 
@@ -121,7 +133,9 @@ def file_source_new_bytes(checkpoint: str, pattern_root: str, pattern: str) -> i
 def job_input_bytes(lakehouse: Lakehouse, table: Table) -> int | None:
     """At most how many bytes of Delta tables a table's job reads: its upstream tables and itself,
     whole (a batch reads whole event hours of them); None when unsure."""
-    return delta_log.data_bytes(*(lakehouse.table(name).path for name in (*table.upstream, table.name)))
+    return delta_log.data_bytes(
+        *(lakehouse.table(name).path for name in (*table.upstream, table.name))
+    )
 
 
 def _started(checkpoint: str) -> bool:

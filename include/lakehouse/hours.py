@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from lakehouse.config import ConfigError
 
@@ -12,8 +12,8 @@ HOUR = timedelta(hours=1)
 
 def as_utc(value: datetime) -> datetime:
     """A plain ``datetime`` in UTC (Airflow passes pendulum datetimes, whose arithmetic differs)."""
-    value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    return datetime.fromtimestamp(value.timestamp(), tz=timezone.utc)
+    value = value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromtimestamp(value.timestamp(), tz=UTC)
 
 
 def parse_instant(value: str) -> datetime:
@@ -21,10 +21,12 @@ def parse_instant(value: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as error:
-        raise ConfigError(f"Not an ISO-8601 time: {value!r} (expected e.g. 2026-11-20T13:00Z)") from error
+        raise ConfigError(
+            f"Not an ISO-8601 time: {value!r} (expected e.g. 2026-11-20T13:00Z)"
+        ) from error
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -34,19 +36,21 @@ class HourRange:
     hours: tuple[datetime, ...]
 
     @classmethod
-    def between(cls, start: datetime, end: datetime) -> "HourRange":
+    def between(cls, start: datetime, end: datetime) -> HourRange:
         """The hours of [start, end); both ends must fall on whole hours."""
         start, end = as_utc(start), as_utc(end)
         for name, value in (("start", start), ("end", end)):
             if value.minute or value.second or value.microsecond:
                 raise ConfigError(f"Interval {name} {value.isoformat()} is not on a whole hour")
         if end <= start:
-            raise ConfigError(f"Empty interval: end {end.isoformat()} is not after start {start.isoformat()}")
+            raise ConfigError(
+                f"Empty interval: end {end.isoformat()} is not after start {start.isoformat()}"
+            )
         count = int((end - start).total_seconds() // 3600)
         return cls(tuple(start + i * HOUR for i in range(count)))
 
     @classmethod
-    def of(cls, hours) -> "HourRange":
+    def of(cls, hours) -> HourRange:
         """The distinct hours among ``hours`` (timezone-naive values are UTC), sorted."""
         return cls(tuple(sorted({as_utc(h) for h in hours})))
 
@@ -88,5 +92,7 @@ class HourRange:
         if not self.hours:
             return "false"
         first, after = self.hours[0], self.hours[-1] + HOUR
-        return (f"session_end >= TIMESTAMP'{first:%Y-%m-%d %H:00:00}' "
-                f"AND session_start < TIMESTAMP'{after:%Y-%m-%d %H:00:00}'")  # fmt: skip
+        return (
+            f"session_end >= TIMESTAMP'{first:%Y-%m-%d %H:00:00}' "
+            f"AND session_start < TIMESTAMP'{after:%Y-%m-%d %H:00:00}'"
+        )

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from lakehouse.config import ConfigError, TablePaths
 
@@ -48,7 +49,9 @@ def resolve_bootstrap_servers(given: str | None, env: Mapping[str, str] = os.env
     return servers
 
 
-def bootstrap_servers_from_connection(host: str | None, port: int | None, extra: Mapping[str, Any] | None) -> str:
+def bootstrap_servers_from_connection(
+    host: str | None, port: int | None, extra: Mapping[str, Any] | None
+) -> str:
     """Bootstrap servers from an Airflow connection's fields.
 
     ``extra["bootstrap.servers"]`` (the Kafka provider's convention, for several brokers) wins;
@@ -96,10 +99,14 @@ def bootstrap_servers_arg(params: Mapping[str, Any] | None, conn: Any) -> str:
     connection = conn.get(KAFKA_CONN_ID)
     if connection is None:
         return ""
-    return bootstrap_servers_from_connection(connection.host, connection.port, connection.extra_dejson)
+    return bootstrap_servers_from_connection(
+        connection.host, connection.port, connection.extra_dejson
+    )
 
 
-def source_problems(params: Mapping[str, Any] | None, conn: Any, env: Mapping[str, str] = os.environ) -> list[str]:
+def source_problems(
+    params: Mapping[str, Any] | None, conn: Any, env: Mapping[str, str] = os.environ
+) -> list[str]:
     """What is wrong with the bronze source params (for the DAG's preflight); empty when fine.
 
     ``conn`` is Airflow's template variable of that name. Only configuration is checked (a valid

@@ -23,7 +23,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from lakehouse import catalog, checkpoint_log, delta_log
@@ -33,7 +33,9 @@ DEFAULT_RETAIN_HOURS = 168  # Delta's own default (delta.deletedFileRetentionDur
 MARGIN_HOURS = 1  # a reader may be starting while VACUUM lists files
 VACUUM_PARALLELISM = 8  # tasks listing a table's files: our tables have few partition folders
 RECORDS = "ops.table_maintenance"
-log = logging.getLogger("lakehouse")  # not lakehouse.runtime's: the DAG file imports this module, and no Spark
+log = logging.getLogger(
+    "lakehouse"
+)  # not lakehouse.runtime's: the DAG file imports this module, and no Spark
 
 
 @dataclass(frozen=True)
@@ -100,9 +102,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
     parser.add_argument("--table", required=True, help="a catalog table, e.g. silver.ad_events")
     parser.add_argument(
-        "--retain-hours", type=int, default=DEFAULT_RETAIN_HOURS,
+        "--retain-hours",
+        type=int,
+        default=DEFAULT_RETAIN_HOURS,
         help=f"keep removed files this long at least (default {DEFAULT_RETAIN_HOURS}); raised for readers that lag",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     if args.retain_hours < 0:
         raise ConfigError("--retain-hours must be 0 or more")
@@ -119,21 +123,37 @@ def main(argv: list[str] | None = None) -> list[dict]:
     spark = build_spark_session(f"maintenance {args.table}")
     run_id = os.environ.get("AIRFLOW_CTX_DAG_RUN_ID")
     records = [
-        _record(spark, args.table, path, "optimize", run_id,
-                lambda: with_conflict_retries(lambda: spark.sql(f"OPTIMIZE delta.`{path}`").collect(), f"OPTIMIZE {args.table}")),
-    ]  # fmt: skip
+        _record(
+            spark,
+            args.table,
+            path,
+            "optimize",
+            run_id,
+            lambda: with_conflict_retries(
+                lambda: spark.sql(f"OPTIMIZE delta.`{path}`").collect(), f"OPTIMIZE {args.table}"
+            ),
+        ),
+    ]
     needed = oldest_needed_version(lakehouse, args.table)
-    hours = safe_retention_hours(args.retain_hours, needed, datetime.now(timezone.utc))
+    hours = safe_retention_hours(args.retain_hours, needed, datetime.now(UTC))
     if hours != args.retain_hours:
-        log.info("%s: retention raised from %d to %d hour(s): %s still reads from version %d", args.table,
-                 args.retain_hours, hours, needed.reader, needed.version)  # fmt: skip
+        log.info(
+            "%s: retention raised from %d to %d hour(s): %s still reads from version %d",
+            args.table,
+            args.retain_hours,
+            hours,
+            needed.reader,
+            needed.version,
+        )
 
     def vacuum() -> None:
         # Delta refuses a retention under its default unless told the caller knows (this module does).
         # Its file listing runs one task per `parallelPartitionDiscovery.parallelism` (10,000 by
         # default): 70-100 s for a small table on 2 cores, 3.5 s with 8.
-        settings = {"spark.databricks.delta.retentionDurationCheck.enabled": "false",
-                    "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(VACUUM_PARALLELISM)}  # fmt: skip
+        settings = {
+            "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+            "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(VACUUM_PARALLELISM),
+        }
         for key, value in settings.items():
             spark.conf.set(key, value)
         try:
@@ -144,39 +164,68 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     vacuumed = _record(spark, args.table, path, "vacuum", run_id, vacuum)
     ended = delta_log.latest_commit_info(path)  # Delta logs VACUUM START / VACUUM END commits
-    deleted = ended.get("operationMetrics", {}).get("numDeletedFiles") if ended.get("operation") == "VACUUM END" else None
-    vacuumed.update(files_deleted=deleted and int(deleted), retention_hours=hours,
-                    oldest_needed_version=needed and needed.version, needed_by=needed and needed.reader)  # fmt: skip
+    deleted = (
+        ended.get("operationMetrics", {}).get("numDeletedFiles")
+        if ended.get("operation") == "VACUUM END"
+        else None
+    )
+    vacuumed.update(
+        files_deleted=deleted and int(deleted),
+        retention_hours=hours,
+        oldest_needed_version=needed and needed.version,
+        needed_by=needed and needed.reader,
+    )
     records.append(vacuumed)
 
     table = lakehouse.table(RECORDS)
     declared = catalog.get(RECORDS)
     ensure_table(spark, table, declared)
-    spark.createDataFrame([tuple(r[c] for c in declared.column_names) for r in records], declared.spark_schema()) \
-        .write.format("delta").mode("append").save(table.path)  # fmt: skip
+    spark.createDataFrame(
+        [tuple(r[c] for c in declared.column_names) for r in records], declared.spark_schema()
+    ).write.format("delta").mode("append").save(table.path)
     for record in records:
-        log.info("%s %s: %d -> %d file(s), %d -> %d byte(s)%s in %.1f s", record["table_name"], record["operation"],
-                 record["files_before"], record["files_after"], record["bytes_before"], record["bytes_after"],
-                 f", {record['files_deleted']} deleted (retention {hours} h)" if record["operation"] == "vacuum" else "",
-                 record["seconds"])  # fmt: skip
+        log.info(
+            "%s %s: %d -> %d file(s), %d -> %d byte(s)%s in %.1f s",
+            record["table_name"],
+            record["operation"],
+            record["files_before"],
+            record["files_after"],
+            record["bytes_before"],
+            record["bytes_after"],
+            f", {record['files_deleted']} deleted (retention {hours} h)"
+            if record["operation"] == "vacuum"
+            else "",
+            record["seconds"],
+        )
     return records
 
 
 def _record(spark, name: str, path: str, operation: str, run_id: str | None, run) -> dict:
     """Run ``operation`` on the table and describe it: files and bytes before and after, seconds."""
     before = _detail(spark, path)
-    started, clock = datetime.now(timezone.utc), time.monotonic()
+    started, clock = datetime.now(UTC), time.monotonic()
     run()
     after = _detail(spark, path)
     return {
-        "table_name": name, "operation": operation, "started_at": started, "seconds": round(time.monotonic() - clock, 3),
-        "files_before": before["numFiles"], "files_after": after["numFiles"],
-        "bytes_before": before["sizeInBytes"], "bytes_after": after["sizeInBytes"],
-        "files_deleted": None, "retention_hours": None, "oldest_needed_version": None, "needed_by": None,
-        "table_version": delta_log.latest_version(path), "run_id": run_id,
-    }  # fmt: skip
+        "table_name": name,
+        "operation": operation,
+        "started_at": started,
+        "seconds": round(time.monotonic() - clock, 3),
+        "files_before": before["numFiles"],
+        "files_after": after["numFiles"],
+        "bytes_before": before["sizeInBytes"],
+        "bytes_after": after["sizeInBytes"],
+        "files_deleted": None,
+        "retention_hours": None,
+        "oldest_needed_version": None,
+        "needed_by": None,
+        "table_version": delta_log.latest_version(path),
+        "run_id": run_id,
+    }
 
 
 def _detail(spark, path: str) -> dict:
-    row = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").select("numFiles", "sizeInBytes").collect()[0]
+    row = (
+        spark.sql(f"DESCRIBE DETAIL delta.`{path}`").select("numFiles", "sizeInBytes").collect()[0]
+    )
     return {"numFiles": row["numFiles"], "sizeInBytes": row["sizeInBytes"]}

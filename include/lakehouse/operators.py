@@ -17,7 +17,8 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator
 
@@ -53,7 +54,7 @@ def spark_problems(conn_id: str = SPARK_CONN_ID) -> list[str]:
 
     try:
         connection = spark_connection(conn_id)
-    except Exception:  # noqa: BLE001 - any lookup failure means the same to the user
+    except Exception:
         return [
             f"No Airflow connection {conn_id!r}: set AIRFLOW_CONN_{conn_id.upper()} (the Makefile's default: "
             '{"conn_type": "spark_connect", "host": "localhost", "port": 15002, "password": <token>}; or '
@@ -76,8 +77,8 @@ def spark_problems(conn_id: str = SPARK_CONN_ID) -> list[str]:
     try:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        master = SparkSubmitHook(conn_id=conn_id)._connection["master"]  # noqa: SLF001
-    except Exception:  # noqa: BLE001 - reported as a wrong master below
+        master = SparkSubmitHook(conn_id=conn_id)._connection["master"]
+    except Exception:
         master = None
     return master_problems(master)
 
@@ -88,7 +89,9 @@ class SparkJobOperator(BaseOperator):
     template_fields: Sequence[str] = ("application_args",)
     ui_color = "#e8f1fb"
 
-    def __init__(self, *, job: str, application_args: list[str], conn_id: str = SPARK_CONN_ID, **kwargs: Any) -> None:
+    def __init__(
+        self, *, job: str, application_args: list[str], conn_id: str = SPARK_CONN_ID, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         if job not in JOB_MAINS:
             raise ValueError(f"unknown job {job!r}: one of {', '.join(JOB_MAINS)}")

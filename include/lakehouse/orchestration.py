@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import glob
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from lakehouse.config import ConfigError, Lakehouse, jar_paths
@@ -46,7 +46,9 @@ def run_interval(run_type: str, params: dict, logical_date: datetime | None) -> 
         return owned_hour(logical_date)
     if params.get("mode") == "batch":
         if not (params.get("start") and params.get("end")):
-            raise ConfigError("mode=batch needs the start and end params (an event-time interval [start, end))")
+            raise ConfigError(
+                "mode=batch needs the start and end params (an event-time interval [start, end))"
+            )
         return HourRange.between(parse_instant(params["start"]), parse_instant(params["end"]))
     return None
 
@@ -112,8 +114,12 @@ def preflight(params: dict, run_type: str, logical_date: datetime | None) -> lis
     problems = []
     try:
         lakehouse = Lakehouse.from_env()
-        if (params or {}).get("source", "files") == "files" and not Path(lakehouse.landing_events).is_dir():
-            problems.append(f"Landing directory {lakehouse.landing_events} does not exist (generate data first).")
+        if (params or {}).get("source", "files") == "files" and not Path(
+            lakehouse.landing_events
+        ).is_dir():
+            problems.append(
+                f"Landing directory {lakehouse.landing_events} does not exist (generate data first)."
+            )
     except ConfigError as error:
         problems.append(str(error))
     try:

@@ -30,7 +30,9 @@ class ProgressLog:
     spark: SparkSession
     lakehouse: Lakehouse
 
-    def record(self, name: str, query_id: str, progress: list, target: TablePaths, app_id: str | None) -> int:
+    def record(
+        self, name: str, query_id: str, progress: list, target: TablePaths, app_id: str | None
+    ) -> int:
         """Append one row per report in ``progress`` (batches that ran); the number of rows written.
 
         ``target`` and ``app_id``: the query's own table and its writes' transaction app id (None:
@@ -38,12 +40,16 @@ class ProgressLog:
         """
         if not progress:
             return 0
-        versions = delta_log.versions_of_txns(target.path, app_id or query_id, {p.batchId for p in progress})
+        versions = delta_log.versions_of_txns(
+            target.path, app_id or query_id, {p.batchId for p in progress}
+        )
         declared = catalog.get(PROGRESS_TABLE)
         rows = [_row(name, query_id, p, versions.get(p.batchId)) for p in progress]
         table = self.lakehouse.table(PROGRESS_TABLE)
         # Several queries report at once (the gold tasks): their first creation of the table may conflict.
-        with_conflict_retries(lambda: ensure_table(self.spark, table, declared), f"{PROGRESS_TABLE} creation")
+        with_conflict_retries(
+            lambda: ensure_table(self.spark, table, declared), f"{PROGRESS_TABLE} creation"
+        )
         append_records(rows, table, declared)  # nothing replays it (see above): no transaction id
         return len(rows)
 
@@ -54,18 +60,29 @@ def _row(name: str, query_id: str, p, version: int | None) -> dict:
     watermark = (p.eventTime or {}).get("watermark")
     airflow_run_id, airflow_try = airflow_run()
     return {
-        "table_name": name, "query_id": query_id, "query_run_id": str(p.runId), "batch_id": p.batchId,
-        "batch_started_at": _instant(p.timestamp), "airflow_run_id": airflow_run_id,
-        "airflow_try": airflow_try, "input_rows": p.numInputRows,
-        "input_rows_per_second": _number(p.inputRowsPerSecond), "processed_rows_per_second": _number(p.processedRowsPerSecond),
+        "table_name": name,
+        "query_id": query_id,
+        "query_run_id": str(p.runId),
+        "batch_id": p.batchId,
+        "batch_started_at": _instant(p.timestamp),
+        "airflow_run_id": airflow_run_id,
+        "airflow_try": airflow_try,
+        "input_rows": p.numInputRows,
+        "input_rows_per_second": _number(p.inputRowsPerSecond),
+        "processed_rows_per_second": _number(p.processedRowsPerSecond),
         "duration_ms": {k: int(v) for k, v in (p.durationMs or {}).items()},
-        "source_start_offset": source and _text(source.startOffset), "source_end_offset": source and _text(source.endOffset),
-        "watermark": _instant(watermark) if states and not watermark.startswith("1970-01-01T00:00:00") else None,  # none yet
+        "source_start_offset": source and _text(source.startOffset),
+        "source_end_offset": source and _text(source.endOffset),
+        "watermark": _instant(watermark)
+        if states and not watermark.startswith("1970-01-01T00:00:00")
+        else None,  # none yet
         "state_rows": sum(op.numRowsTotal for op in states) if states else None,
         "state_memory_bytes": sum(op.memoryUsedBytes for op in states) if states else None,
-        "rows_dropped_by_watermark": sum(op.numRowsDroppedByWatermark for op in states) if states else None,
+        "rows_dropped_by_watermark": sum(op.numRowsDroppedByWatermark for op in states)
+        if states
+        else None,
         "table_version": version,
-    }  # fmt: skip
+    }
 
 
 def _instant(text: str | None) -> datetime | None:
@@ -73,7 +90,9 @@ def _instant(text: str | None) -> datetime | None:
 
 
 def _number(value) -> float | None:
-    return None if value is None or value != value else float(value)  # NaN when a batch took no time
+    return (
+        None if value is None or value != value else float(value)
+    )  # NaN when a batch took no time
 
 
 def _text(offset) -> str | None:

@@ -28,7 +28,9 @@ def tables_to_refresh(layer: str) -> list[str]:
     names = {entry.name for entry in catalog.data_tables_of(layer)}
     for name in list(names):
         names |= {entry.name for entry in catalog.downstream(name)}
-    return [entry.name for entry in catalog.tables() if entry.name in names and entry.layer != "ops"]
+    return [
+        entry.name for entry in catalog.tables() if entry.name in names and entry.layer != "ops"
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,7 +49,12 @@ def main(argv: list[str] | None = None) -> None:
         if catalog.get(name).written_by is None:  # a side table lives under its writer's checkpoint
             old = table.current_generation()
             new = table.start_new_generation()
-            log.info("%s emptied; checkpoint generation %d -> %d (kept: %s)", name, old, new, table.checkpoint(old))
+            log.info(
+                "%s emptied; checkpoint generation %d -> %d (kept: %s)",
+                name,
+                old,
+                new,
+                table.checkpoint(old),
+            )
         else:
             log.info("%s emptied", name)
-

@@ -18,13 +18,13 @@ import socket
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
 from lakehouse import checkpoint_log
@@ -56,11 +56,19 @@ def parse_job_args(description: str, argv: list[str] | None = None, batch: bool 
     """Parse a job's command line; a bad combination fails with a message that says what to fix."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
-    parser.add_argument("--mode", choices=("incremental", "batch") if batch else ("incremental",), default="incremental")
-    parser.add_argument("--start", help="batch mode: first event hour, ISO-8601 (e.g. 2026-11-20T13:00Z)")
+    parser.add_argument(
+        "--mode",
+        choices=("incremental", "batch") if batch else ("incremental",),
+        default="incremental",
+    )
+    parser.add_argument(
+        "--start", help="batch mode: first event hour, ISO-8601 (e.g. 2026-11-20T13:00Z)"
+    )
     parser.add_argument("--end", help="batch mode: end of the interval, exclusive")
     parser.add_argument(
-        "--generation", type=int, help="checkpoint generation (default: the table's current one; a full refresh moves it)"
+        "--generation",
+        type=int,
+        help="checkpoint generation (default: the table's current one; a full refresh moves it)",
     )
     parser.add_argument("--max-files-per-trigger", type=int, default=1000)
     args = parser.parse_args(argv)
@@ -70,7 +78,9 @@ def parse_job_args(description: str, argv: list[str] | None = None, batch: bool 
     hours = None
     if args.mode == "batch":
         if not (args.start and args.end):
-            parser.error("--mode batch needs --start and --end (an event-time interval [start, end))")
+            parser.error(
+                "--mode batch needs --start and --end (an event-time interval [start, end))"
+            )
         hours = HourRange.between(parse_instant(args.start), parse_instant(args.end))
     elif args.start or args.end:
         parser.error("--start/--end only apply to --mode batch")
@@ -85,7 +95,9 @@ def parse_job_args(description: str, argv: list[str] | None = None, batch: bool 
 
 def configure_logging() -> None:
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
     )
 
 
@@ -161,7 +173,10 @@ def _wait_for_running_batch(checkpoint: str, name: str) -> None:
             fcntl.flock(batch_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            log.warning("%s: a batch of an earlier run of this query is still running on the engine; waiting", name)
+            log.warning(
+                "%s: a batch of an earlier run of this query is still running on the engine; waiting",
+                name,
+            )
         deadline = time.monotonic() + BATCH_WAIT_S
         while time.monotonic() < deadline:
             time.sleep(1)
@@ -219,8 +234,12 @@ def _check_lease(checkpoint: str, lease: str, name: str, batch_id: int) -> None:
             driver_lock.seek(0)
             if f"lease {lease}" in driver_lock.read():
                 return  # its client holds the lock: go on
-            raise QueryOrphaned(f"{name} batch {batch_id}: another client took checkpoint {checkpoint} over; stopping")
-        raise QueryOrphaned(f"{name} batch {batch_id}: its client is gone (checkpoint {checkpoint}); stopping")
+            raise QueryOrphaned(
+                f"{name} batch {batch_id}: another client took checkpoint {checkpoint} over; stopping"
+            ) from None
+        raise QueryOrphaned(
+            f"{name} batch {batch_id}: its client is gone (checkpoint {checkpoint}); stopping"
+        )
 
 
 def _notes_dir(checkpoint: str) -> Path:
@@ -246,10 +265,17 @@ def _withdraw_last_commit(checkpoint: str, name: str) -> None:
     their transaction ids) and the no-data batch follows.
     """
     batch = checkpoint_log.newest(checkpoint, "commits")
-    log.warning("%s: batch %s moved the watermark and the batch that acts on it did not run (its driver died); "
-                "replaying batch %s", name, batch, batch)  # fmt: skip
+    log.warning(
+        "%s: batch %s moved the watermark and the batch that acts on it did not run (its driver died); "
+        "replaying batch %s",
+        name,
+        batch,
+        batch,
+    )
     commit, crc = checkpoint_log.log_files(checkpoint, "commits", batch)
-    crc.unlink(missing_ok=True)  # first: a stale checksum would fail Spark's rename of the commit it writes again
+    crc.unlink(
+        missing_ok=True
+    )  # first: a stale checksum would fail Spark's rename of the commit it writes again
     commit.unlink()
 
 
@@ -263,8 +289,11 @@ def _clear_unfinished_first_plan(checkpoint: str, name: str) -> None:
     An offsets file never renamed into place planned nothing: no batch ran, nothing was written.
     """
     for leftover in checkpoint_log.unfinished_writes(checkpoint, "offsets"):
-        log.warning("%s: removing %s, left by a driver that died while it planned the query's first batch",
-                    name, leftover)  # fmt: skip
+        log.warning(
+            "%s: removing %s, left by a driver that died while it planned the query's first batch",
+            name,
+            leftover,
+        )
         leftover.unlink(missing_ok=True)
 
 
@@ -283,9 +312,9 @@ def run_available_now(
     writer: DataStreamWriter | Callable[[str], DataStreamWriter],
     checkpoint: str,
     name: str,
-    writes: tuple["Written", ...] | list["Written"] = (),
+    writes: tuple[Written, ...] | list[Written] = (),
     caught_up: Callable[[], str | None] | None = None,
-    progress_log: "ProgressLog | None" = None,
+    progress_log: ProgressLog | None = None,
 ) -> dict:
     """Process everything new since the checkpoint, then stop (``trigger(availableNow=True)``); a summary.
 
@@ -308,10 +337,21 @@ def run_available_now(
         why = caught_up() if caught_up else None
         if why:
             log.info("%s: nothing new (%s); the query was not started", name, why)
-            return {"table": name, "micro_batches": 0, "input_rows": 0, "batches": [], "not_started": why}
+            return {
+                "table": name,
+                "micro_batches": 0,
+                "input_rows": 0,
+                "batches": [],
+                "not_started": why,
+            }
         if callable(writer):  # a writer factory: it wraps its batch function with the lease
             writer = writer(lease)
-        query = _start(writer.queryName(name).option("checkpointLocation", checkpoint).trigger(availableNow=True), name)
+        query = _start(
+            writer.queryName(name)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True),
+            name,
+        )
         record_identity(checkpoint, name, str(query.id))
         try:
             query.awaitTermination()
@@ -323,21 +363,42 @@ def run_available_now(
         every = [p for p in query.recentProgress if p.batchId is not None]
     progress = [p for p in every if p.numInputRows]
     rows = sum(p.numInputRows for p in progress)
-    ran = [p.batchId for p in every if p.numInputRows or p.stateOperators]  # no-data batches of a stateful query act too
+    ran = [
+        p.batchId for p in every if p.numInputRows or p.stateOperators
+    ]  # no-data batches of a stateful query act too
     notes = read_batch_notes(checkpoint, ran)
     if progress_log and writes:
-        progress_log.record(name, str(query.id), [p for p in every if p.batchId in ran], writes[0].table, writes[0].app_id)
+        progress_log.record(
+            name,
+            str(query.id),
+            [p for p in every if p.batchId in ran],
+            writes[0].table,
+            writes[0].app_id,
+        )
     for note in notes:
         log.info("%s batch %s: %s", name, note.get("batch_id", "?"), note.get("summary", note))
-    log.info("%s: %d micro-batch(es), %d input row(s), checkpoint %s", name, len(progress), rows, checkpoint)
+    log.info(
+        "%s: %d micro-batch(es), %d input row(s), checkpoint %s",
+        name,
+        len(progress),
+        rows,
+        checkpoint,
+    )
     summary = {"table": name, "micro_batches": len(progress), "input_rows": rows, "batches": notes}
     if every and every[-1].stateOperators:
         last = every[-1]
         summary["state_rows"] = sum(op.numRowsTotal for op in last.stateOperators)
         summary["state_memory_bytes"] = sum(op.memoryUsedBytes for op in last.stateOperators)
-        summary["rows_behind_watermark"] = sum(op.numRowsDroppedByWatermark for p in every for op in p.stateOperators)
-        log.info("%s: state %d row(s), %d byte(s) in memory, watermark %s", name, summary["state_rows"],
-                 summary["state_memory_bytes"], (last.eventTime or {}).get("watermark"))  # fmt: skip
+        summary["rows_behind_watermark"] = sum(
+            op.numRowsDroppedByWatermark for p in every for op in p.stateOperators
+        )
+        log.info(
+            "%s: state %d row(s), %d byte(s) in memory, watermark %s",
+            name,
+            summary["state_rows"],
+            summary["state_memory_bytes"],
+            (last.eventTime or {}).get("watermark"),
+        )
     return summary
 
 
@@ -352,12 +413,17 @@ def _start(writer: DataStreamWriter, name: str):
     for attempt in range(1, START_ATTEMPTS + 1):
         try:
             return writer.start()
-        except Exception as error:  # noqa: BLE001 - only the worker's start is retried
+        except Exception as error:
             if WORKER_START_FAILED not in str(error) or attempt == START_ATTEMPTS:
                 raise
             pause = 5 * attempt
-            log.warning("%s: the engine's Python worker did not start in time (attempt %d/%d); again in %d s",
-                        name, attempt, START_ATTEMPTS, pause)  # fmt: skip
+            log.warning(
+                "%s: the engine's Python worker did not start in time (attempt %d/%d); again in %d s",
+                name,
+                attempt,
+                START_ATTEMPTS,
+                pause,
+            )
             time.sleep(pause)
     raise AssertionError("unreachable")
 
@@ -409,7 +475,9 @@ def record_identity(checkpoint: str, name: str, query_id: str) -> None:
         return
     record = identity_record(checkpoint)
     tmp = record.with_name(f".{record.name}.tmp")
-    tmp.write_text(json.dumps({"query_id": query_id, "writer": name, "checkpoint": str(checkpoint)}))
+    tmp.write_text(
+        json.dumps({"query_id": query_id, "writer": name, "checkpoint": str(checkpoint)})
+    )
     os.replace(tmp, record)
 
 
@@ -421,10 +489,12 @@ class CheckpointLog:
     query_id: str | None
     offsets: tuple[int, ...]
     commits: tuple[int, ...]
-    damaged: tuple[str, ...]  # unreadable files, relative to the checkpoint: "metadata", "offsets/7"
+    damaged: tuple[
+        str, ...
+    ]  # unreadable files, relative to the checkpoint: "metadata", "offsets/7"
 
     @classmethod
-    def read(cls, checkpoint: str) -> "CheckpointLog":
+    def read(cls, checkpoint: str) -> CheckpointLog:
         path = Path(checkpoint)
         damaged = []
         query_id = _query_id_in(path / "metadata", "id")
@@ -433,7 +503,11 @@ class CheckpointLog:
         logs = {}
         for folder in ("commits", "offsets"):  # commits first: see check_checkpoint
             ids = checkpoint_log.batches(checkpoint, folder)
-            damaged += [f"{folder}/{n}" for n in ids if not _log_file_readable(path / folder / str(n), folder)]
+            damaged += [
+                f"{folder}/{n}"
+                for n in ids
+                if not _log_file_readable(path / folder / str(n), folder)
+            ]
             logs[folder] = ids
         return cls(path, query_id, logs["offsets"], logs["commits"], tuple(damaged))
 
@@ -474,7 +548,7 @@ def refresh_advice(layer: str) -> str:
     return (
         f"Recovery: a full refresh of {layer}, which empties {layer} and every layer computed "
         f"from it (Delta keeps the old versions) and moves their queries to a new checkpoint generation: trigger "
-        f"ysb_hourly with full_refresh={layer}, or run `spark-submit --jars \"$(ls .jars/*.jar | paste -sd,)\" "
+        f'ysb_hourly with full_refresh={layer}, or run `spark-submit --jars "$(ls .jars/*.jar | paste -sd,)" '
         f"jobs/full_refresh.py --layer {layer}` and then every task from {layer} on. Do not delete or edit "
         "checkpoint files by hand: a batch planned again under a number the tables already hold is skipped by "
         "Delta as written (its input lost), or written twice by the Delta sink."
@@ -497,7 +571,9 @@ def check_checkpoint(checkpoint: str, name: str, writes=(), retained: int = 100)
     """
     from lakehouse import catalog, delta_log
 
-    txns_of = {written.table.name: delta_log.committed_txns(written.table.path) for written in writes}
+    txns_of = {
+        written.table.name: delta_log.committed_txns(written.table.path) for written in writes
+    }
     layer = name.split(".")[0]
     try:
         task = catalog.task(name).task
@@ -535,7 +611,9 @@ def check_checkpoint(checkpoint: str, name: str, writes=(), retained: int = 100)
             root = Path(written.table.checkpoint_root)
             known = {_query_id_in(p, "query_id") for p in root.rglob(f"gen=*{IDENTITY_SUFFIX}")}
             known |= {
-                _query_id_in(p, "id") for p in root.rglob("gen=*/metadata") if re.fullmatch(r"gen=\d+", p.parent.name)
+                _query_id_in(p, "id")
+                for p in root.rglob("gen=*/metadata")
+                if re.fullmatch(r"gen=\d+", p.parent.name)
             }
             for app_id, version in txns.items():
                 if _UUID.fullmatch(app_id) and app_id not in known:
@@ -550,8 +628,13 @@ def check_checkpoint(checkpoint: str, name: str, writes=(), retained: int = 100)
 
     if not state.offsets and not state.commits:
         if holding or unattributed:
-            detail = holds(holding) if holding else (
-                holds(unattributed) + ", written by a streaming query that no checkpoint of the table is recorded for"
+            detail = (
+                holds(holding)
+                if holding
+                else (
+                    holds(unattributed)
+                    + ", written by a streaming query that no checkpoint of the table is recorded for"
+                )
             )
             raise CheckpointMismatch(
                 f"{where} holds no batch (moved away, deleted or never copied), but the tables already hold this "
@@ -574,11 +657,15 @@ def check_checkpoint(checkpoint: str, name: str, writes=(), retained: int = 100)
     if committed > planned:
         problems.append(f"commits/{committed} exists but offsets/{committed} does not")
     elif committed < planned - 1:
-        problems.append(f"commits/ ends at batch {committed}, offsets/ at {planned} (commit files deleted)")
+        problems.append(
+            f"commits/ ends at batch {committed}, offsets/ at {planned} (commit files deleted)"
+        )
     damaged = [f for f in state.damaged if f != "metadata"]
     if damaged:
         problems.append(f"damaged (truncated or not Spark's format): {', '.join(damaged)}")
-    ahead = {table: (app_id, batch) for table, (app_id, batch) in holding.items() if batch > planned}
+    ahead = {
+        table: (app_id, batch) for table, (app_id, batch) in holding.items() if batch > planned
+    }
     if ahead:
         problems.append(
             f"its newest planned batch is {planned} (newest committed {committed}) but {holds(ahead)}: the "
@@ -594,14 +681,22 @@ def check_checkpoint(checkpoint: str, name: str, writes=(), retained: int = 100)
     newest_held = max((batch for _, batch in held.values()), default=-1)
     if not ahead and len(problems) == 1:
         if damaged == [f"commits/{committed}"] and committed == planned:
-            why = (f"batch {committed} is replayed with the same input (offsets/{committed} is intact) and every "
-                   "table skips what it already holds of it")  # fmt: skip
-            raise CheckpointMismatch(f"{found} {_delete(state.files('commits', committed), task, why)}")
+            why = (
+                f"batch {committed} is replayed with the same input (offsets/{committed} is intact) and every "
+                "table skips what it already holds of it"
+            )
+            raise CheckpointMismatch(
+                f"{found} {_delete(state.files('commits', committed), task, why)}"
+            )
         if damaged == [f"offsets/{planned}"] and known_all and newest_held < planned:
-            files = state.files("offsets", planned) + (state.files("commits", planned) if committed == planned else [])
+            files = state.files("offsets", planned) + (
+                state.files("commits", planned) if committed == planned else []
+            )
             since = f"where batch {planned - 1} ended" if planned > 0 else "the start"
             why = f"batch {planned} is planned again from {since} and written once"
-            raise CheckpointMismatch(f"{found} No table holds batch {planned} yet. {_delete(files, task, why)}")
+            raise CheckpointMismatch(
+                f"{found} No table holds batch {planned} yet. {_delete(files, task, why)}"
+            )
         if committed == planned + 1 and not damaged and known_all and newest_held < committed:
             why = f"batch {committed} is planned again from where batch {planned} ended and written once"
             raise CheckpointMismatch(
@@ -631,15 +726,26 @@ def explain_query_failure(error: Exception, name: str, checkpoint: str) -> Excep
             f"checkpoint, then rerun {table}'s job: it checks the checkpoint against its tables before it starts "
             "and either resumes or says what to do."
         )
-    unreadable = ("log file was malformed", "incomplete log file", "unexpected end", "next on empty iterator",
-                  "jsonparseexception", "jsoneofexception")  # fmt: skip
+    unreadable = (
+        "log file was malformed",
+        "incomplete log file",
+        "unexpected end",
+        "next on empty iterator",
+        "jsonparseexception",
+        "jsoneofexception",
+    )
     if any(marker in trace.lower() for marker in unreadable):
         return ConfigError(
             f"{table}: the checkpoint {checkpoint} has a damaged log file that Spark could not read ({first}). "
             f"Nothing was written. {refresh_advice(layer)}"
         )
-    incompatible = ("not compatible", "StateSchemaNotCompatible", "schema is not compatible",
-                    "STATE_STORE_", "STREAMING_STATEFUL_OPERATOR")  # fmt: skip
+    incompatible = (
+        "not compatible",
+        "StateSchemaNotCompatible",
+        "schema is not compatible",
+        "STATE_STORE_",
+        "STREAMING_STATEFUL_OPERATOR",
+    )
     if any(marker in message for marker in incompatible):
         return ConfigError(
             f"{table}: the query no longer matches its checkpoint {checkpoint} ({first[:200]}). Nothing was "

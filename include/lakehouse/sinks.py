@@ -15,12 +15,14 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import Callable, Iterator, Sequence, TypeVar
+from datetime import UTC, datetime
+from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+
 from lakehouse import delta_log
 from lakehouse.catalog import Table
 from lakehouse.config import TablePaths
@@ -40,7 +42,7 @@ def txn_app_id(table: TablePaths, generation: int, writer: str) -> str:
     return f"{writer}->{table.name}@gen{generation}"
 
 
-def committed_txns(spark: SparkSession, table: TablePaths) -> dict[str, int]:  # noqa: ARG001
+def committed_txns(spark: SparkSession, table: TablePaths) -> dict[str, int]:
     """The Delta transaction versions ``table`` holds, per app id ({} when the table does not exist).
 
     Delta's own ``SetTransaction`` state (checkpoints of the log included), read from the log
@@ -77,12 +79,20 @@ def ensure_table(spark: SparkSession, table: TablePaths, declared: Table) -> Non
     """
     if delta_log.is_delta_table(table.path):
         return
-    columns = ", ".join(f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in declared.columns)
-    partitioned = f" PARTITIONED BY ({', '.join(declared.partition_by)})" if declared.partition_by else ""
-    spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{table.path}` ({columns}) USING delta{partitioned}")
+    columns = ", ".join(
+        f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in declared.columns
+    )
+    partitioned = (
+        f" PARTITIONED BY ({', '.join(declared.partition_by)})" if declared.partition_by else ""
+    )
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS delta.`{table.path}` ({columns}) USING delta{partitioned}"
+    )
 
 
-def append(df: DataFrame, table: TablePaths, app_id: str, batch_id: int, partition_by: Sequence[str] = ()) -> None:
+def append(
+    df: DataFrame, table: TablePaths, app_id: str, batch_id: int, partition_by: Sequence[str] = ()
+) -> None:
     """Append ``df`` once per (app id, batch id); columns declared since the table was created are added.
 
     Delta looks the id up in the table's whole state, rebuilt by two Spark jobs (about 0.4 s on
@@ -90,7 +100,9 @@ def append(df: DataFrame, table: TablePaths, app_id: str, batch_id: int, partiti
     :func:`append_records` instead.
     """
     writer = df.write.format("delta").mode("append").option("mergeSchema", "true")
-    writer.option("txnAppId", app_id).option("txnVersion", batch_id).partitionBy(*partition_by).save(table.path)
+    writer.option("txnAppId", app_id).option("txnVersion", batch_id).partitionBy(
+        *partition_by
+    ).save(table.path)
 
 
 def append_records(rows: list[dict], table: TablePaths, declared: Table) -> None:
@@ -108,19 +120,31 @@ def append_records(rows: list[dict], table: TablePaths, declared: Table) -> None
     from pyspark.sql.pandas.types import to_arrow_schema
 
     # A naive datetime (what PySpark's collect returns) is local time to PySpark; pyarrow would read it as UTC.
-    rows = [{k: v.astimezone(timezone.utc) if isinstance(v, datetime) else v for k, v in row.items()} for row in rows]
+    rows = [
+        {k: v.astimezone(UTC) if isinstance(v, datetime) else v for k, v in row.items()}
+        for row in rows
+    ]
     schema = to_arrow_schema(declared.spark_schema(), timezone="UTC")
-    write_deltalake(table.path, pa.Table.from_pylist(rows, schema=schema), mode="append", schema_mode="merge")
+    write_deltalake(
+        table.path, pa.Table.from_pylist(rows, schema=schema), mode="append", schema_mode="merge"
+    )
 
 
 @contextmanager
-def _dml_transaction(spark: SparkSession, app_id: str, batch_id: int, settings: dict | None = None) -> Iterator[None]:
+def _dml_transaction(
+    spark: SparkSession, app_id: str, batch_id: int, settings: dict | None = None
+) -> Iterator[None]:
     """Make the next DML command (MERGE) idempotent: Delta reads the txn id from the session.
 
     The commit is tagged with the txn id too (``userMetadata``), so that a replay can find it.
     ``settings`` are session settings for this command alone.
     """
-    scoped = {_TXN_APP_ID: app_id, _TXN_VERSION: str(batch_id), _USER_METADATA: txn_tag(app_id, batch_id), **(settings or {})}
+    scoped = {
+        _TXN_APP_ID: app_id,
+        _TXN_VERSION: str(batch_id),
+        _USER_METADATA: txn_tag(app_id, batch_id),
+        **(settings or {}),
+    }
     for name, value in scoped.items():
         spark.conf.set(name, value)
     try:
@@ -131,7 +155,13 @@ def _dml_transaction(spark: SparkSession, app_id: str, batch_id: int, settings: 
 
 
 def merge_new_rows(
-    spark: SparkSession, rows: DataFrame, table: TablePaths, key: str, hours: HourRange, app_id: str, batch_id: int
+    spark: SparkSession,
+    rows: DataFrame,
+    table: TablePaths,
+    key: str,
+    hours: HourRange,
+    app_id: str,
+    batch_id: int,
 ) -> bool:
     """Insert the rows whose ``key`` the table does not hold yet (an insert-only MERGE).
 
@@ -154,13 +184,22 @@ def merge_new_rows(
     return bool(metrics) and "num_inserted_rows" in metrics[0]
 
 
-def upsert(spark: SparkSession, rows: DataFrame, table: TablePaths, declared: Table, app_id: str, batch_id: int) -> None:
+def upsert(
+    spark: SparkSession,
+    rows: DataFrame,
+    table: TablePaths,
+    declared: Table,
+    app_id: str,
+    batch_id: int,
+) -> None:
     """Insert ``rows``, or replace the rows with their key: once per (app id, batch id).
 
     The match is restricted to the partitions the rows fall in (Delta reads only those).
     """
     key, partitions = declared.key, declared.partition_by
-    condition = " AND ".join([f"t.{key} = s.{key}", *(f"t.{column} = s.{column}" for column in partitions)])
+    condition = " AND ".join(
+        [f"t.{key} = s.{key}", *(f"t.{column} = s.{column}" for column in partitions)]
+    )
     with _dml_transaction(spark, app_id, batch_id):
         spark.sql(
             f"MERGE INTO delta.`{table.path}` AS t USING {{rows}} AS s ON {condition} "
@@ -176,7 +215,9 @@ def replace_where(df: DataFrame, table: TablePaths, declared: Table, predicate: 
     ).save(table.path)
 
 
-def mark_resolved(spark: SparkSession, admitted: DataFrame, quarantine: TablePaths, resolved_by: str) -> int:
+def mark_resolved(
+    spark: SparkSession, admitted: DataFrame, quarantine: TablePaths, resolved_by: str
+) -> int:
     """Mark the quarantine's unresolved rows whose line is in ``admitted`` as resolved; the rows marked.
 
     ``admitted`` holds the (``ingest_date``, ``source_file``, ``raw_line``) of lines a recompute
@@ -184,22 +225,32 @@ def mark_resolved(spark: SparkSession, admitted: DataFrame, quarantine: TablePat
     stays, with ``resolved_at``/``resolved_by``: the quarantine keeps the history of what was
     rejected, and its unresolved rows are what still needs a person. Rerunning marks nothing more.
     """
-    columns = {field.name for field in spark.read.format("delta").load(quarantine.path).schema.fields}
+    columns = {
+        field.name for field in spark.read.format("delta").load(quarantine.path).schema.fields
+    }
     if "resolved_at" not in columns:  # a quarantine created before lines could be resolved
-        spark.sql(f"ALTER TABLE delta.`{quarantine.path}` ADD COLUMNS (resolved_at TIMESTAMP, resolved_by STRING)")
+        spark.sql(
+            f"ALTER TABLE delta.`{quarantine.path}` ADD COLUMNS (resolved_at TIMESTAMP, resolved_by STRING)"
+        )
     metrics = spark.sql(
         f"MERGE INTO delta.`{quarantine.path}` AS q USING {{admitted}} AS a "
         "ON q.ingest_date = a.ingest_date AND q.source_file = a.source_file AND q.raw_line = a.raw_line "
         "AND q.resolved_at IS NULL "
         "WHEN MATCHED THEN UPDATE SET q.resolved_at = current_timestamp(), q.resolved_by = a.resolved_by",
-        admitted=admitted.select("ingest_date", "source_file", "raw_line").dropDuplicates()
+        admitted=admitted.select("ingest_date", "source_file", "raw_line")
+        .dropDuplicates()
         .withColumn("resolved_by", F.lit(resolved_by)),
     ).collect()
     return int(metrics[0]["num_updated_rows"]) if metrics else 0
 
 
 def replace_hours(
-    df: DataFrame, table: TablePaths, declared: Table, hours: HourRange, app_id: str = "", batch_id: int | None = None
+    df: DataFrame,
+    table: TablePaths,
+    declared: Table,
+    hours: HourRange,
+    app_id: str = "",
+    batch_id: int | None = None,
 ) -> dict:
     """Overwrite exactly ``hours`` of an hour-addressed table with ``df``; every other hour is untouched.
 
@@ -210,7 +261,9 @@ def replace_hours(
     the log). Rows of other hours that shared a rewritten file are copied, not written.
     """
     # The tag finds the commit in the log: a micro-batch's is its txn id, so a skipped replay finds the first.
-    tag = txn_tag(app_id, batch_id) if batch_id is not None else f"replace {hours} {uuid.uuid4().hex}"
+    tag = (
+        txn_tag(app_id, batch_id) if batch_id is not None else f"replace {hours} {uuid.uuid4().hex}"
+    )
     writer = (
         df.write.format("delta")
         .mode("overwrite")
@@ -223,13 +276,23 @@ def replace_hours(
     writer.save(table.path)
     info = delta_log.tagged_commit_info(table.path, tag) or {}
     metrics = {name: int(value) for name, value in (info.get("operationMetrics") or {}).items()}
-    written = metrics["numOutputRows"] - metrics.get("numCopiedRows", 0) if "numOutputRows" in metrics else None
-    return {"version": info.get("version"), "rows_written": written, "rows_deleted": metrics.get("numDeletedRows")}
+    written = (
+        metrics["numOutputRows"] - metrics.get("numCopiedRows", 0)
+        if "numOutputRows" in metrics
+        else None
+    )
+    return {
+        "version": info.get("version"),
+        "rows_written": written,
+        "rows_deleted": metrics.get("numDeletedRows"),
+    }
 
 
 def _qualify(predicate: str, alias: str) -> str:
     """Prefix the partition columns of a predicate with a table alias (for MERGE conditions)."""
-    return predicate.replace("event_date", f"{alias}.event_date").replace("event_hour", f"{alias}.event_hour")
+    return predicate.replace("event_date", f"{alias}.event_date").replace(
+        "event_hour", f"{alias}.event_hour"
+    )
 
 
 def delta_conflict_exceptions() -> tuple[type[Exception], ...]:
@@ -273,7 +336,11 @@ def with_conflict_retries(write: Callable[[], T], what: str, attempts: int = 6) 
             pause = random.uniform(0.5, 2.0) * attempt
             log.warning(
                 "Delta write conflict on %s (attempt %d/%d, %s); retrying in %.1f s",
-                what, attempt, attempts, type(error).__name__, pause,
-            )  # fmt: skip
+                what,
+                attempt,
+                attempts,
+                type(error).__name__,
+                pause,
+            )
             time.sleep(pause)
     raise AssertionError("unreachable")

@@ -14,12 +14,13 @@ from lakehouse.config import ConfigError, TablePaths
 from lakehouse.hours import HourRange
 from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S
 
-
 # The landing zone's layout: <date>/<hour>/<part>.jsonl.
 LANDING_FILES = "*/*/*.jsonl"
 
 
-def landing_lines_stream(spark: SparkSession, landing_dir: str, max_files_per_trigger: int) -> DataFrame:
+def landing_lines_stream(
+    spark: SparkSession, landing_dir: str, max_files_per_trigger: int
+) -> DataFrame:
     """New landing files as text lines (``value``, ``source_file``, ``ingested_at``).
 
     The file source remembers every file it has read in its checkpoint, so a rerun reads only
@@ -53,7 +54,9 @@ class KafkaUnavailableError(RuntimeError):
     """The Kafka brokers did not answer: transient, the task fails fast and is retried."""
 
 
-def require_kafka_topic(bootstrap_servers: str, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
+def require_kafka_topic(
+    bootstrap_servers: str, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> int:
     """The partition count of ``topic``; fails within ``timeout_s`` when the brokers do not answer.
 
     Checked before a query starts: Spark's own Kafka client would retry for minutes against a down
@@ -160,6 +163,7 @@ def kafka_unavailable(error: BaseException) -> bool:
     """True when a Kafka query failed because the brokers stopped answering (a timeout)."""
     return any(marker in _error_text(error) for marker in _KAFKA_UNAVAILABLE)
 
+
 def require_table(spark: SparkSession, table: TablePaths) -> None:
     """Fail fast, naming the job to run, when an upstream Delta table does not exist yet."""
     if not delta_log.is_delta_table(table.path):
@@ -179,7 +183,9 @@ def delta_stream(spark: SparkSession, table: TablePaths) -> DataFrame:
     return spark.readStream.format("delta").option("skipChangeCommits", "true").load(table.path)
 
 
-def delta_hours(spark: SparkSession, table: TablePaths, hours: HourRange, predicate: str | None = None) -> DataFrame:
+def delta_hours(
+    spark: SparkSession, table: TablePaths, hours: HourRange, predicate: str | None = None
+) -> DataFrame:
     """A partitioned table's rows for ``hours`` (default: by event_date/event_hour), read in batch and pruned."""
     require_table(spark, table)
     return spark.read.format("delta").load(table.path).filter(predicate or hours.silver_predicate())
@@ -194,7 +200,11 @@ def bronze_lines_for(spark: SparkSession, bronze: TablePaths, hours: HourRange) 
     """
     require_table(spark, bronze)
     first_day = hours.hours[0].date() - timedelta(days=1)
-    return spark.read.format("delta").load(bronze.path).filter(F.col("ingest_date") >= F.lit(first_day))
+    return (
+        spark.read.format("delta")
+        .load(bronze.path)
+        .filter(F.col("ingest_date") >= F.lit(first_day))
+    )
 
 
 def batch_input(spark: SparkSession, upstream: TablePaths, hours: HourRange) -> DataFrame:

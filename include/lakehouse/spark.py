@@ -51,7 +51,11 @@ DEFAULT_CONF = {
 
 
 # What a client may set in its own session; the rest is the server's (lakehouse_tools.engine).
-SESSION_CONF_PREFIXES = ("spark.sql.session.", "spark.sql.shuffle.", "spark.databricks.delta.snapshotPartitions")
+SESSION_CONF_PREFIXES = (
+    "spark.sql.session.",
+    "spark.sql.shuffle.",
+    "spark.databricks.delta.snapshotPartitions",
+)
 
 _engine_sessions: dict[str, SparkSession] = {}  # by app name
 # pyspark marks a process that opened a Connect session as Connect-only (functions then build
@@ -105,7 +109,9 @@ def build_spark_session(
     return builder.getOrCreate()
 
 
-def _engine_session(app_name: str, extra_conf: dict[str, str] | None, outlives_jobs: bool) -> SparkSession:
+def _engine_session(
+    app_name: str, extra_conf: dict[str, str] | None, outlives_jobs: bool
+) -> SparkSession:
     if not outlives_jobs and app_name in _engine_sessions:
         # The job's own session again (its expectations' checks): its settings (code generation) hold.
         spark = _engine_sessions[app_name]
@@ -126,7 +132,11 @@ def _engine_session(app_name: str, extra_conf: dict[str, str] | None, outlives_j
         _outliving_sessions.append(app_name)
     elif not _engine_sessions:
         _connect_mode_before.append("SPARK_CONNECT_MODE_ENABLED" in os.environ)
-    spark = SparkSession.builder.remote(settings.url).config("spark.sql.session.timeZone", "UTC").create()
+    spark = (
+        SparkSession.builder.remote(settings.url)
+        .config("spark.sql.session.timeZone", "UTC")
+        .create()
+    )
     for key, value in {**DEFAULT_CONF, **(extra_conf or {})}.items():
         if key.startswith(SESSION_CONF_PREFIXES):
             spark.conf.set(key, value)
@@ -162,7 +172,7 @@ def release_engine_sessions() -> None:
         _, session = _engine_sessions.popitem()
         try:
             session.stop()
-        except Exception:  # noqa: BLE001 - a server already gone has nothing to release
+        except Exception:
             pass
     if _connect_mode_before and not _connect_mode_before.pop():
         os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
@@ -180,10 +190,14 @@ def _grpc_problem(address: str, timeout_s: float) -> str | None:
 
     with grpc.insecure_channel(address) as channel:
         try:
-            channel.unary_unary("/lakehouse.Probe/Answer")(b"", timeout=timeout_s, wait_for_ready=True)
+            channel.unary_unary("/lakehouse.Probe/Answer")(
+                b"", timeout=timeout_s, wait_for_ready=True
+            )
         except grpc.RpcError as error:
             if error.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
-                return f"{address} listens but its gRPC server did not answer within {timeout_s:.0f} s"
+                return (
+                    f"{address} listens but its gRPC server did not answer within {timeout_s:.0f} s"
+                )
     return None
 
 
@@ -215,7 +229,7 @@ def check_engine(url: str, timeout_s: float = 10, query: bool = True) -> str | N
                 if not connect_mode_before:
                     os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
             outcome.append(None)
-        except Exception as error:  # noqa: BLE001 - the reason is the answer
+        except Exception as error:
             outcome.append(str(error).splitlines()[0][:300] if str(error) else type(error).__name__)
 
     worker = threading.Thread(target=probe, daemon=True)

@@ -26,7 +26,7 @@ import shlex
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -42,13 +42,19 @@ _FOLDER_HOUR = re.compile(r"(\d{4}-\d{2}-\d{2})/(\d{2})/[^/]+$")
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 DAG_ID = "ysb_hourly"  # dags/ysb_hourly.py: the DAG whose backfill recomputes event hours
 VIEWS_TABLE = "gold.campaign_hourly"  # status --html draws its views per campaign and hour
-RESULTS_TABLE = "ops.expectation_results"  # lakehouse.expectations (which imports pyspark) records checks here
+RESULTS_TABLE = (
+    "ops.expectation_results"  # lakehouse.expectations (which imports pyspark) records checks here
+)
 
 # States of an hour, most severe first; the first four need action (exit code 1). failed: a data-quality
 # rule that gates (lakehouse.expectations) does not hold for the hour.
 STATES = ("mismatch", "failed", "missing", "stale", "pending", "complete", "empty")
 NEEDS_ACTION = ("mismatch", "failed", "missing", "stale")
-REPAIRABLE = ("failed", "missing", "stale")  # what a backfill (silver and gold recomputed for the hour) fixes
+REPAIRABLE = (
+    "failed",
+    "missing",
+    "stale",
+)  # what a backfill (silver and gold recomputed for the hour) fixes
 
 
 class UsageError(ConfigError):
@@ -115,8 +121,12 @@ def query(lakehouse: Lakehouse, sql: str) -> tuple[list[str], list[tuple]]:
         result = connection.execute(sql)
     except duckdb.CatalogException as error:
         unwritten = [t.name for t in catalog.tables() if t.name not in tables]
-        hint = f" Not written yet (run their jobs first): {', '.join(unwritten)}." if unwritten else ""
-        raise UsageError(f"{error}.{hint} Tables: {', '.join(tables) or 'none'} under {lakehouse.root}") from None
+        hint = (
+            f" Not written yet (run their jobs first): {', '.join(unwritten)}." if unwritten else ""
+        )
+        raise UsageError(
+            f"{error}.{hint} Tables: {', '.join(tables) or 'none'} under {lakehouse.root}"
+        ) from None
     except duckdb.Error as error:
         raise UsageError(f"The query failed: {error}") from None
     columns = [d[0] for d in result.description]
@@ -221,9 +231,15 @@ class Observed:
 def grade(observed: Observed, start: datetime | None = None, end: datetime | None = None) -> Grid:
     """The grid: one row per hour in ``[start, end)`` that any table or the landing zone holds."""
     o = observed
-    hours = set(o.landed) | set(o.ingested) | {h for counts in (*o.classified.values(), *o.hour_counts.values()) for h in counts}
+    hours = (
+        set(o.landed)
+        | set(o.ingested)
+        | {h for counts in (*o.classified.values(), *o.hour_counts.values()) for h in counts}
+    )
     if start is not None and end is not None:
-        hours |= {start + timedelta(hours=i) for i in range(int((end - start) / timedelta(hours=1)))}
+        hours |= {
+            start + timedelta(hours=i) for i in range(int((end - start) / timedelta(hours=1)))
+        }
     hours = sorted(h for h in hours if (start is None or h >= start) and (end is None or h < end))
     classifier_written = [o.writes[name].time for name in o.classified if o.writes.get(name)]
     classified_at = max(classifier_written) if classifier_written else None
@@ -252,21 +268,37 @@ def grade(observed: Observed, start: datetime | None = None, end: datetime | Non
     return Grid(columns=columns, rows=rows, writes=o.writes)
 
 
-def _grade_arrival(row: HourRow, o: Observed, ingested: int, classified: int, classified_at: datetime | None) -> None:
+def _grade_arrival(
+    row: HourRow, o: Observed, ingested: int, classified: int, classified_at: datetime | None
+) -> None:
     """The producer hour: landing -> ingested table -> valid rows + quarantine (+ duplicates)."""
     landed = row.counts["landed"]
     if landed > ingested:
-        row.flag("pending", f"{landed - ingested} landed line(s) not in {o.ingest_table} yet (the next run ingests them)")
+        row.flag(
+            "pending",
+            f"{landed - ingested} landed line(s) not in {o.ingest_table} yet (the next run ingests them)",
+        )
     elif ingested > landed:
-        row.flag("mismatch", f"{o.ingest_table} holds {ingested - landed} row(s) more than the landed lines (ingested twice, or landing files removed)")
+        row.flag(
+            "mismatch",
+            f"{o.ingest_table} holds {ingested - landed} row(s) more than the landed lines (ingested twice, or landing files removed)",
+        )
     if classified > ingested:
-        row.flag("mismatch", f"{classified} classified row(s) from {ingested} {o.ingest_table} row(s)")
+        row.flag(
+            "mismatch", f"{classified} classified row(s) from {ingested} {o.ingest_table} row(s)"
+        )
     newest = o.newest_ingest.get(row.hour)
     if ingested and newest is not None and (classified_at is None or newest > classified_at):
         if classified_at is None:
-            row.flag("pending", f"{o.ingest_table} rows not classified yet (the next run classifies them)")
+            row.flag(
+                "pending",
+                f"{o.ingest_table} rows not classified yet (the next run classifies them)",
+            )
         else:
-            row.flag("pending", f"{o.ingest_table} rows ingested after {', '.join(o.classified)} last wrote (the next run classifies them)")
+            row.flag(
+                "pending",
+                f"{o.ingest_table} rows ingested after {', '.join(o.classified)} last wrote (the next run classifies them)",
+            )
 
 
 def _grade_event_hour(row: HourRow, o: Observed) -> None:
@@ -278,35 +310,53 @@ def _grade_event_hour(row: HourRow, o: Observed) -> None:
         source_written = o.hour_writes.get(upstream, {}).get(row.hour)
         written = o.hour_writes.get(name, {}).get(row.hour)
         last_commit = o.writes[name].time if o.writes.get(name) else None
-        ran_since = last_commit is not None and (source_written is None or last_commit >= source_written)
+        ran_since = last_commit is not None and (
+            source_written is None or last_commit >= source_written
+        )
         recomputed = o.recomputed.get(name, {}).get(row.hour)
-        if source and not have and recomputed is not None and (source_written is None or recomputed >= source_written):
+        if (
+            source
+            and not have
+            and recomputed is not None
+            and (source_written is None or recomputed >= source_written)
+        ):
             continue  # recomputed from what the upstream holds: nothing in it for this table
         if source and not have:
             if ran_since:
-                row.flag("missing", f"{name} has no row for an hour {upstream} holds, though it wrote since")
+                row.flag(
+                    "missing",
+                    f"{name} has no row for an hour {upstream} holds, though it wrote since",
+                )
             else:
                 row.flag("pending", f"{name} has not run since {upstream} wrote this hour")
         elif have and not source:
             row.flag("stale", f"{name} holds an hour {upstream} does not")
-        elif have and source_written is not None and written is not None and written < source_written:
+        elif (
+            have and source_written is not None and written is not None and written < source_written
+        ):
             if ran_since:
                 row.flag("stale", f"{name} was not recomputed after {upstream} changed this hour")
             else:
-                row.flag("pending", f"late data: {upstream} changed this hour after {name} last ran")
+                row.flag(
+                    "pending", f"late data: {upstream} changed this hour after {name} last ran"
+                )
 
 
 def _utc(moment) -> datetime | None:
     if moment is None:
         return None
     if isinstance(moment, (int, float)):  # epoch milliseconds
-        return datetime.fromtimestamp(moment / 1000, tz=timezone.utc).replace(tzinfo=None)
-    return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment
+        return datetime.fromtimestamp(moment / 1000, tz=UTC).replace(tzinfo=None)
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
 
 
 def _last_write(delta) -> TableWrite:
     commit = delta.history(1)[0]
-    return TableWrite(version=delta.version(), time=_utc(commit["timestamp"]), operation=commit.get("operation", ""))
+    return TableWrite(
+        version=delta.version(),
+        time=_utc(commit["timestamp"]),
+        operation=commit.get("operation", ""),
+    )
 
 
 def _hour_writes(delta, entry: catalog.Table) -> dict[datetime, datetime]:
@@ -327,7 +377,10 @@ def _hour_writes(delta, entry: catalog.Table) -> dict[datetime, datetime]:
             low, high = _utc(action.get(f"min.{column}")), _utc(action.get(f"max.{column}"))
             if low is None or high is None:  # no statistics: the file's hours are unknown
                 continue
-            low, high = low.replace(minute=0, second=0, microsecond=0), high.replace(minute=0, second=0, microsecond=0)
+            low, high = (
+                low.replace(minute=0, second=0, microsecond=0),
+                high.replace(minute=0, second=0, microsecond=0),
+            )
         hour = low
         while hour <= high:
             newest[hour] = max(newest.get(hour, written), written)
@@ -341,7 +394,14 @@ HISTORY_LIMIT = 2000  # commits read for the hours each replaced (a few weeks of
 
 
 # Commits that never take rows out of an hour behind a replace's back.
-_KEEPS_HOURS = {"WRITE", "STREAMING UPDATE", "OPTIMIZE", "VACUUM START", "VACUUM END", "CREATE TABLE"}
+_KEEPS_HOURS = {
+    "WRITE",
+    "STREAMING UPDATE",
+    "OPTIMIZE",
+    "VACUUM START",
+    "VACUUM END",
+    "CREATE TABLE",
+}
 
 
 def _hours_replaced(delta) -> dict[datetime, datetime]:
@@ -363,7 +423,9 @@ def _hours_replaced(delta) -> dict[datetime, datetime]:
     return newest
 
 
-def _count_by_folder(connection, name: str, extra: str = "") -> tuple[dict[datetime, int], dict[datetime, datetime]]:
+def _count_by_folder(
+    connection, name: str, extra: str = ""
+) -> tuple[dict[datetime, int], dict[datetime, datetime]]:
     """Rows of a table per producer hour of their source file, and their newest ``ingested_at``."""
     where = f"WHERE {extra}" if extra else ""
     layer, table = name.split(".")
@@ -385,21 +447,36 @@ def observe(lakehouse: Lakehouse) -> Observed:
     """Read the facts the grid needs from the landing zone and the tables' Delta logs and data."""
     tables = open_tables(lakehouse)
     if not tables:
-        raise UsageError(f"No Delta tables under {lakehouse.root}/tables: run the pipeline first (e.g. `make demo`).")
+        raise UsageError(
+            f"No Delta tables under {lakehouse.root}/tables: run the pipeline first (e.g. `make demo`)."
+        )
     connection = connect(lakehouse, tables)
-    ingest = next(t for t in catalog.tasks() if t.source and t.streamed)  # the landing-fed table (bronze)
-    ingested, newest = _count_by_folder(connection, ingest.name) if ingest.name in tables else ({}, {})
+    ingest = next(
+        t for t in catalog.tasks() if t.source and t.streamed
+    )  # the landing-fed table (bronze)
+    ingested, newest = (
+        _count_by_folder(connection, ingest.name) if ingest.name in tables else ({}, {})
+    )
     # The tables the ingested lines end in (valid rows, open quarantine rows): fed by it, with a source_file.
-    fed = [t for t in catalog.tables() if ingest.name in t.upstream or (t.written_by and ingest.name in catalog.get(t.written_by).upstream)]
+    fed = [
+        t
+        for t in catalog.tables()
+        if ingest.name in t.upstream
+        or (t.written_by and ingest.name in catalog.get(t.written_by).upstream)
+    ]
     classified = {}
     for entry in fed:
         if "source_file" in entry.column_names and entry.name in tables:
             open_only = "resolved_at IS NULL" if "resolved_at" in entry.column_names else ""
             classified[entry.name] = _count_by_folder(connection, entry.name, open_only)[0]
     hour_counts, hour_writes, upstream, recomputed = {}, {}, {}, {}
-    hour_tables = [t for t in catalog.batch_tables() if t.write in catalog.HOUR_LAYOUTS]  # sessions span hours
+    hour_tables = [
+        t for t in catalog.batch_tables() if t.write in catalog.HOUR_LAYOUTS
+    ]  # sessions span hours
     for entry in hour_tables:
-        upstream[entry.name] = next((u for u in entry.upstream if u in {t.name for t in hour_tables}), None)
+        upstream[entry.name] = next(
+            (u for u in entry.upstream if u in {t.name for t in hour_tables}), None
+        )
         if entry.name not in tables:
             hour_counts[entry.name] = {}
             continue
@@ -411,18 +488,30 @@ def observe(lakehouse: Lakehouse) -> Observed:
         hour_writes[entry.name] = _hour_writes(tables[entry.name], entry)
         if entry.write is catalog.Write.REPLACE_HOURS:
             recomputed[entry.name] = _hours_replaced(tables[entry.name])
-    writes = {t.name: (_last_write(tables[t.name]) if t.name in tables else None) for t in catalog.tables()}
+    writes = {
+        t.name: (_last_write(tables[t.name]) if t.name in tables else None)
+        for t in catalog.tables()
+    }
     return Observed(
-        landed=landed_lines(lakehouse.landing(ingest.source)), ingest_table=ingest.name, ingested=ingested,
-        newest_ingest=newest, classified=classified, hour_counts=hour_counts, hour_writes=hour_writes,
-        upstream=upstream, writes=writes, recomputed=recomputed,
+        landed=landed_lines(lakehouse.landing(ingest.source)),
+        ingest_table=ingest.name,
+        ingested=ingested,
+        newest_ingest=newest,
+        classified=classified,
+        hour_counts=hour_counts,
+        hour_writes=hour_writes,
+        upstream=upstream,
+        writes=writes,
+        recomputed=recomputed,
         failed_rules=_failed_rules(connection) if RESULTS_TABLE in tables else {},
-    )  # fmt: skip
+    )
 
 
 def _failed_rules(connection) -> dict[datetime, list[str]]:
     """Per event hour, the gating rules (still declared) whose newest check of the hour failed."""
-    gating = {(t.name, e.rule) for t in catalog.tables() for e in t.expectations if e.on_failure == "fail"}
+    gating = {
+        (t.name, e.rule) for t in catalog.tables() for e in t.expectations if e.on_failure == "fail"
+    }
     layer, table = RESULTS_TABLE.split(".")
     rows = connection.execute(
         f"""SELECT hour_start, table_name, rule, observed FROM (
@@ -433,7 +522,9 @@ def _failed_rules(connection) -> dict[datetime, list[str]]:
     failed: dict[datetime, list[str]] = {}
     for hour, name, rule, value in rows:
         if (name, rule) in gating:
-            failed.setdefault(_utc(hour), []).append(f"{name}: rule {rule!r} failed (measured {_cell(value)})")
+            failed.setdefault(_utc(hour), []).append(
+                f"{name}: rule {rule!r} failed (measured {_cell(value)})"
+            )
     return failed
 
 
@@ -445,7 +536,11 @@ def _cell(value) -> str:
     if value is None:
         return ""
     if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S") if value.second or value.microsecond else value.strftime("%Y-%m-%d %H:%M")
+        return (
+            value.strftime("%Y-%m-%d %H:%M:%S")
+            if value.second or value.microsecond
+            else value.strftime("%Y-%m-%d %H:%M")
+        )
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
@@ -455,10 +550,15 @@ def render(columns: list[str], rows: list[tuple]) -> str:
     """Rows as an aligned text table (numbers right-aligned)."""
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(row[i], (int, float, Decimal)) or row[i] is None for row in rows) and rows for i in range(len(columns))]
+    numeric = [
+        all(isinstance(row[i], (int, float, Decimal)) or row[i] is None for row in rows) and rows
+        for i in range(len(columns))
+    ]
 
     def line(values):
-        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)).rstrip()
+        return "  ".join(
+            v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)
+        ).rstrip()
 
     return "\n".join([line(columns), line(["-" * w for w in widths]), *(line(r) for r in cells)])
 
@@ -479,11 +579,17 @@ def grid_json(grid: Grid) -> dict:
     """The grid as JSON-ready data: hours (counts, state, reasons), tables' last writes, hours needing action."""
     return {
         "hours": [
-            {"hour": row.hour.strftime("%Y-%m-%dT%H:00:00Z"), "state": row.state, "counts": row.counts, "reasons": row.reasons}
+            {
+                "hour": row.hour.strftime("%Y-%m-%dT%H:00:00Z"),
+                "state": row.state,
+                "counts": row.counts,
+                "reasons": row.reasons,
+            }
             for row in grid.rows
         ],
         "tables": {
-            name: ({**asdict(w), "time": w.time.isoformat() + "Z"} if w else None) for name, w in grid.writes.items()
+            name: ({**asdict(w), "time": w.time.isoformat() + "Z"} if w else None)
+            for name, w in grid.writes.items()
         },
         "needs_action": [row.hour.strftime("%Y-%m-%dT%H:00:00Z") for row in grid.needs_action],
     }
@@ -498,7 +604,10 @@ def grid_text(grid: Grid) -> str:
         rows = [(row.hour, *(row.counts[c] for c in grid.columns), row.state) for row in grid.rows]
         out.append(render(["hour (UTC)", *grid.columns, "state"], rows))
     out.append("")
-    writes = [(name, w.version, w.time, w.operation) if w else (name, None, None, "not written") for name, w in grid.writes.items()]
+    writes = [
+        (name, w.version, w.time, w.operation) if w else (name, None, None, "not written")
+        for name, w in grid.writes.items()
+    ]
     out.append(render(["table", "version", "last write (UTC)", "operation"], writes))
     flagged = [row for row in grid.rows if row.state not in ("complete", "empty")]
     if flagged:
@@ -516,9 +625,11 @@ def write_status_page(lakehouse: Lakehouse, grid: Grid, path: str) -> None:
     if grid.writes.get(VIEWS_TABLE):
         hours = [row.hour for row in grid.rows]
         bounds = f"where hour_start between '{min(hours)}' and '{max(hours)}'" if hours else ""
-        for campaign, hour, count in query(lakehouse, f"select campaign_id, hour_start, views from {VIEWS_TABLE} {bounds}")[1]:
+        for campaign, hour, count in query(
+            lakehouse, f"select campaign_id, hour_start, views from {VIEWS_TABLE} {bounds}"
+        )[1]:
             views.setdefault(campaign, {})[_utc(hour)] = count
-    Path(path).write_text(status_page(grid, views, datetime.now(timezone.utc)), encoding="utf-8")
+    Path(path).write_text(status_page(grid, views, datetime.now(UTC)), encoding="utf-8")
     print(f"wrote {path}", file=sys.stderr)
 
 
@@ -541,11 +652,25 @@ def backfill_commands(hours: list[datetime], dag_id: str = DAG_ID) -> list[list[
     """The ``airflow backfill create`` commands that recompute ``hours`` (a run at H owns [H-1h, H))."""
     commands = []
     for start, end in hour_ranges(hours):
-        first, last = start + timedelta(hours=1), end  # logical dates of the runs owning start .. end-1h
+        first, last = (
+            start + timedelta(hours=1),
+            end,
+        )  # logical dates of the runs owning start .. end-1h
         commands.append(
-            ["airflow", "backfill", "create", "--dag-id", dag_id, "--reprocess-behavior", "completed",
-             "--from-date", f"{first:%Y-%m-%dT%H:%M:%S}+00:00", "--to-date", f"{last:%Y-%m-%dT%H:%M:%S}+00:00"]
-        )  # fmt: skip
+            [
+                "airflow",
+                "backfill",
+                "create",
+                "--dag-id",
+                dag_id,
+                "--reprocess-behavior",
+                "completed",
+                "--from-date",
+                f"{first:%Y-%m-%dT%H:%M:%S}+00:00",
+                "--to-date",
+                f"{last:%Y-%m-%dT%H:%M:%S}+00:00",
+            ]
+        )
     return commands
 
 
@@ -557,9 +682,11 @@ def _hour_argument(value: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO hour: {value!r} (e.g. 2026-11-20T00:00Z)") from None
+        raise argparse.ArgumentTypeError(
+            f"not an ISO hour: {value!r} (e.g. 2026-11-20T00:00Z)"
+        ) from None
     if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
     return parsed.replace(minute=0, second=0, microsecond=0)
 
 
@@ -568,22 +695,46 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
     commands = parser.add_subparsers(dest="command", required=True)
-    q = commands.add_parser("query", parents=[common], help="SQL (DuckDB) over every catalog table, e.g. gold.campaign_hourly")
+    q = commands.add_parser(
+        "query",
+        parents=[common],
+        help="SQL (DuckDB) over every catalog table, e.g. gold.campaign_hourly",
+    )
     q.add_argument("sql")
     q.add_argument("--json", action="store_true", help="rows as a JSON array of objects")
-    for name, text in (("status", "one row per hour: counts per table and a state"),
-                       ("repair", "backfill the hours status marks missing or stale")):  # fmt: skip
+    for name, text in (
+        ("status", "one row per hour: counts per table and a state"),
+        ("repair", "backfill the hours status marks missing or stale"),
+    ):
         sub = commands.add_parser(name, parents=[common], help=text)
-        sub.add_argument("--from", dest="start", type=_hour_argument, help="first hour (UTC), e.g. 2026-11-20T00:00Z")
+        sub.add_argument(
+            "--from",
+            dest="start",
+            type=_hour_argument,
+            help="first hour (UTC), e.g. 2026-11-20T00:00Z",
+        )
         sub.add_argument("--to", dest="end", type=_hour_argument, help="end hour, exclusive")
         if name == "status":
             sub.add_argument("--json", action="store_true")
-            sub.add_argument("--html", metavar="FILE", help="also write the grid and gold's views per campaign as a page")
+            sub.add_argument(
+                "--html",
+                metavar="FILE",
+                help="also write the grid and gold's views per campaign as a page",
+            )
         else:
-            sub.add_argument("--dry-run", action="store_true", help="print the backfill commands, run nothing")
+            sub.add_argument(
+                "--dry-run", action="store_true", help="print the backfill commands, run nothing"
+            )
             sub.add_argument("--dag-id", default=DAG_ID)
-    back = commands.add_parser("rollback", parents=[common], help="undo what the runs since a moment wrote (silver, gold)")
-    back.add_argument("--to", dest="to", required=True, help="an Airflow dag run id (undo it and later runs) or a UTC time")
+    back = commands.add_parser(
+        "rollback", parents=[common], help="undo what the runs since a moment wrote (silver, gold)"
+    )
+    back.add_argument(
+        "--to",
+        dest="to",
+        required=True,
+        help="an Airflow dag run id (undo it and later runs) or a UTC time",
+    )
     back.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     return parser
 
@@ -596,7 +747,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "query":
             columns, rows = query(lakehouse, args.sql)
             if args.json:
-                print(json.dumps([{c: _json_value(v) for c, v in zip(columns, row)} for row in rows], indent=1))
+                print(
+                    json.dumps(
+                        [{c: _json_value(v) for c, v in zip(columns, row)} for row in rows],
+                        indent=1,
+                    )
+                )
             else:
                 print(render(columns, rows))
                 print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
@@ -604,7 +760,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "rollback":
             return _rollback(lakehouse, args.to, args.dry_run)
         if args.start and args.end and args.start >= args.end:
-            raise UsageError(f"--from {args.start:%Y-%m-%dT%H:00Z} is not before --to {args.end:%Y-%m-%dT%H:00Z}")
+            raise UsageError(
+                f"--from {args.start:%Y-%m-%dT%H:00Z} is not before --to {args.end:%Y-%m-%dT%H:00Z}"
+            )
         grid = grade(observe(lakehouse), args.start, args.end)
         if args.command == "status":
             print(json.dumps(grid_json(grid), indent=1) if args.json else grid_text(grid))
@@ -621,7 +779,10 @@ def _repair(grid: Grid, dag_id: str, dry_run: bool) -> int:
     hours = [row.hour for row in grid.rows if row.state in REPAIRABLE]
     for row in grid.rows:
         if row.state == "mismatch":
-            print(f"{row.hour:%Y-%m-%d %H:00} mismatch (a backfill does not fix it; look at it): " + "; ".join(row.reasons))
+            print(
+                f"{row.hour:%Y-%m-%d %H:00} mismatch (a backfill does not fix it; look at it): "
+                + "; ".join(row.reasons)
+            )
     if not hours:
         print("Nothing to repair: no hour is missing or stale.")
         return 0
@@ -641,9 +802,12 @@ def _rollback(lakehouse: Lakehouse, to: str, dry_run: bool) -> int:
     except ValueError:
         moment = rollback.moment_of_run(lakehouse, to)
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     plans = rollback.plan(lakehouse, moment)
-    print(f"Rolling back to before {moment.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S}Z" + (" (dry run)" if dry_run else ""))
+    print(
+        f"Rolling back to before {moment.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z"
+        + (" (dry run)" if dry_run else "")
+    )
     for line in rollback.describe(plans) if dry_run else rollback.execute(plans):
         print(("would: " if dry_run else "done: ") + line)
     return 0

@@ -17,14 +17,14 @@ import re
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from lakehouse.config import Lakehouse
 from lakehouse_tools.generator import write_campaigns, write_hours
 from lakehouse_tools.oracle import expected_from_landing
 
-DEMO_START = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
+DEMO_START = datetime(2026, 11, 20, 0, tzinfo=UTC)
 SEED = 7
 
 
@@ -68,7 +68,9 @@ def fix_run_start(logical_date: datetime, wall_start: datetime) -> None:
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        for run in session.query(DagRun).filter(DagRun.dag_id == "ysb_hourly", DagRun.logical_date == logical_date):
+        for run in session.query(DagRun).filter(
+            DagRun.dag_id == "ysb_hourly", DagRun.logical_date == logical_date
+        ):
             if run.start_date is not None and run.start_date < wall_start:
                 run.start_date = wall_start
 
@@ -80,7 +82,9 @@ def print_summary(lakehouse: Lakehouse) -> bool:
     from lakehouse import catalog, delta_log
     from lakehouse.spark import build_spark_session, is_remote
 
-    spark = build_spark_session("demo-summary", {"spark.master": "local[2]", "spark.ui.enabled": "false"})
+    spark = build_spark_session(
+        "demo-summary", {"spark.master": "local[2]", "spark.ui.enabled": "false"}
+    )
     if not is_remote(spark):  # a Connect session has no JVM here
         spark.sparkContext.setLogLevel("ERROR")
 
@@ -94,7 +98,9 @@ def print_summary(lakehouse: Lakehouse) -> bool:
             print(f"  {table.name:<28} {read(table.name).count():>8} rows   {path}")
 
     print("\nQuarantined lines by reason:")
-    for row in read("silver.quarantine_ad_events").groupBy("reason").count().orderBy("reason").collect():
+    for row in (
+        read("silver.quarantine_ad_events").groupBy("reason").count().orderBy("reason").collect()
+    ):
         print(f"  {row.reason:<28} {row['count']:>8}")
 
     expected = expected_from_landing(lakehouse.landing_events, lakehouse.landing_campaigns)
@@ -106,7 +112,9 @@ def print_summary(lakehouse: Lakehouse) -> bool:
         print(f"\n{table.name}, first rows:")
         read(table.name).orderBy(*columns).show(5, truncate=False)
         actual = Counter(tuple(row) for row in read(table.name).select(*columns).collect())
-        verdicts.append(actual == Counter(tuple(row[c] for c in columns) for row in expected.rows(table.name)))
+        verdicts.append(
+            actual == Counter(tuple(row[c] for c in columns) for row in expected.rows(table.name))
+        )
     matches = all(verdicts)
     print(
         f"\nOracle (plain Python over the {expected.lines} raw landing lines): "
@@ -127,12 +135,16 @@ def main(argv: list[str] | None = None) -> None:
 
     write_campaigns(lakehouse, SEED)
     manifests = write_hours(lakehouse, DEMO_START, args.hours, args.events_per_second, SEED)
-    print(f"Landing zone {lakehouse.landing_events}: {sum(m.lines for m in manifests)} lines in {args.hours} hour(s)")
+    print(
+        f"Landing zone {lakehouse.landing_events}: {sum(m.lines for m in manifests)} lines in {args.hours} hour(s)"
+    )
 
     logical_date = DEMO_START + timedelta(hours=args.hours)
     log_path = Path(os.environ.get("AIRFLOW_HOME", lakehouse.root)) / "demo-dag-run.log"
-    print(f"Running DAG ysb_hourly for logical date {logical_date.isoformat()} through Airflow (log: {log_path}) ...")
-    wall_start = datetime.now(timezone.utc)
+    print(
+        f"Running DAG ysb_hourly for logical date {logical_date.isoformat()} through Airflow (log: {log_path}) ..."
+    )
+    wall_start = datetime.now(UTC)
     seconds = run_dag(logical_date, log_path)
     fix_run_start(logical_date, wall_start)
     print(f"DAG run succeeded in {seconds:.0f} s.")

@@ -59,14 +59,21 @@ def server_command() -> list[str]:
         "spark.python.worker.faulthandler.enabled": "true",
     }
     command = [
-        str(spark_home() / "bin" / "spark-submit"), "--master", os.environ.get("LAKEHOUSE_ENGINE_MASTER", "local[2]"),
-        "--class", SERVER_CLASS, "--name", "lakehouse-engine",
-        "--driver-memory", os.environ.get("LAKEHOUSE_ENGINE_MEMORY", "3g"),
-        "--jars", ",".join(jar_paths()),
+        str(spark_home() / "bin" / "spark-submit"),
+        "--master",
+        os.environ.get("LAKEHOUSE_ENGINE_MASTER", "local[2]"),
+        "--class",
+        SERVER_CLASS,
+        "--name",
+        "lakehouse-engine",
+        "--driver-memory",
+        os.environ.get("LAKEHOUSE_ENGINE_MEMORY", "3g"),
+        "--jars",
+        ",".join(jar_paths()),
         "--driver-java-options",
         f"{conf.pop('spark.driver.extraJavaOptions')} -Dlog4j2.configurationFile={LOG_CONFIG}"
         f" -Dlakehouse.engine.level={os.environ.get('LAKEHOUSE_ENGINE_LOG_LEVEL', 'WARN')}",
-    ]  # fmt: skip
+    ]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     return command
@@ -96,7 +103,9 @@ def server_env() -> dict[str, str]:
     settings = engine_settings()
     env = dict(os.environ)
     env["SPARK_HOME"] = str(spark_home())
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_DIR / "include"), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(PROJECT_DIR / "include"), env.get("PYTHONPATH")])
+    )
     env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON") or sys.executable
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     if settings.token:
@@ -109,7 +118,9 @@ def max_restarts() -> int:
     """``$LAKEHOUSE_ENGINE_MAX_RESTARTS`` (default 5): raised where the kills are deliberate (the fault harness)."""
     value = os.environ.get("LAKEHOUSE_ENGINE_MAX_RESTARTS", str(DEFAULT_MAX_RESTARTS))
     if not value.isdigit():
-        sys.exit(f"engine: LAKEHOUSE_ENGINE_MAX_RESTARTS must be a whole number of restarts, not {value!r}")
+        sys.exit(
+            f"engine: LAKEHOUSE_ENGINE_MAX_RESTARTS must be a whole number of restarts, not {value!r}"
+        )
     return int(value)
 
 
@@ -120,7 +131,7 @@ def supervise() -> None:
     child: subprocess.Popen | None = None
     stopping = False
 
-    def stop(signum, frame):  # noqa: ARG001
+    def stop(signum, frame):
         nonlocal stopping
         stopping = True
         if child and child.poll() is None:
@@ -130,14 +141,18 @@ def supervise() -> None:
     signal.signal(signal.SIGINT, stop)
     restarts: list[float] = []
     while not stopping:
-        log.write(f"--- engine: starting the Spark Connect server ({time.strftime('%FT%TZ', time.gmtime())})\n".encode())
+        log.write(
+            f"--- engine: starting the Spark Connect server ({time.strftime('%FT%TZ', time.gmtime())})\n".encode()
+        )
         child = subprocess.Popen(server_command(), env=server_env(), stdout=log, stderr=log)
         code = child.wait()
         if stopping:
             break
         now = time.monotonic()
         restarts = [t for t in restarts if now - t < RESTART_WINDOW_S] + [now]
-        log.write(f"--- engine: the server exited with {code}; restart {len(restarts)}/{limit}\n".encode())
+        log.write(
+            f"--- engine: the server exited with {code}; restart {len(restarts)}/{limit}\n".encode()
+        )
         if len(restarts) > limit:
             log.write(b"--- engine: too many restarts; giving up (see the log above)\n")
             sys.exit(1)
@@ -198,8 +213,10 @@ def up(timeout_s: float = START_TIMEOUT_S) -> None:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "lakehouse_tools.engine", "supervise"],
             start_new_session=True,  # its own process group: `down` stops exactly it
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log_path, "ab"),
-        )  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(log_path, "ab"),
+        )
         _pid_file().write_text(str(supervisor.pid))
         _jars_file().write_text(jars)
         print(f"engine: starting (process group {supervisor.pid}, log {log_path})", flush=True)
@@ -212,7 +229,9 @@ def up(timeout_s: float = START_TIMEOUT_S) -> None:
         if _running_group() is None:
             break
         time.sleep(2)
-    sys.exit(f"engine: not answering after {time.monotonic() - started:.0f} s ({problem}); see {state_dir() / 'engine.log'}")
+    sys.exit(
+        f"engine: not answering after {time.monotonic() - started:.0f} s ({problem}); see {state_dir() / 'engine.log'}"
+    )
 
 
 def down() -> None:
@@ -238,7 +257,9 @@ def status() -> None:
     problem = check_engine(settings.url, timeout_s=10)
     if problem:
         sys.exit(f"engine: not answering at {settings.display_url}: {problem}")
-    print(f"engine: up at {settings.display_url} (process group {_running_group()}, log {state_dir() / 'engine.log'})")
+    print(
+        f"engine: up at {settings.display_url} (process group {_running_group()}, log {state_dir() / 'engine.log'})"
+    )
 
 
 def main() -> None:

@@ -92,11 +92,10 @@ import threading
 import time
 import traceback
 from collections import Counter
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
-
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from lakehouse import catalog, runner
 from lakehouse.config import Lakehouse, engine_settings, jar_paths
@@ -117,20 +116,28 @@ def _stages() -> tuple[tuple[str, ...], ...]:
     level: dict[str, int] = {}
     for table in catalog.tasks():
         if table.streamed:
-            level[table.task] = 1 + max((level.get(up.task, -1) for up in catalog.upstream_tasks(table)), default=-1)
-    return tuple(tuple(task for task, at in level.items() if at == n) for n in sorted(set(level.values())))
+            level[table.task] = 1 + max(
+                (level.get(up.task, -1) for up in catalog.upstream_tasks(table)), default=-1
+            )
+    return tuple(
+        tuple(task for task, at in level.items() if at == n) for n in sorted(set(level.values()))
+    )
 
 
 STAGES = _stages()
 LAYER = {task: catalog.task(task).layer for stage in STAGES for task in stage}
 # The data tables each task writes, the first one owning the checkpoint.
 TARGETS = {
-    task: tuple(t.name for t in catalog.written_by_task(catalog.task(task)) if t.layer != "ops") for task in LAYER
+    task: tuple(t.name for t in catalog.written_by_task(catalog.task(task)) if t.layer != "ops")
+    for task in LAYER
 }
 # A task's named fault points (its flow's, e.g. silver.after_merge), then a kill at a random moment:
 # mostly during the batch's Spark jobs, MERGE included.
 KILL_MODES = {
-    task: (*(f"{LAYER[task]}.{point}" for point in runner.flow(catalog.task(task)).FAULT_POINTS), RANDOM)
+    task: (
+        *(f"{LAYER[task]}.{point}" for point in runner.flow(catalog.task(task)).FAULT_POINTS),
+        RANDOM,
+    )
     for task in LAYER
 }
 # On the engine: the client killed, or the server (fault points do not fire there; see the docstring).
@@ -239,21 +246,29 @@ def spark_submit_command(job: str, lakehouse: Lakehouse, *args: str) -> list[str
     local = Path(sys.executable).parent / "spark-submit"
     return [
         str(local) if local.exists() else (shutil.which("spark-submit") or "spark-submit"),
-        "--master", "local[2]",
-        "--jars", ",".join(jar_paths()),
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.sql.shuffle.partitions=2",
-        "--driver-java-options", fast_start_java_options(),
+        "--master",
+        "local[2]",
+        "--jars",
+        ",".join(jar_paths()),
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        "--driver-java-options",
+        fast_start_java_options(),
         *([str(OPERATIONS[job])] if job in OPERATIONS else [str(JOBS_DIR / "run.py"), job]),
-        "--lakehouse-root", lakehouse.root,
+        "--lakehouse-root",
+        lakehouse.root,
         *JOB_ARGS.get(job, ()),
         *args,
-    ]  # fmt: skip
+    ]
 
 
 def job_environment(lakehouse: Lakehouse, fault: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a job's spark-submit: never an inherited fault, only ``fault``."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("LAKEHOUSE_FAULT_")}
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith("LAKEHOUSE_FAULT_")
+    }
     env.update(
         PYTHONPATH=str(PROJECT_DIR / "include"),
         LAKEHOUSE_ROOT=lakehouse.root,
@@ -267,8 +282,14 @@ def job_environment(lakehouse: Lakehouse, fault: dict[str, str] | None = None) -
 def client_command(job: str, lakehouse: Lakehouse, *args: str) -> list[str]:
     """The command of a job as a client of the warm engine (what an Airflow task runs in-process)."""
     return [
-        sys.executable, str(JOBS_DIR / "run.py"), job, "--lakehouse-root", lakehouse.root, *JOB_ARGS.get(job, ()), *args
-    ]  # fmt: skip
+        sys.executable,
+        str(JOBS_DIR / "run.py"),
+        job,
+        "--lakehouse-root",
+        lakehouse.root,
+        *JOB_ARGS.get(job, ()),
+        *args,
+    ]
 
 
 def client_environment(lakehouse: Lakehouse) -> dict[str, str]:
@@ -281,7 +302,11 @@ def client_environment(lakehouse: Lakehouse) -> dict[str, str]:
 
 
 def start_job(
-    job: str, lakehouse: Lakehouse, log: Path, fault: dict[str, str] | None = None, connect: bool = False
+    job: str,
+    lakehouse: Lakehouse,
+    log: Path,
+    fault: dict[str, str] | None = None,
+    connect: bool = False,
 ) -> subprocess.Popen:
     """spark-submit ``job`` (or, ``connect``, run it as an engine client) in a process group of its own
     (JVM and Python driver, or the client), output to ``log``."""
@@ -290,9 +315,14 @@ def start_job(
     env = client_environment(lakehouse) if connect else job_environment(lakehouse, fault)
     with open(log, "ab") as out:
         return subprocess.Popen(
-            command, env=env, cwd=PROJECT_DIR,
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            command,
+            env=env,
+            cwd=PROJECT_DIR,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 class HarnessEngine:
@@ -307,7 +337,9 @@ class HarnessEngine:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.kills: list[tuple[float, str, int]] = []  # (monotonic time, the job whose plan it was, server pid)
+        self.kills: list[
+            tuple[float, str, int]
+        ] = []  # (monotonic time, the job whose plan it was, server pid)
         self._lock = threading.Lock()
         # Held by a client started after an engine failure until its query runs (one start at a time).
         self.start_gate = threading.Lock()
@@ -315,9 +347,14 @@ class HarnessEngine:
 
     def _tool(self, command: str, check: bool = True) -> None:
         done = subprocess.run(
-            [sys.executable, "-m", "lakehouse_tools.engine", command], env=dict(os.environ), cwd=PROJECT_DIR,
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=self.READY_TIMEOUT_S,
-        )  # fmt: skip
+            [sys.executable, "-m", "lakehouse_tools.engine", command],
+            env=dict(os.environ),
+            cwd=PROJECT_DIR,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=self.READY_TIMEOUT_S,
+        )
         if check and done.returncode != 0:
             raise RuntimeError(
                 f"engine {command} failed ({done.returncode}): {(done.stdout + done.stderr)[-2000:]}; "
@@ -344,7 +381,9 @@ class HarnessEngine:
                 raise RuntimeError("the harness is stopping: its engine is down")
             if check_engine(self.url, timeout_s=20) is None:
                 return
-            self._tool("up")  # waits for a restarting server; starts a new supervisor if there is none
+            self._tool(
+                "up"
+            )  # waits for a restarting server; starts a new supervisor if there is none
 
     def kill_server(self, job: str) -> int | None:
         """SIGKILL the engine's server process; returns its pid once it is gone (None: no server found)."""
@@ -450,7 +489,9 @@ CLIENT_AFTER_ENGINE_KILL_S = 600.0
 # machine (the harness runs niced) miss it.
 ENGINE_FAILURES = ("Timed out while waiting for the Python worker to connect back",)
 ENGINE_RETRY_DELAY_S = 20.0  # times the number of engine failures of the job so far, at most 120 s
-GATE_HOLD_S = 180.0  # a gated client lets the next one start once its query runs, or after this long
+GATE_HOLD_S = (
+    180.0  # a gated client lets the next one start once its query runs, or after this long
+)
 
 
 def run_attempt(
@@ -474,7 +515,9 @@ def run_attempt(
     fault = None
     if attempt.mode not in (None, RANDOM, ENGINE):
         if engine is not None:
-            raise ValueError(f"{attempt.mode}: fault points do not fire on the engine (see the module's docstring)")
+            raise ValueError(
+                f"{attempt.mode}: fault points do not fire on the engine (see the module's docstring)"
+            )
         fault = {ENV_POINT: attempt.mode, ENV_BATCH: str(attempt.batch)}
     if attempt.mode == ENGINE and engine is None:
         raise ValueError("an engine kill needs the harness's engine (--engine connect)")
@@ -512,7 +555,9 @@ def run_attempt(
                 kill_at = planned_at[attempt.batch] + attempt.delay_s
             if kill_at is not None and now >= kill_at:
                 if attempt.mode == ENGINE and engine.killed_between(started, now):
-                    kill_at = float("inf")  # another job's kill was first: this client fails with that server
+                    kill_at = float(
+                        "inf"
+                    )  # another job's kill was first: this client fails with that server
                     continue
                 if attempt.mode == ENGINE:
                     # The server dies; the client fails when it notices (its phase is the server's at the kill).
@@ -546,18 +591,24 @@ def run_attempt(
     else:
         attempt.killed = process.returncode == -signal.SIGKILL and not attempt.phase
         if attempt.killed:
-            kill_group(process)  # a fault point kills the JVM and the driver; any Python worker left goes too
+            kill_group(
+                process
+            )  # a fault point kills the JVM and the driver; any Python worker left goes too
             attempt.phase = describe_phase(lakehouse, job, log)
             if engine is not None and _batch_running(checkpoint):
                 attempt.phase += " (its batch still running on the engine)"
     if engine is not None and process.returncode != 0 and not attempt.killed:
         # Another job's engine kill: this client failed with the server (the plan of the kill says whose).
-        others = engine.killed_between(started, time.monotonic(), but=job if server_killed else None)
+        others = engine.killed_between(
+            started, time.monotonic(), but=job if server_killed else None
+        )
         if others:
             attempt.collateral = f"the engine was killed under it ({', '.join(others)}'s plan)"
         else:
             output = _tail(str(log), 400)
-            attempt.engine_failure = next((failure for failure in ENGINE_FAILURES if failure in output), "")
+            attempt.engine_failure = next(
+                (failure for failure in ENGINE_FAILURES if failure in output), ""
+            )
     attempt.seconds = round(time.monotonic() - started, 1)
     return attempt
 
@@ -592,10 +643,14 @@ class TrialResult:
 
     @property
     def ok(self) -> bool:
-        return not self.errors and all(figures.get(k, 0) == 0 for figures in self.tables.values() for k in PROBLEMS)
+        return not self.errors and all(
+            figures.get(k, 0) == 0 for figures in self.tables.values() for k in PROBLEMS
+        )
 
 
-def plan_trial(seed: int, trial: int, landing_files: int, engine: str = "spark-submit") -> tuple[int, list[JobPlan]]:
+def plan_trial(
+    seed: int, trial: int, landing_files: int, engine: str = "spark-submit"
+) -> tuple[int, list[JobPlan]]:
     """The data seed and per-job kill plan of a trial: a function of (seed, trial, engine) alone."""
     rng = random.Random(f"fault-injection-{seed}-{trial}")
     data_seed = rng.randrange(1_000_000)
@@ -611,7 +666,12 @@ def plan_trial(seed: int, trial: int, landing_files: int, engine: str = "spark-s
 
 
 def run_trial(
-    options: argparse.Namespace, trial: int, spark, clock: BatchClock, workdir: Path, engine: HarnessEngine | None = None
+    options: argparse.Namespace,
+    trial: int,
+    spark,
+    clock: BatchClock,
+    workdir: Path,
+    engine: HarnessEngine | None = None,
 ) -> TrialResult:
     """Generate data, run the pipeline with one kill per streaming job and reruns, check the tables.
 
@@ -619,7 +679,9 @@ def run_trial(
     when ``spark`` is None, the checks (a session of this process, released after them).
     """
     files_per_hour = 4
-    data_seed, plans = plan_trial(options.seed, trial, options.hours * files_per_hour, options.engine)
+    data_seed, plans = plan_trial(
+        options.seed, trial, options.hours * files_per_hour, options.engine
+    )
     root = workdir / f"trial-{trial:03d}"
     shutil.rmtree(root, ignore_errors=True)
     lakehouse = Lakehouse(root=str(root))
@@ -628,13 +690,21 @@ def run_trial(
 
     try:
         write_campaigns(lakehouse, data_seed)
-        write_hours(lakehouse, parse_hour(options.start), options.hours, options.events_per_second, data_seed)
+        write_hours(
+            lakehouse,
+            parse_hour(options.start),
+            options.hours,
+            options.events_per_second,
+            data_seed,
+        )
         landing = sorted(Path(lakehouse.landing_events).rglob("*.jsonl"))
         result.landing_files = len(landing)
         result.landing_lines = sum(len(_lines(p)) for p in landing)
         if engine is not None:
             engine.wait_ready()
-        for table in catalog.tasks():  # what is not streamed (the dimension) is loaded here, not under test
+        for (
+            table
+        ) in catalog.tasks():  # what is not streamed (the dimension) is loaded here, not under test
             if not table.streamed:
                 runner.run(table.task, ["--lakehouse-root", lakehouse.root])
 
@@ -642,7 +712,9 @@ def run_trial(
         for stage in STAGES:
             threads = [
                 threading.Thread(  # daemons: a stopped harness (SIGTERM) does not wait for its jobs
-                    target=_kill_then_retry, args=(by_job[job], lakehouse, clock, options, result, engine), daemon=True
+                    target=_kill_then_retry,
+                    args=(by_job[job], lakehouse, clock, options, result, engine),
+                    daemon=True,
                 )
                 for job in stage
             ]
@@ -658,7 +730,9 @@ def run_trial(
 
                 engine.wait_ready()
                 try:
-                    result.tables = check_tables(build_spark_session("fault-injection-check"), lakehouse)
+                    result.tables = check_tables(
+                        build_spark_session("fault-injection-check"), lakehouse
+                    )
                 finally:
                     release_engine_sessions()
             else:
@@ -670,7 +744,12 @@ def run_trial(
 
 
 def _kill_then_retry(
-    plan: JobPlan, lakehouse: Lakehouse, clock: BatchClock, options, result: TrialResult, engine=None
+    plan: JobPlan,
+    lakehouse: Lakehouse,
+    clock: BatchClock,
+    options,
+    result: TrialResult,
+    engine=None,
 ) -> None:
     """One run killed as planned, then reruns without faults until one exits 0 (bounded)."""
     try:
@@ -692,18 +771,33 @@ def _after_engine_failure(engine: HarnessEngine, failures: int) -> None:
 
 
 def _kill_then_rerun(
-    plan: JobPlan, lakehouse: Lakehouse, clock: BatchClock, options, result: TrialResult, engine=None
+    plan: JobPlan,
+    lakehouse: Lakehouse,
+    clock: BatchClock,
+    options,
+    result: TrialResult,
+    engine=None,
 ) -> None:
     logs = Path(lakehouse.root) / "logs"
     number = 0
     engine_failures = 0
-    while True:  # the planned kill; again after a failure of the engine's own (the plan still to carry out)
+    while (
+        True
+    ):  # the planned kill; again after a failure of the engine's own (the plan still to carry out)
         number += 1
         first = Attempt(plan.job, number, plan.mode, batch=plan.batch)
         if engine_failures:
             _after_engine_failure(engine, engine_failures)
-        run_attempt(first, lakehouse, logs / f"{plan.job}.{number}.log", clock, plan.fraction, options.timeout,
-                    engine, gated=engine_failures > 0)  # fmt: skip
+        run_attempt(
+            first,
+            lakehouse,
+            logs / f"{plan.job}.{number}.log",
+            clock,
+            plan.fraction,
+            options.timeout,
+            engine,
+            gated=engine_failures > 0,
+        )
         result.attempts.append(first)
         if not first.engine_failure or engine_failures >= MAX_ENGINE_RERUNS:
             break
@@ -725,8 +819,15 @@ def _kill_then_rerun(
             _after_engine_failure(engine, collateral)
         elif engine is not None:
             engine.wait_ready()  # as a retry would find it: the supervisor restarts a killed server
-        rerun = run_attempt(Attempt(plan.job, number, None), lakehouse, log, clock, timeout_s=options.timeout,
-                            engine=engine, gated=last_failed_with_the_engine)  # fmt: skip
+        rerun = run_attempt(
+            Attempt(plan.job, number, None),
+            lakehouse,
+            log,
+            clock,
+            timeout_s=options.timeout,
+            engine=engine,
+            gated=last_failed_with_the_engine,
+        )
         if engine is not None and rerun.returncode != 0 and not rerun.collateral:
             others = engine.killed_between(waited_from, time.monotonic())
             if others:
@@ -775,8 +876,15 @@ class TaskRunner:
     ConfigError stands for exit status 2, as ``runtime.run_job`` turns it into.
     """
 
-    def __init__(self, lakehouse: Lakehouse, logs: Path, in_process: bool = False, timeout_s: float = 1800.0):
-        self.lakehouse, self.logs, self.in_process, self.timeout_s = lakehouse, logs, in_process, timeout_s
+    def __init__(
+        self, lakehouse: Lakehouse, logs: Path, in_process: bool = False, timeout_s: float = 1800.0
+    ):
+        self.lakehouse, self.logs, self.in_process, self.timeout_s = (
+            lakehouse,
+            logs,
+            in_process,
+            timeout_s,
+        )
         self.runs = 0
 
     def __call__(self, task: str, *args: str) -> tuple[int, str]:
@@ -787,10 +895,15 @@ class TaskRunner:
         log = self.logs / f"{self.runs:03d}-{task}.log"
         with open(log, "wb") as out:
             done = subprocess.run(
-                spark_submit_command(task, self.lakehouse, *args), env=job_environment(self.lakehouse),
-                cwd=PROJECT_DIR, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                timeout=self.timeout_s, start_new_session=True,
-            )  # fmt: skip
+                spark_submit_command(task, self.lakehouse, *args),
+                env=job_environment(self.lakehouse),
+                cwd=PROJECT_DIR,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=self.timeout_s,
+                start_new_session=True,
+            )
         return done.returncode, log.read_text(errors="replace")
 
     def _in_process(self, task: str, args: tuple[str, ...]) -> tuple[int, str]:
@@ -812,7 +925,11 @@ class TaskRunner:
 
 def refusal_message(output: str) -> str:
     """The message a job that refused logged (``ERROR lakehouse: ...``, one line), or ''."""
-    lines = [line.split("ERROR lakehouse: ", 1)[1] for line in output.splitlines() if "ERROR lakehouse: " in line]
+    lines = [
+        line.split("ERROR lakehouse: ", 1)[1]
+        for line in output.splitlines()
+        if "ERROR lakehouse: " in line
+    ]
     return lines[-1].strip() if lines else ""
 
 
@@ -827,13 +944,17 @@ def follow_recovery(message: str, run_task: TaskRunner) -> str:
     if deleting:
         files = deleting.group(1).split(" and ")
         for name in files:
-            Path(name).unlink(missing_ok=True)  # a checksum file Spark never wrote is already deleted
+            Path(name).unlink(
+                missing_ok=True
+            )  # a checksum file Spark never wrote is already deleted
         return f"deleted {', '.join(files)}"
     refresh = re.search(r"jobs/full_refresh\.py --layer (\w+)", message)
     if refresh:
         status, output = run_task("full_refresh", "--layer", refresh.group(1))
         if status != 0:
-            raise RuntimeError(f"full refresh of {refresh.group(1)} failed ({status}): {output[-3000:]}")
+            raise RuntimeError(
+                f"full refresh of {refresh.group(1)} failed ({status}): {output[-3000:]}"
+            )
         return f"full refresh of {refresh.group(1)}"
     if "make sure no other driver runs on this checkpoint" in message:
         return "nothing: no other driver runs on the checkpoint"
@@ -849,7 +970,9 @@ def run_pipeline(run_task: TaskRunner) -> tuple[str, int, str] | None:
     return None
 
 
-def damage_checkpoint(kind: str, checkpoint: Path, aside: Path, older_copy: Path | None = None) -> str:
+def damage_checkpoint(
+    kind: str, checkpoint: Path, aside: Path, older_copy: Path | None = None
+) -> str:
     """Damage a checkpoint as ``kind`` says; what was done."""
     newest = max(_batch_ids(checkpoint / "offsets"), default=None)
     if kind == "removed":
@@ -892,7 +1015,9 @@ class CheckpointTrialResult:
 
     @property
     def ok(self) -> bool:
-        figures_ok = all(figures.get(k, 0) == 0 for figures in self.tables.values() for k in PROBLEMS)
+        figures_ok = all(
+            figures.get(k, 0) == 0 for figures in self.tables.values() for k in PROBLEMS
+        )
         return not self.errors and self.refused_by == self.job and bool(self.tables) and figures_ok
 
 
@@ -903,7 +1028,10 @@ def plan_checkpoint_trials(seed: int, count: int) -> list[tuple[str, str]]:
     first = random.Random(f"checkpoint-trials-{seed}").randrange(len(STREAMED_TASKS))
     kinds = len(CHECKPOINT_KINDS)
     return [
-        (CHECKPOINT_KINDS[n % kinds], STREAMED_TASKS[(first + n + n // kinds) % len(STREAMED_TASKS)])
+        (
+            CHECKPOINT_KINDS[n % kinds],
+            STREAMED_TASKS[(first + n + n // kinds) % len(STREAMED_TASKS)],
+        )
         for n in range(count)
     ]
 
@@ -933,7 +1061,9 @@ def run_checkpoint_trial(
             add_hour()
             failed = run_pipeline(run_task)
             if failed:
-                raise RuntimeError(f"{failed[0]} failed ({failed[1]}) before the damage: {failed[2][-3000:]}")
+                raise RuntimeError(
+                    f"{failed[0]} failed ({failed[1]}) before the damage: {failed[2][-3000:]}"
+                )
         aside = Path(lakehouse.root) / "aside" / f"trial-{trial:03d}-{job}-moved-away"
         result.damage = damage_checkpoint(kind, checkpoint, aside, older)
         add_hour()  # new input waiting for the damaged job
@@ -942,11 +1072,15 @@ def run_checkpoint_trial(
 
         failed = run_pipeline(run_task)
         if failed is None:
-            raise RuntimeError(f"{job} ran on the damaged checkpoint ({result.damage}) instead of refusing")
+            raise RuntimeError(
+                f"{job} ran on the damaged checkpoint ({result.damage}) instead of refusing"
+            )
         result.refused_by, status, output = failed
         result.message = refusal_message(output)
         if result.refused_by != job or status != REFUSED or not result.message:
-            raise RuntimeError(f"{result.refused_by} failed with {status} (expected {job} to refuse): {output[-3000:]}")
+            raise RuntimeError(
+                f"{result.refused_by} failed with {status} (expected {job} to refuse): {output[-3000:]}"
+            )
         if _versions(lakehouse, written) != before:
             after = _versions(lakehouse, written)
             raise RuntimeError(f"{job} wrote to its tables before refusing: {before} -> {after}")
@@ -955,7 +1089,9 @@ def run_checkpoint_trial(
         failed = run_pipeline(run_task)
         if failed:
             task, status, output = failed
-            raise RuntimeError(f"after the recovery ({result.recovery}), {task} failed ({status}): {output[-3000:]}")
+            raise RuntimeError(
+                f"after the recovery ({result.recovery}), {task} failed ({status}): {output[-3000:]}"
+            )
         result.tables = check_tables(spark, lakehouse)
     except Exception:
         result.errors.append(traceback.format_exc())
@@ -963,7 +1099,9 @@ def run_checkpoint_trial(
     return result
 
 
-def run_checkpoint_trials(options: argparse.Namespace, spark, workdir: Path) -> list[CheckpointTrialResult]:
+def run_checkpoint_trials(
+    options: argparse.Namespace, spark, workdir: Path
+) -> list[CheckpointTrialResult]:
     """The checkpoint trials, in one lakehouse that has been through the pipeline and gains an hour per trial."""
     root = workdir / "checkpoint-trials"
     shutil.rmtree(root, ignore_errors=True)
@@ -972,7 +1110,11 @@ def run_checkpoint_trials(options: argparse.Namespace, spark, workdir: Path) -> 
     data_seed = random.Random(f"checkpoint-trials-data-{options.seed}").randrange(1_000_000)
     hours = iter(range(1_000_000))
     add_hour = lambda: write_hours(  # noqa: E731
-        lakehouse, parse_hour(options.start) + timedelta(hours=next(hours)), 1, options.events_per_second, data_seed
+        lakehouse,
+        parse_hour(options.start) + timedelta(hours=next(hours)),
+        1,
+        options.events_per_second,
+        data_seed,
     )
     results: list[CheckpointTrialResult] = []
     write_campaigns(lakehouse, data_seed)
@@ -983,7 +1125,9 @@ def run_checkpoint_trials(options: argparse.Namespace, spark, workdir: Path) -> 
             run_task(table.task)
     failed = run_pipeline(run_task)
     if failed:
-        raise RuntimeError(f"the pipeline failed before any damage: {failed[0]} ({failed[1]}): {failed[2][-3000:]}")
+        raise RuntimeError(
+            f"the pipeline failed before any damage: {failed[0]} ({failed[1]}): {failed[2][-3000:]}"
+        )
     plan = plan_checkpoint_trials(options.seed, options.checkpoint_trials)
     for trial, (kind, job) in enumerate(plan):
         result = run_checkpoint_trial(trial, kind, job, lakehouse, run_task, spark, add_hour)
@@ -1000,13 +1144,17 @@ def summarise_checkpoint_trials(results: list[CheckpointTrialResult]) -> dict:
     """Totals of the checkpoint trials: cases per kind, refusals, recoveries, rows lost or doubled."""
     lost = sum(f.get("lost", 0) for r in results for f in r.tables.values())
     duplicated = sum(f.get("duplicated", 0) for r in results for f in r.tables.values())
-    wrong = sum(f.get("unexpected", 0) + f.get("mismatched", 0) for r in results for f in r.tables.values())
+    wrong = sum(
+        f.get("unexpected", 0) + f.get("mismatched", 0) for r in results for f in r.tables.values()
+    )
     return {
         "cases": len(results),
         "cases_per_kind": dict(Counter(r.kind for r in results)),
         "cases_per_job": dict(Counter(r.job for r in results)),
         "refused": sum(r.refused_by == r.job for r in results),
-        "recoveries": dict(Counter(re.sub(r"deleted .*", "deleted checkpoint files", r.recovery) for r in results)),
+        "recoveries": dict(
+            Counter(re.sub(r"deleted .*", "deleted checkpoint files", r.recovery) for r in results)
+        ),
         "failed": [r.trial for r in results if not r.ok],
         "lost": lost,
         "duplicated": duplicated,
@@ -1017,7 +1165,9 @@ def summarise_checkpoint_trials(results: list[CheckpointTrialResult]) -> dict:
 def _print_checkpoint_trial(result: CheckpointTrialResult, total: int) -> None:
     verdict = "OK" if result.ok else "FAILED"
     where = f"{result.kind} on {result.job}"
-    print(f"checkpoint trial {result.trial + 1}/{total}: {where}: {verdict} in {result.seconds:.0f} s")
+    print(
+        f"checkpoint trial {result.trial + 1}/{total}: {where}: {verdict} in {result.seconds:.0f} s"
+    )
     print(f"  damage: {result.damage}")
     print(f"  refused by {result.refused_by or 'nobody'}: {result.message[:400]}")
     print(f"  recovery followed: {result.recovery}")
@@ -1043,11 +1193,15 @@ def check_tables(spark, lakehouse: Lakehouse) -> dict[str, dict[str, int]]:
     """Rows lost, duplicated, unexpected or wrong per table, against the landing files and the oracle."""
     read = lambda name: spark.read.format("delta").load(lakehouse.table(name).path)  # noqa: E731
     landing = Path(lakehouse.landing_events)
-    expected: Expected = expected_from_landing(lakehouse.landing_events, lakehouse.landing_campaigns)
+    expected: Expected = expected_from_landing(
+        lakehouse.landing_events, lakehouse.landing_campaigns
+    )
     figures: dict[str, dict[str, int]] = {}
 
     want = Counter(
-        (str(path.relative_to(landing)), line) for path in sorted(landing.rglob("*.jsonl")) for line in _lines(path)
+        (str(path.relative_to(landing)), line)
+        for path in sorted(landing.rglob("*.jsonl"))
+        for line in _lines(path)
     )
     got = Counter(
         (_landing_key(row.source_file, lakehouse.landing_events), row.raw_line)
@@ -1106,7 +1260,8 @@ def check_tables(spark, lakehouse: Lakehouse) -> dict[str, dict[str, int]]:
             "duplicated": sum(n - 1 for n in seen.values()),
             "unexpected": len(seen.keys() - batches),
             "mismatched": sum(
-                any(row[column] is None for row in rows) or sum(row[column] for row in rows) != total
+                any(row[column] is None for row in rows)
+                or sum(row[column] for row in rows) != total
                 for column, total in totals.items()
             ),
         }
@@ -1153,7 +1308,9 @@ def summarise(results: list[TrialResult], clock: BatchClock, engine: str = "spar
     for result in results:
         for attempt in result.attempts:
             if attempt.collateral:
-                collateral[f"{attempt.job} ({'rerun' if attempt.mode is None else attempt.mode + ' planned'})"] += 1
+                collateral[
+                    f"{attempt.job} ({'rerun' if attempt.mode is None else attempt.mode + ' planned'})"
+                ] += 1
             if attempt.engine_failure:
                 engine_failures[f"{attempt.job}: {attempt.engine_failure}"] += 1
                 continue  # run again: neither a kill nor a rerun
@@ -1166,18 +1323,24 @@ def summarise(results: list[TrialResult], clock: BatchClock, engine: str = "spar
             elif attempt.returncode == 0:
                 missed[f"{attempt.job} {attempt.mode}"] += 1  # the job finished before the kill
         for name, figures in result.tables.items():
-            tables[name].update({k: v for k, v in figures.items() if k != "expected" and k != "rows"})
+            tables[name].update(
+                {k: v for k, v in figures.items() if k != "expected" and k != "rows"}
+            )
     failed = [r.trial for r in results if not r.ok]
     return {
         "engine": engine,
         "trials_run": len(results),
         "trials_failed": failed,
-        "kills_per_layer": {layer: kills_per_layer[layer] for layer in ("bronze", "silver", "gold")},
+        "kills_per_layer": {
+            layer: kills_per_layer[layer] for layer in ("bronze", "silver", "gold")
+        },
         "kills_per_fault_point": dict(sorted(kills_per_mode.items())),
         "kills_landed": dict(sorted(phases.items())),
         "not_killed_job_finished_first": dict(sorted(missed.items())),
         "reruns": reruns,
-        "engine_kills": sum(1 for r in results for a in r.attempts if a.mode == ENGINE and a.killed),
+        "engine_kills": sum(
+            1 for r in results for a in r.attempts if a.mode == ENGINE and a.killed
+        ),
         "failed_with_a_killed_engine": dict(sorted(collateral.items())),
         "engine_failures_run_again": dict(sorted(engine_failures.items())),
         "rows": {name: {k: counts[k] for k in PROBLEMS} for name, counts in tables.items()},
@@ -1192,14 +1355,17 @@ def _phase_kind(phase: str) -> str:
     """A phase without its batch number, e.g. 'silver.ad_events committed, checkpoint not'."""
     if phase.startswith("engine killed: "):
         return "engine killed: " + _phase_kind(phase.removeprefix("engine killed: "))
-    return phase.split(": ", 1)[1] if phase.startswith("batch ") and ": " in phase else (
-        "between batches (previous one checkpointed)" if "checkpointed" in phase else phase
+    return (
+        phase.split(": ", 1)[1]
+        if phase.startswith("batch ") and ": " in phase
+        else ("between batches (previous one checkpointed)" if "checkpointed" in phase else phase)
     )
 
 
 def _print_trial(result: TrialResult, total: int) -> None:
     kills = "; ".join(
-        f"{a.job} {a.mode}" + (f"@batch {a.batch}+{a.delay_s}s" if a.mode in (RANDOM, ENGINE) else "")
+        f"{a.job} {a.mode}"
+        + (f"@batch {a.batch}+{a.delay_s}s" if a.mode in (RANDOM, ENGINE) else "")
         + f" -> {a.phase}"
         for a in result.kills
     )
@@ -1227,29 +1393,42 @@ def _print_trial(result: TrialResult, total: int) -> None:
 def _print_summary(summary: dict) -> None:
     failed = summary["trials_failed"]
     print(f"engine: {_engine_description(summary['engine'])}")
-    print(f"trials run: {summary['trials_run']}, failed: {len(failed)}" + (f" (trials {failed})" if failed else ""))
+    print(
+        f"trials run: {summary['trials_run']}, failed: {len(failed)}"
+        + (f" (trials {failed})" if failed else "")
+    )
     print(f"kills per layer: {summary['kills_per_layer']}")
     print(f"kills per fault point: {summary['kills_per_fault_point']}")
     print("where the kills landed:")
     for phase, count in summary["kills_landed"].items():
         print(f"  {count:4d}  {phase}")
     if summary["not_killed_job_finished_first"]:
-        print(f"planned kills that did not happen (the job finished first): {summary['not_killed_job_finished_first']}")
+        print(
+            f"planned kills that did not happen (the job finished first): {summary['not_killed_job_finished_first']}"
+        )
     print(f"reruns: {summary['reruns']}")
     if summary["engine"] == "connect":
-        print(f"engine server kills: {summary['engine_kills']}; attempts that failed with a killed engine "
-              f"(another job's kill): {summary['failed_with_a_killed_engine'] or 'none'}")  # fmt: skip
-        print(f"failures of the engine's own, run again: {summary['engine_failures_run_again'] or 'none'}")
+        print(
+            f"engine server kills: {summary['engine_kills']}; attempts that failed with a killed engine "
+            f"(another job's kill): {summary['failed_with_a_killed_engine'] or 'none'}"
+        )
+        print(
+            f"failures of the engine's own, run again: {summary['engine_failures_run_again'] or 'none'}"
+        )
     for name, figures in summary["rows"].items():
         print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
-    print(f"rows lost: {summary['lost']}, rows duplicated: {summary['duplicated']}, "
-          f"unexpected or mismatched: {summary['unexpected_or_mismatched']}")  # fmt: skip
+    print(
+        f"rows lost: {summary['lost']}, rows duplicated: {summary['duplicated']}, "
+        f"unexpected or mismatched: {summary['unexpected_or_mismatched']}"
+    )
     sys.stdout.flush()
 
 
 def _engine_description(engine: str) -> str:
     if engine == "connect":
-        return "connect (every job a client of the harness's own Spark Connect server, on a free port)"
+        return (
+            "connect (every job a client of the harness's own Spark Connect server, on a free port)"
+        )
     return "spark-submit (every job with its own driver, local[2])"
 
 
@@ -1257,39 +1436,60 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--hours", type=int, default=2, help="producer hours per trial (4 landing files each)")
+    parser.add_argument(
+        "--hours", type=int, default=2, help="producer hours per trial (4 landing files each)"
+    )
     parser.add_argument("--events-per-second", type=float, default=0.1)
     parser.add_argument("--start", default="2026-11-20T00:00Z", help="first producer hour")
-    parser.add_argument("--workdir", help="where the trials' lakehouses go (default: a new temporary folder)")
+    parser.add_argument(
+        "--workdir", help="where the trials' lakehouses go (default: a new temporary folder)"
+    )
     parser.add_argument("--report", help="write the per-trial results and the totals here as JSON")
-    parser.add_argument("--keep", action="store_true", help="keep every trial's lakehouse (failed ones are kept)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep every trial's lakehouse (failed ones are kept)"
+    )
     parser.add_argument("--max-attempts", type=int, default=3, help="reruns allowed after a kill")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds one spark-submit may take")
     parser.add_argument(
-        "--engine", choices=ENGINES, default="spark-submit",
+        "--timeout", type=float, default=1800, help="seconds one spark-submit may take"
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="spark-submit",
         help="spark-submit: every job its own driver (kills: fault points and random); connect: every job a client "
-             "of the harness's own warm engine (kills: the client or the server, at random)",
-    )  # fmt: skip
+        "of the harness's own warm engine (kills: the client or the server, at random)",
+    )
     parser.add_argument(
-        "--resume", action="store_true",
+        "--resume",
+        action="store_true",
         help="keep the trials already in --report (same seed and data options) and run only the rest",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--checkpoint-trials", type=int, default=0,
+        "--checkpoint-trials",
+        type=int,
+        default=0,
         help=f"then this many checkpoint trials (damage: {', '.join(CHECKPOINT_KINDS)}; refusal, recovery, check)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--in-process", action="store_true", help="checkpoint trials: run the jobs in this process, not spark-submit"
+        "--in-process",
+        action="store_true",
+        help="checkpoint trials: run the jobs in this process, not spark-submit",
     )
     options = parser.parse_args(argv)
-    if options.trials < 0 or options.checkpoint_trials < 0 or options.trials + options.checkpoint_trials < 1:
+    if (
+        options.trials < 0
+        or options.checkpoint_trials < 0
+        or options.trials + options.checkpoint_trials < 1
+    ):
         parser.error("--trials and --checkpoint-trials must be >= 0, and one of them >= 1")
     if options.hours < 1 or options.events_per_second <= 0:
         parser.error("--hours must be >= 1, --events-per-second > 0")
     if options.resume and not options.report:
         parser.error("--resume needs --report: the trials run so far are read from it")
     if options.engine == "connect" and options.checkpoint_trials:
-        parser.error("--checkpoint-trials run jobs as spark-submits or in this process, not with --engine connect")
+        parser.error(
+            "--checkpoint-trials run jobs as spark-submits or in this process, not with --engine connect"
+        )
     return options
 
 
@@ -1331,8 +1531,10 @@ def run(options: argparse.Namespace, spark=None) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     results, learned = _earlier_run(options) if options.resume else ([], None)
     clock = BatchClock(learned)
-    print(f"fault injection: {options.trials} trial(s), seed {options.seed}, work folder {workdir}"
-          + (f"; {len(results)} already run (--resume)" if results else ""))  # fmt: skip
+    print(
+        f"fault injection: {options.trials} trial(s), seed {options.seed}, work folder {workdir}"
+        + (f"; {len(results)} already run (--resume)" if results else "")
+    )
     print(f"engine: {_engine_description(options.engine)}")
     sys.stdout.flush()
     if options.engine == "connect":
@@ -1340,7 +1542,9 @@ def run(options: argparse.Namespace, spark=None) -> dict:
             engine = HarnessEngine(workdir / "engine")
             try:
                 engine.up()
-                print(f"engine: up at {engine_settings().display_url} (log {workdir / 'engine' / 'engine.log'})")
+                print(
+                    f"engine: up at {engine_settings().display_url} (log {workdir / 'engine' / 'engine.log'})"
+                )
                 sys.stdout.flush()
                 _run_trials(options, results, clock, workdir, spark, engine)
             finally:
@@ -1351,7 +1555,11 @@ def run(options: argparse.Namespace, spark=None) -> dict:
 
         spark = build_spark_session(
             "fault-injection",
-            {"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
+            {
+                "spark.master": "local[2]",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.ui.enabled": "false",
+            },
             engine_kind="local",
         )
         spark.sparkContext.setLogLevel("ERROR")
@@ -1359,13 +1567,17 @@ def run(options: argparse.Namespace, spark=None) -> dict:
         _run_trials(options, results, clock, workdir, spark)
     checkpoint_results = []
     if options.checkpoint_trials:
-        print(f"checkpoint trials: {options.checkpoint_trials}, seed {options.seed}, "
-              f"jobs {'in this process' if options.in_process else 'as spark-submits'}")  # fmt: skip
+        print(
+            f"checkpoint trials: {options.checkpoint_trials}, seed {options.seed}, "
+            f"jobs {'in this process' if options.in_process else 'as spark-submits'}"
+        )
         checkpoint_results = run_checkpoint_trials(options, spark, workdir)
     return _finish(options, results, clock, checkpoint_results)
 
 
-def _run_trials(options, results: list[TrialResult], clock: BatchClock, workdir: Path, spark, engine=None) -> None:
+def _run_trials(
+    options, results: list[TrialResult], clock: BatchClock, workdir: Path, spark, engine=None
+) -> None:
     for trial in range(len(results), options.trials):
         result = run_trial(options, trial, spark, clock, workdir, engine)
         results.append(result)
@@ -1391,21 +1603,30 @@ def _finish(options, results: list[TrialResult], clock: BatchClock, checkpoint_r
 
 
 def _print_checkpoint_summary(checkpoint: dict, planned: int) -> None:
-    print(f"checkpoint trials run: {checkpoint['cases']} of {planned}, failed: {checkpoint['failed'] or 'none'}")
+    print(
+        f"checkpoint trials run: {checkpoint['cases']} of {planned}, failed: {checkpoint['failed'] or 'none'}"
+    )
     print(f"  per kind: {checkpoint['cases_per_kind']}; per job: {checkpoint['cases_per_job']}")
-    print(f"  refused by the damaged job: {checkpoint['refused']}; recoveries followed: {checkpoint['recoveries']}")
-    print(f"  rows lost: {checkpoint['lost']}, rows duplicated: {checkpoint['duplicated']}, "
-          f"unexpected or mismatched: {checkpoint['unexpected_or_mismatched']}")  # fmt: skip
+    print(
+        f"  refused by the damaged job: {checkpoint['refused']}; recoveries followed: {checkpoint['recoveries']}"
+    )
+    print(
+        f"  rows lost: {checkpoint['lost']}, rows duplicated: {checkpoint['duplicated']}, "
+        f"unexpected or mismatched: {checkpoint['unexpected_or_mismatched']}"
+    )
     sys.stdout.flush()
 
 
 def _write_report(
-    options: argparse.Namespace, results: list[TrialResult], clock: BatchClock, summary: dict | None = None
+    options: argparse.Namespace,
+    results: list[TrialResult],
+    clock: BatchClock,
+    summary: dict | None = None,
 ) -> None:
     summary = dict(summary or summarise(results, clock, options.engine))
     checkpoint_trials = summary.pop("checkpoint_trials", [])
     report = {
-        "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "options": vars(options),
         "summary": summary,
         "trials": [asdict(r) | {"ok": r.ok} for r in results],
@@ -1418,7 +1639,7 @@ def _write_report(
     os.replace(tmp, path)
 
 
-def _stop_on_sigterm(signum, frame) -> None:  # noqa: ARG001
+def _stop_on_sigterm(signum, frame) -> None:
     raise SystemExit(128 + signum)  # unwinds through run(): its engine is stopped on the way out
 
 
@@ -1426,7 +1647,12 @@ def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     summary = run(options)
-    failed = summary["trials_failed"] or summary["lost"] or summary["duplicated"] or summary["unexpected_or_mismatched"]
+    failed = (
+        summary["trials_failed"]
+        or summary["lost"]
+        or summary["duplicated"]
+        or summary["unexpected_or_mismatched"]
+    )
     checkpoint = summary.get("checkpoint")
     if checkpoint:
         failed = failed or checkpoint["failed"] or checkpoint["cases"] < options.checkpoint_trials

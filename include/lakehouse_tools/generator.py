@@ -35,7 +35,7 @@ import os
 import random
 import uuid
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from lakehouse.config import Lakehouse
@@ -75,7 +75,7 @@ class Disorder:
     malformed_fraction: float = 0.005  # lines that are not valid events
 
     @classmethod
-    def none(cls) -> "Disorder":
+    def none(cls) -> Disorder:
         return cls(0.0, 0.0, 0.0, 0.0, 0.0)
 
 
@@ -108,7 +108,10 @@ def campaign_dimension(seed: int) -> list[tuple[str, str]]:
 
 def _population(seed: int) -> tuple[list[tuple[str, str]], list[str]]:
     rng = random.Random(f"population-{seed}")
-    users = [(_uuid(rng), f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}") for _ in range(USERS)]
+    users = [
+        (_uuid(rng), f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}")
+        for _ in range(USERS)
+    ]
     pages = [_uuid(rng) for _ in range(PAGES)]
     return users, pages
 
@@ -117,7 +120,9 @@ def _more_users(users: list[tuple[str, str]], seed: int, count: int) -> list[tup
     """``count`` (user_id, ip_address) pairs: the population's ``users``, then more if needed."""
     rng = random.Random(f"more-users-{seed}")
     for _ in range(count - len(users)):
-        users.append((_uuid(rng), f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}"))
+        users.append(
+            (_uuid(rng), f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}")
+        )
     return users
 
 
@@ -132,7 +137,11 @@ def _new_bursts(hour_start: datetime, seed: int, count: int, pool: int) -> list[
     while left:
         events = min(left, MAX_EVENTS_PER_BURST, max(1, round(rng.lognormvariate(mu, 1.0))))
         start = rng.randrange(HOUR_MS)
-        length = min(int((events - 1) * THINK_MS * rng.lognormvariate(0.0, 0.5)), BURST_MAX_MS, HOUR_MS - 1 - start)
+        length = min(
+            int((events - 1) * THINK_MS * rng.lognormvariate(0.0, 0.5)),
+            BURST_MAX_MS,
+            HOUR_MS - 1 - start,
+        )
         bursts.append([rng.randrange(pool), start, length, events])
         left -= events
     return bursts
@@ -163,7 +172,11 @@ def _event_offsets(rng: random.Random, bursts: list[list[int]], pool: int) -> li
     """(offset ms, user) of every event of ``bursts``, spread over each burst, sorted by offset."""
     random_ = rng.random
     # One int per event (offset * pool + user) sorts much faster than tuples.
-    keys = [(start + int(random_() * length)) * pool + user for user, start, length, events in bursts for _ in range(events)]
+    keys = [
+        (start + int(random_() * length)) * pool + user
+        for user, start, length, events in bursts
+        for _ in range(events)
+    ]
     keys.sort()
     return [divmod(key, pool) for key in keys]
 
@@ -255,7 +268,9 @@ def _write_atomically(path: Path, text: str) -> None:
 def write_campaigns(lakehouse: Lakehouse, seed: int) -> Path:
     """Write the ad -> campaign file (CSV with a header) for ``seed``."""
     path = Path(lakehouse.landing_campaigns)
-    body = "ad_id,campaign_id\n" + "".join(f"{ad},{campaign}\n" for ad, campaign in campaign_dimension(seed))
+    body = "ad_id,campaign_id\n" + "".join(
+        f"{ad},{campaign}\n" for ad, campaign in campaign_dimension(seed)
+    )
     _write_atomically(path, body)
     return path
 
@@ -274,13 +289,19 @@ def write_hours(
     for offset in range(hours):
         hour_start = start + timedelta(hours=offset)
         hour_dir = Path(lakehouse.landing_events) / hour_start.strftime("%Y-%m-%d/%H")
-        manifest_path = Path(lakehouse.root) / "landing" / "manifests" / f"{hour_start:%Y-%m-%dT%H}.json"
+        manifest_path = (
+            Path(lakehouse.root) / "landing" / "manifests" / f"{hour_start:%Y-%m-%dT%H}.json"
+        )
         if manifest_path.exists():
             manifests.append(HourManifest(**json.loads(manifest_path.read_text())))
             continue
-        files, manifest = generate_hour(hour_start, events_per_second, seed, disorder, files_per_hour)
+        files, manifest = generate_hour(
+            hour_start, events_per_second, seed, disorder, files_per_hour
+        )
         for index, lines in enumerate(files):
-            _write_atomically(hour_dir / f"part-{index:04d}.jsonl", "".join(f"{line}\n" for line in lines))
+            _write_atomically(
+                hour_dir / f"part-{index:04d}.jsonl", "".join(f"{line}\n" for line in lines)
+            )
         _write_atomically(manifest_path, json.dumps(asdict(manifest), indent=2))
         manifests.append(manifest)
     return manifests
@@ -290,15 +311,17 @@ def parse_hour(value: str) -> datetime:
     """An ISO hour such as 2026-11-20T13:00Z (UTC when no offset is given), truncated to the hour."""
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def data_arguments(description: str) -> argparse.ArgumentParser:
     """The options that say which data to generate (shared by the files and the Kafka CLI)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
-    parser.add_argument("--start", type=parse_hour, required=True, help="first hour, e.g. 2026-11-20T00:00Z")
+    parser.add_argument(
+        "--start", type=parse_hour, required=True, help="first hour, e.g. 2026-11-20T00:00Z"
+    )
     parser.add_argument("--hours", type=int, default=1)
     parser.add_argument("--events-per-second", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=7)
@@ -311,13 +334,19 @@ def data_arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def parse_data_arguments(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, Disorder]:
+def parse_data_arguments(
+    parser: argparse.ArgumentParser, argv: list[str] | None
+) -> tuple[argparse.Namespace, Disorder]:
     """Parsed options and the disorder they ask for; a bad size is a usage error."""
     args = parser.parse_args(argv)
     if args.hours < 1 or args.events_per_second <= 0:
         parser.error("--hours must be >= 1 and --events-per-second > 0")
     disorder = Disorder(
-        args.jitter_seconds, args.late_fraction, args.late_by_minutes, args.duplicate_fraction, args.malformed_fraction
+        args.jitter_seconds,
+        args.late_fraction,
+        args.late_by_minutes,
+        args.duplicate_fraction,
+        args.malformed_fraction,
     )
     return args, disorder
 
@@ -327,7 +356,13 @@ def main(argv: list[str] | None = None) -> None:
     lakehouse = Lakehouse.from_env(args.lakehouse_root)
     write_campaigns(lakehouse, args.seed)
     manifests = write_hours(
-        lakehouse, args.start, args.hours, args.events_per_second, args.seed, disorder, args.files_per_hour
+        lakehouse,
+        args.start,
+        args.hours,
+        args.events_per_second,
+        args.seed,
+        disorder,
+        args.files_per_hour,
     )
     print_manifests(manifests, "files")
     print(f"landing zone: {lakehouse.landing_events}")

@@ -23,7 +23,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="jvm-warmup-") as root:
         lakehouse = Lakehouse(root=root)
         write_campaigns(lakehouse, seed=1)
-        write_hours(lakehouse, parse_hour("2026-11-20T00:00Z"), hours=1, events_per_second=0.05, seed=1)
+        write_hours(
+            lakehouse, parse_hour("2026-11-20T00:00Z"), hours=1, events_per_second=0.05, seed=1
+        )
         for table in catalog.tasks():  # in DAG order, each in this one driver
             runner.run(table.task, ["--lakehouse-root", lakehouse.root])
 

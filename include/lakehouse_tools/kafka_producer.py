@@ -20,14 +20,19 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Sequence
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from lakehouse.config import Lakehouse
-from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S, DEFAULT_TOPIC, DEFAULT_TOPIC_PARTITIONS, validate_topic
+from lakehouse.kafka_settings import (
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_TOPIC,
+    DEFAULT_TOPIC_PARTITIONS,
+    validate_topic,
+)
 from lakehouse_tools.generator import (
     Disorder,
     HourManifest,
@@ -37,6 +42,10 @@ from lakehouse_tools.generator import (
     print_manifests,
     write_campaigns,
 )
+
+NO_DISORDER = (
+    Disorder()
+)  # the generator's default mess (Disorder is frozen: one shared value is safe)
 
 
 class KafkaProduceError(RuntimeError):
@@ -59,7 +68,11 @@ def message_key(line: str) -> bytes:
 
 
 def hour_lines(
-    hour_start: datetime, events_per_second: float, seed: int, disorder: Disorder = Disorder(), files_per_hour: int = 4
+    hour_start: datetime,
+    events_per_second: float,
+    seed: int,
+    disorder: Disorder = NO_DISORDER,
+    files_per_hour: int = 4,
 ) -> tuple[list[str], HourManifest]:
     """The lines of one producer hour in arrival order (its files, concatenated) and its manifest."""
     files, manifest = generate_hour(hour_start, events_per_second, seed, disorder, files_per_hour)
@@ -99,7 +112,12 @@ def _send(
     for index, line in enumerate(lines):
         while True:
             try:
-                producer.produce(topic, value=line.encode(), key=message_key(line), on_delivery=on_delivery(index))
+                producer.produce(
+                    topic,
+                    value=line.encode(),
+                    key=message_key(line),
+                    on_delivery=on_delivery(index),
+                )
                 break
             except BufferError:  # the local queue is full: let deliveries drain it
                 producer.poll(0.5)
@@ -129,7 +147,9 @@ def produce_lines(
     return _send(producer, bootstrap_servers, validate_topic(topic), lines, timeout_s)
 
 
-def ensure_topic(bootstrap_servers: str, topic: str, partitions: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
+def ensure_topic(
+    bootstrap_servers: str, topic: str, partitions: int, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> int:
     """Create ``topic`` with ``partitions`` partitions unless it exists; its partition count.
 
     Returns once every partition has a leader, so records produced next are not refused. An
@@ -140,21 +160,29 @@ def ensure_topic(bootstrap_servers: str, topic: str, partitions: int, timeout_s:
     try:
         if topic not in admin.list_topics(timeout=timeout_s).topics:
             # replication_factor -1: the broker's default.replication.factor.
-            future = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=-1)])[topic]
+            future = admin.create_topics(
+                [NewTopic(topic, num_partitions=partitions, replication_factor=-1)]
+            )[topic]
             try:
                 future.result(timeout_s)
             except KafkaException as error:
-                if "TOPIC_ALREADY_EXISTS" not in str(error):  # created meanwhile by another producer
+                if "TOPIC_ALREADY_EXISTS" not in str(
+                    error
+                ):  # created meanwhile by another producer
                     raise
         deadline = time.monotonic() + timeout_s
         while True:  # partition leaders reach the metadata asynchronously after a create
             metadata = admin.list_topics(topic, timeout=timeout_s).topics[topic]
-            if metadata.error is None and metadata.partitions and all(
-                p.leader >= 0 for p in metadata.partitions.values()
+            if (
+                metadata.error is None
+                and metadata.partitions
+                and all(p.leader >= 0 for p in metadata.partitions.values())
             ):
                 return len(metadata.partitions)
             if time.monotonic() > deadline:
-                raise KafkaProduceError(f"Topic {topic!r} on {bootstrap_servers} has no partition leaders: {metadata}")
+                raise KafkaProduceError(
+                    f"Topic {topic!r} on {bootstrap_servers} has no partition leaders: {metadata}"
+                )
             time.sleep(0.2)
     except KafkaException as error:
         raise KafkaProduceError(
@@ -170,7 +198,7 @@ def produce_hours(
     hours: int,
     events_per_second: float,
     seed: int,
-    disorder: Disorder = Disorder(),
+    disorder: Disorder = NO_DISORDER,
     files_per_hour: int = 4,
     timeout_s: float = DELIVERY_TIMEOUT_S,
 ) -> list[HourManifest]:
@@ -193,13 +221,17 @@ def produce_hours(
     return manifests
 
 
-
 def main(argv: list[str] | None = None) -> None:
     """Produce generated hours to a topic; the campaign file still goes to the landing zone (dims read it)."""
     parser = data_arguments(__doc__.splitlines()[0])
     parser.add_argument("--kafka-bootstrap-servers", required=True)
     parser.add_argument("--topic", default=DEFAULT_TOPIC)
-    parser.add_argument("--topic-partitions", type=int, default=DEFAULT_TOPIC_PARTITIONS, help="of a topic it creates")
+    parser.add_argument(
+        "--topic-partitions",
+        type=int,
+        default=DEFAULT_TOPIC_PARTITIONS,
+        help="of a topic it creates",
+    )
     args, disorder = parse_data_arguments(parser, argv)
     if args.topic_partitions < 1:
         parser.error("--topic-partitions must be >= 1")
@@ -207,9 +239,15 @@ def main(argv: list[str] | None = None) -> None:
     try:
         partitions = ensure_topic(args.kafka_bootstrap_servers, args.topic, args.topic_partitions)
         manifests = produce_hours(
-            args.kafka_bootstrap_servers, args.topic, args.start, args.hours, args.events_per_second, args.seed,
-            disorder, args.files_per_hour,
-        )  # fmt: skip
+            args.kafka_bootstrap_servers,
+            args.topic,
+            args.start,
+            args.hours,
+            args.events_per_second,
+            args.seed,
+            disorder,
+            args.files_per_hour,
+        )
     except KafkaProduceError as error:
         raise SystemExit(f"kafka_producer: {error}") from error
     print_manifests(manifests, "records")

@@ -15,12 +15,21 @@ import hashlib
 import json
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterable
 
-REQUIRED = ("event_id", "user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time", "ip_address")
+REQUIRED = (
+    "event_id",
+    "user_id",
+    "page_id",
+    "ad_id",
+    "ad_type",
+    "event_type",
+    "event_time",
+    "ip_address",
+)
 EVENT_TYPES = {"view", "click", "purchase"}
 AD_TYPES = {"banner", "modal", "sponsored-search", "mail", "mobile"}
 WINDOW_MS = 10_000
@@ -46,7 +55,9 @@ class Expected:
                 views[(event["campaign_id"], _utc(event["millis"] // WINDOW_MS * WINDOW_MS))] += 1
         return dict(views)
 
-    def campaign_hourly(self) -> dict[tuple[str, datetime], tuple[int, int, int, int, float | None]]:
+    def campaign_hourly(
+        self,
+    ) -> dict[tuple[str, datetime], tuple[int, int, int, int, float | None]]:
         """(campaign_id, hour_start) -> (views, clicks, purchases, distinct_users, ctr)."""
         counts: dict = defaultdict(Counter)
         users: dict = defaultdict(set)
@@ -65,32 +76,47 @@ class Expected:
             for key, c in counts.items()
         }
 
-
     def campaign_windows_rows(self) -> list[dict]:
         return [
             {
-                "campaign_id": campaign, "window_start": start, "window_end": start + timedelta(seconds=10),
-                "views": views, "hour_start": _hour(start), "event_date": start.date(),
-            }  # fmt: skip
+                "campaign_id": campaign,
+                "window_start": start,
+                "window_end": start + timedelta(seconds=10),
+                "views": views,
+                "hour_start": _hour(start),
+                "event_date": start.date(),
+            }
             for (campaign, start), views in self.campaign_windows().items()
         ]
 
     def campaign_hourly_rows(self) -> list[dict]:
         columns = ("views", "clicks", "purchases", "distinct_users", "ctr")
         return [
-            {"campaign_id": campaign, "hour_start": hour, **dict(zip(columns, values)), "event_date": hour.date()}
+            {
+                "campaign_id": campaign,
+                "hour_start": hour,
+                **dict(zip(columns, values)),
+                "event_date": hour.date(),
+            }
             for (campaign, hour), values in self.campaign_hourly().items()
         ]
 
     def ad_type_hourly_rows(self) -> list[dict]:
         counts: dict = defaultdict(Counter)
         for event in self.events.values():
-            counts[(event["ad_type"], _utc(event["millis"] // HOUR_MS * HOUR_MS))][event["event_type"]] += 1
+            counts[(event["ad_type"], _utc(event["millis"] // HOUR_MS * HOUR_MS))][
+                event["event_type"]
+            ] += 1
         return [
             {
-                "ad_type": ad_type, "hour_start": hour, "views": c["view"], "clicks": c["click"],
-                "purchases": c["purchase"], "ctr": c["click"] / c["view"] if c["view"] else None, "event_date": hour.date(),
-            }  # fmt: skip
+                "ad_type": ad_type,
+                "hour_start": hour,
+                "views": c["view"],
+                "clicks": c["click"],
+                "purchases": c["purchase"],
+                "ctr": c["click"] / c["view"] if c["view"] else None,
+                "event_date": hour.date(),
+            }
             for (ad_type, hour), c in counts.items()
         ]
 
@@ -169,12 +195,26 @@ def _session(user_id: str, events: list[dict], watermark: int) -> dict:
 def _session_row(session: dict) -> dict:
     start, end = _utc(session["start_millis"]), _utc(session["end_millis"])
     return {
-        "session_id": session["session_id"], "user_id": session["user_id"], "session_start": start,
-        "session_end": end, "duration_seconds": (session["end_millis"] - session["start_millis"]) / 1000,
-        **{name: session[name] for name in ("events", "views", "clicks", "purchases", "distinct_ads",
-                                            "distinct_campaigns", "first_campaign_id", "last_campaign_id")},
+        "session_id": session["session_id"],
+        "user_id": session["user_id"],
+        "session_start": start,
+        "session_end": end,
+        "duration_seconds": (session["end_millis"] - session["start_millis"]) / 1000,
+        **{
+            name: session[name]
+            for name in (
+                "events",
+                "views",
+                "clicks",
+                "purchases",
+                "distinct_ads",
+                "distinct_campaigns",
+                "first_campaign_id",
+                "last_campaign_id",
+            )
+        },
         "session_date": start.date(),
-    }  # fmt: skip
+    }
 
 
 def _hour(moment: datetime) -> datetime:
@@ -182,7 +222,7 @@ def _hour(moment: datetime) -> datetime:
 
 
 def _utc(millis: int) -> datetime:
-    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).replace(tzinfo=None)
+    return datetime.fromtimestamp(millis / 1000, tz=UTC).replace(tzinfo=None)
 
 
 # The event contract as silver enforces it (README, "Bad input"), restated here without its code.
@@ -207,7 +247,9 @@ class _Malformed(ValueError):
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     # Duplicate keys are ambiguous (which value wins depends on the reader): malformed, at any depth.
     keys = [key for key, _ in pairs]
-    if len(set(keys)) != len(keys) or any(len(key.encode("utf-16-le")) // 2 > _MAX_NAME_CHARS for key in keys):
+    if len(set(keys)) != len(keys) or any(
+        len(key.encode("utf-16-le")) // 2 > _MAX_NAME_CHARS for key in keys
+    ):
         raise _Malformed("duplicate or over-long key")
     return dict(pairs)
 
@@ -276,7 +318,11 @@ def _parse(text: str):
         sys.setrecursionlimit(max(limit, 4 * _MAX_DEPTH + 100))
     try:
         value = json.loads(
-            text, object_pairs_hook=_unique_keys, parse_int=_integer, parse_float=_number, parse_constant=_no_constant
+            text,
+            object_pairs_hook=_unique_keys,
+            parse_int=_integer,
+            parse_float=_number,
+            parse_constant=_no_constant,
         )
     finally:
         sys.setrecursionlimit(limit)
@@ -336,8 +382,8 @@ def _reason(
     if not re.fullmatch(r"[0-9]{1,15}", event["event_time"]):
         return "invalid_event_time", None
     if ingested_at is not None:
-        moment = ingested_at if ingested_at.tzinfo else ingested_at.replace(tzinfo=timezone.utc)
-        ingested_us = (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+        moment = ingested_at if ingested_at.tzinfo else ingested_at.replace(tzinfo=UTC)
+        ingested_us = (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
         if int(event["event_time"]) * 1000 > ingested_us + MAX_FUTURE_SKEW_US:
             return "event_time_in_future", None
     if event["event_type"] not in EVENT_TYPES:
@@ -371,7 +417,9 @@ def expected_from_landing(
 
 
 def expected_from_lines(
-    lines: Iterable[str | bytes | None], campaigns_csv: str | Path, ingested_at: datetime | None = None
+    lines: Iterable[str | bytes | None],
+    campaigns_csv: str | Path,
+    ingested_at: datetime | None = None,
 ) -> Expected:
     """Expected tables from raw event lines, e.g. the records a producer sent to Kafka.
 

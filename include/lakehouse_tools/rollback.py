@@ -24,7 +24,7 @@ from __future__ import annotations
 import fcntl
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from lakehouse import catalog
@@ -53,7 +53,9 @@ class QueryRollback:
     first_undone_batch: int | None  # None: the query ran no batch since the moment
     kept_batch: int = -1  # the newest batch the checkpoint keeps (-1: none)
     restores: list[TableRestore] = field(default_factory=list)
-    reads_restored: str | None = None  # the restored upstream table whose RESTORE the offset moves past
+    reads_restored: str | None = (
+        None  # the restored upstream table whose RESTORE the offset moves past
+    )
 
 
 def _millis(moment: datetime) -> int:
@@ -79,10 +81,14 @@ def _txns(path: str, versions: range) -> list[tuple[str, int, bool]]:
     for version in versions:
         commit = _commit_log(path) / f"{version:020d}.json"
         if not commit.exists():
-            raise RollbackRefused(f"{path}: commit {version} has left the Delta log; the rollback cannot read what it wrote")
+            raise RollbackRefused(
+                f"{path}: commit {version} has left the Delta log; the rollback cannot read what it wrote"
+            )
         actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
         restore = any(a.get("commitInfo", {}).get("operation") == "RESTORE" for a in actions)
-        txns += [(a["txn"]["appId"], int(a["txn"]["version"]), restore) for a in actions if "txn" in a]
+        txns += [
+            (a["txn"]["appId"], int(a["txn"]["version"]), restore) for a in actions if "txn" in a
+        ]
     return txns
 
 
@@ -105,7 +111,10 @@ def plan_table(entry: catalog.Table, table: TablePaths, moment: datetime) -> Tab
         return None
     apps = {app for app, _, _ in _txns(table.path, range(keep + 1, latest + 1))}
     then = DeltaTable(table.path, version=keep)
-    txns = {app: -1 if (version := then.transaction_version(app)) is None else version for app in sorted(apps)}
+    txns = {
+        app: -1 if (version := then.transaction_version(app)) is None else version
+        for app in sorted(apps)
+    }
     return TableRestore(entry.name, table.path, keep, latest, txns)
 
 
@@ -132,16 +141,24 @@ def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
         target = lakehouse.table(entry.name)
         checkpoint = Path(target.checkpoint())
         generation_started = Path(target.checkpoint_root, "CURRENT")
-        if generation_started.exists() and generation_started.stat().st_mtime * 1000 >= _millis(moment):
+        if generation_started.exists() and generation_started.stat().st_mtime * 1000 >= _millis(
+            moment
+        ):
             raise RollbackRefused(
                 f"{entry.name} was fully refreshed after {moment:%Y-%m-%d %H:%M:%S}Z (a new checkpoint generation): "
                 "a rollback cannot cross a full refresh; run the full refresh again instead"
             )
-        restores = [r for w in catalog.written_by_task(entry) if (r := plan_table(w, lakehouse.table(w.name), moment))]
+        restores = [
+            r
+            for w in catalog.written_by_task(entry)
+            if (r := plan_table(w, lakehouse.table(w.name), moment))
+        ]
         offsets = _batch_files(checkpoint / "offsets")
         after = [b for b, p in offsets.items() if p.stat().st_mtime * 1000 >= _millis(moment)]
         own = next((r for r in restores if r.name == entry.name), None)
-        stream = txn_app_id(target, target.current_generation(), "stream")  # the query's writes (not a backfill's)
+        stream = txn_app_id(
+            target, target.current_generation(), "stream"
+        )  # the query's writes (not a backfill's)
         undone = _txns(own.path, range(own.keep_version + 1, own.latest_version + 1)) if own else []
         undone_batches = [batch for app, batch, restore in undone if app == stream and not restore]
         first = min([*after, *undone_batches], default=None)
@@ -155,7 +172,9 @@ def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
     restored = {r.name: r for p in plans for r in p.restores}
     for query in plans:
         upstream = [name for name in catalog.get(query.name).upstream if name in restored]
-        if upstream:  # even a query that ran nothing since: its next batch would read the undone commits
+        if (
+            upstream
+        ):  # even a query that ran nothing since: its next batch would read the undone commits
             query.reads_restored = upstream[0]
             _check_caught_up(query, restored[upstream[0]])
     return plans
@@ -186,11 +205,17 @@ def describe(plans: list[QueryRollback]) -> list[str]:
     for query in plans:
         for r in query.restores:
             resets = ", ".join(f"{app} -> {version}" for app, version in r.txns.items()) or "none"
-            lines.append(f"{r.name}: restore version {r.keep_version} (now {r.latest_version}); writers' transaction ids: {resets}")
+            lines.append(
+                f"{r.name}: restore version {r.keep_version} (now {r.latest_version}); writers' transaction ids: {resets}"
+            )
         if query.first_undone_batch is not None:
-            lines.append(f"{query.name}: checkpoint {query.checkpoint} forgets batches {query.first_undone_batch} and later")
+            lines.append(
+                f"{query.name}: checkpoint {query.checkpoint} forgets batches {query.first_undone_batch} and later"
+            )
         if query.reads_restored and query.kept_batch >= 0:
-            lines.append(f"{query.name}: reads {query.reads_restored} on from after its RESTORE commit")
+            lines.append(
+                f"{query.name}: reads {query.reads_restored} on from after its RESTORE commit"
+            )
     return lines or ["Nothing to roll back: no table was written since that moment."]
 
 
@@ -213,32 +238,52 @@ def execute(plans: list[QueryRollback]) -> list[str]:
 
     busy = [q.name for q in plans if _held(Path(q.checkpoint))]
     if busy:
-        raise RollbackRefused(f"{', '.join(busy)} running now (checkpoint locked): let the run finish, then roll back")
+        raise RollbackRefused(
+            f"{', '.join(busy)} running now (checkpoint locked): let the run finish, then roll back"
+        )
     done = []
     restore_versions = {}
     for query in plans:
         for r in query.restores:
             transactions = [Transaction(app, version) for app, version in r.txns.items()]
-            DeltaTable(r.path).restore(r.keep_version, commit_properties=CommitProperties(app_transactions=transactions))
+            DeltaTable(r.path).restore(
+                r.keep_version, commit_properties=CommitProperties(app_transactions=transactions)
+            )
             restore_versions[r.name] = DeltaTable(r.path).version()
-            done.append(f"{r.name}: restored version {r.keep_version} as version {restore_versions[r.name]}")
+            done.append(
+                f"{r.name}: restored version {r.keep_version} as version {restore_versions[r.name]}"
+            )
     for query in plans:
         checkpoint = Path(query.checkpoint)
-        for folder in (checkpoint / "commits", checkpoint / "offsets", checkpoint.with_name(checkpoint.name + ".batches")):
+        for folder in (
+            checkpoint / "commits",
+            checkpoint / "offsets",
+            checkpoint.with_name(checkpoint.name + ".batches"),
+        ):
             for path in folder.iterdir() if folder.is_dir() else ():
                 batch = _batch_of(path)
                 if batch is not None and batch > query.kept_batch:
                     path.unlink()
         kept = query.kept_batch
         if query.first_undone_batch is not None:
-            done.append(f"{query.name}: checkpoint back to batch {kept}; the next run redoes batches {query.first_undone_batch} on")
+            done.append(
+                f"{query.name}: checkpoint back to batch {kept}; the next run redoes batches {query.first_undone_batch} on"
+            )
         if query.reads_restored and kept >= 0:
             lines, offset = _end_offset(checkpoint, kept)
-            offset = {**offset, "reservoirVersion": restore_versions[query.reads_restored] + 1, "index": -1}
+            offset = {
+                **offset,
+                "reservoirVersion": restore_versions[query.reads_restored] + 1,
+                "index": -1,
+            }
             lines[2] = json.dumps(offset, separators=(",", ":"))
             (checkpoint / "offsets" / str(kept)).write_text("\n".join(lines))
-            (checkpoint / "offsets" / f".{kept}.crc").unlink(missing_ok=True)  # the checksum of the old content
-            done.append(f"{query.name}: reads {query.reads_restored} on from version {offset['reservoirVersion']}, after its RESTORE")
+            (checkpoint / "offsets" / f".{kept}.crc").unlink(
+                missing_ok=True
+            )  # the checksum of the old content
+            done.append(
+                f"{query.name}: reads {query.reads_restored} on from version {offset['reservoirVersion']}, after its RESTORE"
+            )
     return done
 
 
@@ -247,8 +292,13 @@ def moment_of_run(lakehouse: Lakehouse, run_id: str) -> datetime:
     from lakehouse_tools.cli import query
 
     quoted = run_id.replace("'", "''")
-    _, rows = query(lakehouse, f"select min(batch_started_at) from ops.query_progress where airflow_run_id = '{quoted}'")
+    _, rows = query(
+        lakehouse,
+        f"select min(batch_started_at) from ops.query_progress where airflow_run_id = '{quoted}'",
+    )
     started = rows[0][0] if rows else None
     if started is None:
-        raise RollbackRefused(f"No query of run {run_id!r} is in ops.query_progress: not a run id, or the run wrote nothing")
-    return started if started.tzinfo else started.replace(tzinfo=timezone.utc)
+        raise RollbackRefused(
+            f"No query of run {run_id!r} is in ops.query_progress: not a run id, or the run wrote nothing"
+        )
+    return started if started.tzinfo else started.replace(tzinfo=UTC)

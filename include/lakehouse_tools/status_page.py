@@ -12,9 +12,14 @@ from datetime import datetime
 from html import escape
 
 STATE_COLOURS = {
-    "mismatch": "#b2182b", "failed": "#d6604d", "missing": "#ef8a62", "stale": "#fddbc7",
-    "pending": "#d1e5f0", "complete": "#67a9cf", "empty": "#f7f7f7",
-}  # fmt: skip
+    "mismatch": "#b2182b",
+    "failed": "#d6604d",
+    "missing": "#ef8a62",
+    "stale": "#fddbc7",
+    "pending": "#d1e5f0",
+    "complete": "#67a9cf",
+    "empty": "#f7f7f7",
+}
 DARK = {"mismatch", "failed"}  # states whose colour needs white text to be read
 LINE_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e")
 TOP_CAMPAIGNS = len(LINE_COLOURS)
@@ -29,7 +34,10 @@ def status_page(grid, views: dict[str, dict[datetime, int]], generated_at: datet
     head = "".join(f"<th>{escape(c)}</th>" for c in ("hour (UTC)", *grid.columns, "state"))
     body = []
     for row in grid.rows:
-        cells = "".join(f"<td class=n>{'' if row.counts[c] is None else row.counts[c]}</td>" for c in grid.columns)
+        cells = "".join(
+            f"<td class=n>{'' if row.counts[c] is None else row.counts[c]}</td>"
+            for c in grid.columns
+        )
         why = escape("; ".join(row.reasons))
         body.append(
             f"<tr><td>{row.hour:%Y-%m-%d %H:00}</td>{cells}"
@@ -42,8 +50,9 @@ def status_page(grid, views: dict[str, dict[datetime, int]], generated_at: datet
     )
     flagged = "".join(
         f"<li><b>{row.hour:%Y-%m-%d %H:00} {row.state}</b>: {escape('; '.join(row.reasons))}</li>"
-        for row in grid.rows if row.state not in ("complete", "empty")
-    )  # fmt: skip
+        for row in grid.rows
+        if row.state not in ("complete", "empty")
+    )
     legend = " ".join(f"<span class=key style='{_colours(s)}'>{s}</span>" for s in STATE_COLOURS)
     return f"""<!doctype html>
 <html lang=en><head><meta charset=utf-8><title>lakehouse status</title>
@@ -56,8 +65,8 @@ td.n {{ text-align: right; font-variant-numeric: tabular-nums }} td.state {{ fon
 </style></head><body>
 <h1>lakehouse status</h1>
 <p>Generated {generated_at:%Y-%m-%d %H:%M:%S} UTC. {legend}</p>
-<table><tr>{head}</tr>{''.join(body) or '<tr><td>no hour holds data</td></tr>'}</table>
-{f'<h2>Needs a look</h2><ul>{flagged}</ul>' if flagged else ''}
+<table><tr>{head}</tr>{"".join(body) or "<tr><td>no hour holds data</td></tr>"}</table>
+{f"<h2>Needs a look</h2><ul>{flagged}</ul>" if flagged else ""}
 <h2>Views per hour, top campaigns (gold.campaign_hourly)</h2>
 {views_chart(views)}
 <h2>Last write per table</h2>
@@ -84,13 +93,16 @@ def views_chart(views: dict[str, dict[datetime, int]], width: int = 720, height:
     lines = []
     for colour, campaign in zip(LINE_COLOURS, top):
         points = " ".join(f"{x(h):.1f},{y(views[campaign].get(h, 0)):.1f}" for h in hours)
-        lines.append(f"<polyline fill=none stroke='{colour}' stroke-width=2 points='{points}'><title>{escape(campaign)}</title></polyline>")
+        lines.append(
+            f"<polyline fill=none stroke='{colour}' stroke-width=2 points='{points}'><title>{escape(campaign)}</title></polyline>"
+        )
     labels = "".join(
         f"<text x='{x(h):.1f}' y='{height - 10}' font-size=10 text-anchor=middle>{h:%d %H:00}</text>"
         for h in hours[:: max(1, len(hours) // 8)]
     )
     legend = "".join(
-        f"<span class=key style='border-color:{c};border-width:0 0 3px'>{escape(campaign)}</span> " for c, campaign in zip(LINE_COLOURS, top)
+        f"<span class=key style='border-color:{c};border-width:0 0 3px'>{escape(campaign)}</span> "
+        for c, campaign in zip(LINE_COLOURS, top)
     )
     return (
         f"<svg width={width} height={height} role=img aria-label='views per hour'>"

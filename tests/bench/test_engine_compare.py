@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(PROJECT_DIR))  # the top-level bench package
+from bench.compare import BATCH, CONTENDERS, LABELS, QUARANTINE, output_tables, spec_for
+from bench.compare.check import compare_tables
+from bench.compare.project import compared_tasks
+from bench.sections import markers
 
-from bench.compare import BATCH, CONTENDERS, LABELS, QUARANTINE, output_tables, spec_for  # noqa: E402
-from bench.compare.check import compare_tables  # noqa: E402
-from bench.sections import markers  # noqa: E402
-from bench.compare.project import compared_tasks  # noqa: E402
+PROJECT_DIR = Path(__file__).resolve().parents[2]
 
 # long: it runs every contender (Spark, DuckDB, Polars) once; a benchmark's harness, not the pipeline's
 # correctness (`make test-long`; the suite outgrew CI's budget).
@@ -40,16 +39,42 @@ def run(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("compare")
     report = work / "BENCHMARKS.md"
     begin, end = markers("bench/engine_compare.py")
-    report.write_text(f"# Benchmarks\n\n{OTHER_SECTION}\n{begin}\nan old section 12\n{end}\n\n## After\n")
+    report.write_text(
+        f"# Benchmarks\n\n{OTHER_SECTION}\n{begin}\nan old section 12\n{end}\n\n## After\n"
+    )
     summary = work / "summary.json"
     summary.write_text(json.dumps({"someone_elses_key": 1.5}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT_DIR / "include"), str(PROJECT_DIR)])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(PROJECT_DIR / "include"), str(PROJECT_DIR)]),
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "bench.engine_compare", "--sizes", SIZE, "--reps", "1", "--code", "worktree",
-         "--data-dir", str(work / "data"), "--work-dir", str(work / "compare"), "--keep",
-         "--out", str(report), "--summary", str(summary)],
-        cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bench.engine_compare",
+            "--sizes",
+            SIZE,
+            "--reps",
+            "1",
+            "--code",
+            "worktree",
+            "--data-dir",
+            str(work / "data"),
+            "--work-dir",
+            str(work / "compare"),
+            "--keep",
+            "--out",
+            str(report),
+            "--summary",
+            str(summary),
+        ],
+        cwd=PROJECT_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
     return {
         "work": work,
@@ -69,13 +94,23 @@ def test_every_contender_ran_once_and_was_measured(run):
     project = runs[0]["job"]
     # The tasks of the compared tables and everything upstream, in DAG order (not the sessions).
     assert list(project["tasks"]) == compared_tasks(output_tables())
-    assert list(project["tasks"]) == ["dim_campaigns", "bronze_ad_events", "silver_ad_events",
-                                      "gold_ad_type_hourly", "gold_campaign_hourly", "gold_campaign_windows"]  # fmt: skip
+    assert list(project["tasks"]) == [
+        "dim_campaigns",
+        "bronze_ad_events",
+        "silver_ad_events",
+        "gold_ad_type_hourly",
+        "gold_campaign_hourly",
+        "gold_campaign_windows",
+    ]
     assert {t["layer"] for t in project["tasks"].values()} == {"dims", "bronze", "silver", "gold"}
     # The driver JVM was found, so each task's CPU includes it.
     assert project["jvm_found"] and all(t["cpu"] > 0 for t in project["tasks"].values())
     for contender in CONTENDERS:
-        line = re.search(rf"^\[..:..:..\] {SIZE} rep 1/1 {contender}: [0-9.]+ CPU-s, [0-9.]+ wall-s$", run["stdout"], re.M)
+        line = re.search(
+            rf"^\[..:..:..\] {SIZE} rep 1/1 {contender}: [0-9.]+ CPU-s, [0-9.]+ wall-s$",
+            run["stdout"],
+            re.M,
+        )
         assert line, f"no progress line for {contender}:\n{run['stdout']}"
 
 
@@ -98,10 +133,19 @@ def test_the_section_has_every_contender_and_replaces_only_its_own(run):
     assert report.startswith(f"# Benchmarks\n\n{OTHER_SECTION}\n{begin}\n## 12. ")
     assert report.endswith(f"{end}\n\n## After\n") and "an old section 12" not in report
     section = report[report.index(begin) : report.index(end)]
-    expected_check = {"project": "= oracle", BATCH: "= project", "plain_spark": "= project",
-                      "duckdb": "= project", "polars": "= project"}  # fmt: skip
+    expected_check = {
+        "project": "= oracle",
+        BATCH: "= project",
+        "plain_spark": "= project",
+        "duckdb": "= project",
+        "polars": "= project",
+    }
     for contender in CONTENDERS:
-        row = re.search(rf"^\| {re.escape(LABELS[contender])} \| ([0-9.]+) \| ([0-9.]+) \| ([0-9,]+) \| ([0-9.]+)× \| (.*) \|$", section, re.M)
+        row = re.search(
+            rf"^\| {re.escape(LABELS[contender])} \| ([0-9.]+) \| ([0-9.]+) \| ([0-9,]+) \| ([0-9.]+)× \| (.*) \|$",
+            section,
+            re.M,
+        )
         assert row, f"no row for {contender}:\n{section}"
         assert row.group(5) == expected_check[contender]
     assert "every check passed." in section
@@ -114,11 +158,20 @@ def test_the_summary_gets_this_benchmarks_keys_and_keeps_the_others(run):
     assert summary["someone_elses_key"] == 1.5
     assert summary["events"] == [20_000]
     assert set(summary) == {
-        "someone_elses_key", "events", "cpu_ratio_project_to_plain_spark_20k", "cpu_ratio_project_to_polars_20k",
-        "cpu_ratio_project_to_duckdb_20k", "events_per_cpu_s_20k",
-        "incremental_to_batch_ratio_20k", "incremental_to_batch_ratio",
-    }  # fmt: skip
-    assert all(summary[key] > 0 for key in summary if key.startswith(("cpu_ratio", "events_per", "incremental")))
+        "someone_elses_key",
+        "events",
+        "cpu_ratio_project_to_plain_spark_20k",
+        "cpu_ratio_project_to_polars_20k",
+        "cpu_ratio_project_to_duckdb_20k",
+        "events_per_cpu_s_20k",
+        "incremental_to_batch_ratio_20k",
+        "incremental_to_batch_ratio",
+    }
+    assert all(
+        summary[key] > 0
+        for key in summary
+        if key.startswith(("cpu_ratio", "events_per", "incremental"))
+    )
 
 
 def test_the_check_catches_a_contender_that_does_less(run):
@@ -134,15 +187,24 @@ def test_the_check_catches_a_contender_that_does_less(run):
 
     def rewrite(name: str, change) -> None:
         changed = change(pl.read_delta(tables[name]))
-        changed.write_delta(tables[name], mode="overwrite", delta_write_options={"partition_by": spec["partition_by"][name]})
+        changed.write_delta(
+            tables[name],
+            mode="overwrite",
+            delta_write_options={"partition_by": spec["partition_by"][name]},
+        )
 
     rewrite("gold.campaign_hourly", lambda rows: rows.slice(1))  # one campaign-hour fewer
     rewrite("silver.ad_events", lambda rows: pl.concat([rows, rows.head(1)]))  # a duplicate kept
-    rewrite("silver.quarantine_ad_events", lambda rows: rows.with_columns(reason=pl.lit("malformed_json")))
+    rewrite(
+        "silver.quarantine_ad_events",
+        lambda rows: rows.with_columns(reason=pl.lit("malformed_json")),
+    )
     outcome = compare_tables(reference, tables)
     assert {name for name, o in outcome.items() if not o["ok"]} == {
-        "gold.campaign_hourly", "silver.ad_events", "silver.quarantine_ad_events",
-    }  # fmt: skip
+        "gold.campaign_hourly",
+        "silver.ad_events",
+        "silver.quarantine_ad_events",
+    }
 
 
 def test_a_baseline_is_rendered_beside_the_project_step_by_step(run):
@@ -152,7 +214,9 @@ def test_a_baseline_is_rendered_beside_the_project_step_by_step(run):
     (project,) = [r for r in results["runs"] if r["contender"] == "project"]
     slower = json.loads(json.dumps(project))
     slower.update(contender="baseline", cpu=project["cpu"] + 10)
-    slower["job"]["tasks"]["silver_ad_events"]["cpu"] = project["job"]["tasks"]["silver_ad_events"]["cpu"] + 10
+    slower["job"]["tasks"]["silver_ad_events"]["cpu"] = (
+        project["job"]["tasks"]["silver_ad_events"]["cpu"] + 10
+    )
     results["runs"].append(slower)
     results["contenders"].insert(1, "baseline")
     results["baseline"] = "abc1234"

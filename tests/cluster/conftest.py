@@ -22,10 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "include" / "cluster"))
 
 from airflow_env import airflow, airflow_environment  # noqa: E402
-from lakehouse.config import Lakehouse  # noqa: E402
 from local_postgres import LocalPostgres, PostgresError, find_bindir  # noqa: E402
 from pyfiles import build_zip  # noqa: E402
 from spark_standalone import ClusterError, SparkCluster  # noqa: E402
+
+from lakehouse.config import Lakehouse  # noqa: E402
 
 AIRFLOW_DB = "airflow_cluster_e2e"
 # A throwaway server: durability buys nothing here, and costs seconds per Airflow commit.
@@ -86,7 +87,11 @@ def postgres() -> LocalPostgres:
     folder.chmod(0o711)  # searchable: each try's folder below is the server's own (mode 0700)
     try:
         for attempt in range(3):
-            server = LocalPostgres(dir=folder / f"try-{attempt}", port=free_ports(1)[0], settings=TEST_POSTGRES_SETTINGS)
+            server = LocalPostgres(
+                dir=folder / f"try-{attempt}",
+                port=free_ports(1)[0],
+                settings=TEST_POSTGRES_SETTINGS,
+            )
             try:
                 server.start()
                 break
@@ -112,18 +117,29 @@ class AirflowOnPostgres:
 
     def environment(self, lakehouse: Lakehouse, **extra: str) -> dict[str, str]:
         """tests/airflow_env.py's environment, with the metadata DB in PostgreSQL."""
-        env = airflow_environment(self.home, lakehouse, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=self.db_url, **extra)
+        env = airflow_environment(
+            self.home, lakehouse, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=self.db_url, **extra
+        )
         # SQLite's connect args (a lock timeout), should the environment set them: psycopg2 rejects them.
         env.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS", None)
         return env
 
 
 @pytest.fixture(scope="session")
-def airflow_on_postgres(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> AirflowOnPostgres:
+def airflow_on_postgres(
+    postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory
+) -> AirflowOnPostgres:
     """Airflow on a fresh database of the session's server, set up by ``airflow db migrate``."""
     postgres.ensure_database(AIRFLOW_DB)
-    airflow_pg = AirflowOnPostgres(tmp_path_factory.mktemp("airflow_home_postgres"), postgres.url(AIRFLOW_DB))
-    result = airflow(airflow_pg.environment(Lakehouse(str(airflow_pg.home / "unused"))), "db", "migrate", timeout=600)
+    airflow_pg = AirflowOnPostgres(
+        tmp_path_factory.mktemp("airflow_home_postgres"), postgres.url(AIRFLOW_DB)
+    )
+    result = airflow(
+        airflow_pg.environment(Lakehouse(str(airflow_pg.home / "unused"))),
+        "db",
+        "migrate",
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return airflow_pg
 

@@ -30,7 +30,10 @@ def main() -> None:
         reports = spark.sparkContext.parallelize(range(2), 2).mapPartitions(where).collect()
     finally:
         spark.stop()
-    print("PROBE " + json.dumps({"driver_pid": os.getpid(), "driver_cwd": os.getcwd(), "executors": reports}))
+    print(
+        "PROBE "
+        + json.dumps({"driver_pid": os.getpid(), "driver_cwd": os.getcwd(), "executors": reports})
+    )
 
 
 if __name__ == "__main__":

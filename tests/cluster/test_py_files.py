@@ -22,12 +22,26 @@ pytestmark = pytest.mark.timeout(600)
 def submit_probe(cluster, cwd: Path, py_files: Path | None = None, **env: str) -> dict:
     """spark-submit probe_py_files.py to the cluster; returns what its executors reported."""
     # Neither this checkout's package path nor pyspark's Connect mode (tests read on the engine).
-    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_CONNECT_MODE_ENABLED")}
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_CONNECT_MODE_ENABLED")
+    }
     environment.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, **env)
-    cmd = [str(VENV_BIN / "spark-submit"), "--master", cluster.master_url, "--conf", "spark.ui.enabled=false"]
+    cmd = [
+        str(VENV_BIN / "spark-submit"),
+        "--master",
+        cluster.master_url,
+        "--conf",
+        "spark.ui.enabled=false",
+    ]
     cmd += ["--py-files", str(py_files)] if py_files else []
     result = subprocess.run(
-        [*cmd, str(PROBE)], cwd=cwd, env=environment, capture_output=True, text=True, timeout=300, check=False
+        [*cmd, str(PROBE)],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     lines = [line for line in result.stdout.splitlines() if line.startswith("PROBE ")]
     assert result.returncode == 0 and lines, result.stdout[-2000:] + result.stderr[-4000:]
@@ -40,7 +54,9 @@ def submit_probe(cluster, cwd: Path, py_files: Path | None = None, **env: str) -
     return report
 
 
-def test_executors_import_the_lakehouse_package_from_the_py_files_zip(spark_cluster, py_files, tmp_path):
+def test_executors_import_the_lakehouse_package_from_the_py_files_zip(
+    spark_cluster, py_files, tmp_path
+):
     report = submit_probe(spark_cluster, tmp_path, py_files)
     for executor in report["executors"]:
         assert executor["lakehouse"].endswith("lakehouse.zip/lakehouse/config.py"), executor
@@ -61,7 +77,12 @@ def test_the_py_files_zip_holds_exactly_the_package_and_is_reproducible(tmp_path
     first = build_zip(tmp_path / "a" / "lakehouse.zip")
     second = build_zip(tmp_path / "b" / "lakehouse.zip")
     assert first.read_bytes() == second.read_bytes()
-    sources = {f"lakehouse/{p.relative_to(PACKAGE_DIR).as_posix()}" for p in PACKAGE_DIR.rglob("*.py")}
+    sources = {
+        f"lakehouse/{p.relative_to(PACKAGE_DIR).as_posix()}" for p in PACKAGE_DIR.rglob("*.py")
+    }
     with zipfile.ZipFile(first) as zf:
         assert set(zf.namelist()) == {s for s in sources if "__pycache__" not in s}
-        assert "lakehouse/__init__.py" in zf.namelist() and "lakehouse/tables/__init__.py" in zf.namelist()
+        assert (
+            "lakehouse/__init__.py" in zf.namelist()
+            and "lakehouse/tables/__init__.py" in zf.namelist()
+        )

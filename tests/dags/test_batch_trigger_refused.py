@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from airflow_env import airflow, airflow_environment, airflow_python, migrate
+
 from lakehouse.config import Lakehouse
 
 TASK_STATES = """
@@ -22,10 +23,23 @@ def test_a_batch_run_without_start_and_end_fails_in_preflight_and_starts_no_spar
     home.mkdir()
     migrate(home)
     env = airflow_environment(home, Lakehouse(str(tmp_path / "lakehouse")))
-    result = airflow(env, "dags", "test", "ysb_hourly", "2026-11-20T03:00:00+00:00", "-c", json.dumps({"mode": "batch"}))
+    result = airflow(
+        env,
+        "dags",
+        "test",
+        "ysb_hourly",
+        "2026-11-20T03:00:00+00:00",
+        "-c",
+        json.dumps({"mode": "batch"}),
+    )
     output = result.stdout + result.stderr
     assert "mode=batch needs the start and end params" in output, output[-4000:]
 
     states = airflow_python(env, TASK_STATES)
-    assert states.pop("preflight") == ["failed", 1]  # AirflowFailException: no retry for what a person must fix
-    assert states and all(state in ("upstream_failed", "None") for state, _ in states.values()), states
+    assert states.pop("preflight") == [
+        "failed",
+        1,
+    ]  # AirflowFailException: no retry for what a person must fix
+    assert states and all(state in ("upstream_failed", "None") for state, _ in states.values()), (
+        states
+    )

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import re
 import shlex
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow_env import airflow, airflow_environment, airflow_python, migrate
+
 from lakehouse.config import Lakehouse
 from lakehouse_tools.demo import DEMO_START
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-DEMO_RUN = DEMO_START + timedelta(hours=3)  # `make demo` runs `airflow dags test` at the end of its 3 hours
+DEMO_RUN = DEMO_START + timedelta(
+    hours=3
+)  # `make demo` runs `airflow dags test` at the end of its 3 hours
 
 # What `make demo` leaves in the metadata DB: one successful run of ysb_hourly at its logical date.
 DEMO_LEFT = """
@@ -40,7 +43,11 @@ def readme_backfill_commands() -> list[list[str]]:
     block = re.search(r"So to recompute event hours.*?```bash\n(.*?)```", text, re.S)
     assert block, "README.md: the backfill example ('So to recompute event hours ...') is gone"
     joined = block[1].replace("\\\n", " ")
-    return [shlex.split(line)[1:] for line in joined.splitlines() if line.startswith("airflow backfill create")]  # without "airflow"
+    return [
+        shlex.split(line)[1:]
+        for line in joined.splitlines()
+        if line.startswith("airflow backfill create")
+    ]  # without "airflow"
 
 
 def test_the_readme_backfill_after_make_demo_runs_every_hour_it_names(tmp_path):
@@ -55,12 +62,16 @@ def test_the_readme_backfill_after_make_demo_runs_every_hour_it_names(tmp_path):
     assert made.returncode == 0, made.stderr[-3000:]
     airflow_python(env, DEMO_LEFT)
 
-    promised = [datetime(2026, 11, 20, hour, tzinfo=timezone.utc) for hour in (1, 2, 3)]  # event hours 00, 01 and 02
+    promised = [
+        datetime(2026, 11, 20, hour, tzinfo=UTC) for hour in (1, 2, 3)
+    ]  # event hours 00, 01 and 02
     assert DEMO_RUN in promised  # the case the README warns of: the demo's run is among them
     listed = airflow(env, *dry_run)
     assert listed.returncode == 0, listed.stderr[-3000:]
     attempted = listed.stdout.split("Runs to be attempted")[-1]
-    assert re.findall(r"2026-11-20 \d\d:00:00\+00:00", attempted) == [f"{h:%Y-%m-%d %H:%M:%S+00:00}" for h in promised], listed.stdout
+    assert re.findall(r"2026-11-20 \d\d:00:00\+00:00", attempted) == [
+        f"{h:%Y-%m-%d %H:%M:%S+00:00}" for h in promised
+    ], listed.stdout
 
     created = airflow(env, *create)  # no scheduler runs: the runs are created, not executed
     assert created.returncode == 0, created.stdout[-3000:] + created.stderr[-3000:]
@@ -80,7 +91,9 @@ with create_session() as session:
 
 
 def test_the_readme_names_a_manual_batch_run_after_its_hours(tmp_path):
-    block = re.search(r"Name a manual run after its hours.*?```bash\n(.*?)```", README.read_text(), re.S)
+    block = re.search(
+        r"Name a manual run after its hours.*?```bash\n(.*?)```", README.read_text(), re.S
+    )
     assert block, "README.md: the named manual run ('Name a manual run after its hours') is gone"
     trigger = shlex.split(block[1].replace("\\\n", " "))[1:]  # without "airflow"
     run_id = trigger[trigger.index("--run-id") + 1]

@@ -152,8 +152,11 @@ def load_with_compose_go(env_file: Path, *profiles: str) -> subprocess.Completed
         )
     return subprocess.run(
         [str(LOADER), str(COMPOSE_FILE), str(env_file), str(REPO), *profiles],
-        capture_output=True, text=True, timeout=60, env={"PATH": os.environ.get("PATH", "")},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.environ.get("PATH", "")},
+    )
 
 
 def schema_errors(document: dict) -> list[str]:
@@ -215,7 +218,8 @@ def published_ports(service: dict) -> list[tuple[str | None, str | None, str]]:
             continue
         spec = str(port).split("/")[0]  # [IP:][HOST_PORT:]CONTAINER_PORT[/PROTOCOL]
         match = re.fullmatch(
-            r"(?:(?:\[(?P<ip6>[^\]]+)\]|(?P<ip>\d+\.\d+\.\d+\.\d+)):)?(?:(?P<host>[\d-]*):)?(?P<ctr>[\d-]+)", spec
+            r"(?:(?:\[(?P<ip6>[^\]]+)\]|(?P<ip>\d+\.\d+\.\d+\.\d+)):)?(?:(?P<host>[\d-]*):)?(?P<ctr>[\d-]+)",
+            spec,
         )
         assert match, f"cannot parse port {port!r}"
         result.append((match["ip6"] or match["ip"], match["host"], match["ctr"]))
@@ -278,11 +282,15 @@ BROKEN = {
 def test_validator_rejects_a_broken_copy(breakage):
     broken = copy.deepcopy(raw_compose())
     breakage(broken)
-    assert schema_errors(broken), "the schema accepted a broken compose file: the validator is not validating"
+    assert schema_errors(broken), (
+        "the schema accepted a broken compose file: the validator is not validating"
+    )
 
 
 def test_compose_go_loads_the_stack():
-    profiles = {profile for service in services().values() for profile in service.get("profiles", [])}
+    profiles = {
+        profile for service in services().values() for profile in service.get("profiles", [])
+    }
     result = load_with_compose_go(ENV_EXAMPLE, *sorted(profiles))
     assert result.returncode == 0, result.stderr
     project = yaml.safe_load(result.stdout)
@@ -305,19 +313,33 @@ def test_compose_go_requires_the_secrets(tmp_path):
     empty.write_text("")
     result = load_with_compose_go(empty)
     assert result.returncode != 0
-    for variable in ("POSTGRES_PASSWORD", "AIRFLOW_FERNET_KEY", "AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY"):
+    for variable in (
+        "POSTGRES_PASSWORD",
+        "AIRFLOW_FERNET_KEY",
+        "AIRFLOW_JWT_SECRET",
+        "AIRFLOW_API_SECRET_KEY",
+    ):
         assert f"required variable {variable} is missing" in result.stderr, result.stderr
 
 
 def test_compose_loader_uses_the_schemas_compose_go_version():
-    pinned = re.search(r"^COMPOSE_GO_VERSION\s*:=\s*(\S+)", (REPO / "include/make/compose.mk").read_text(), re.M)
-    required = re.search(r"compose-spec/compose-go/v2 (v\S+)", (DOCKER_DIR / "compose-config/go.mod").read_text())
-    assert pinned and required and pinned[1] == required[1], "one compose-go version for the schema and the loader"
+    pinned = re.search(
+        r"^COMPOSE_GO_VERSION\s*:=\s*(\S+)", (REPO / "include/make/compose.mk").read_text(), re.M
+    )
+    required = re.search(
+        r"compose-spec/compose-go/v2 (v\S+)", (DOCKER_DIR / "compose-config/go.mod").read_text()
+    )
+    assert pinned and required and pinned[1] == required[1], (
+        "one compose-go version for the schema and the loader"
+    )
 
 
 def test_interpolation_helper_follows_compose_rules():
     env = {"SET": "v", "EMPTY": ""}
-    assert interpolate("$${x} ${SET} $SET ${UNSET:-d} ${EMPTY:-d} ${EMPTY-d} ${SET:+a}", env) == "${x} v v d d  a"
+    assert (
+        interpolate("$${x} ${SET} $SET ${UNSET:-d} ${EMPTY:-d} ${EMPTY-d} ${SET:+a}", env)
+        == "${x} v v d d  a"
+    )
     with pytest.raises(AssertionError, match="UNSET is required"):
         interpolate("${UNSET:?set it}", env)
 
@@ -354,7 +376,9 @@ def test_project_folders_are_mounted_where_the_environment_points():
             for m in mounts(service)
             if m["type"] == "bind" and PurePosixPath(m["source"]).name in PROJECT_FOLDERS
         }
-        assert NEEDED_FOLDERS[name] <= binds.keys(), f"{name} lacks {NEEDED_FOLDERS[name] - binds.keys()}"
+        assert NEEDED_FOLDERS[name] <= binds.keys(), (
+            f"{name} lacks {NEEDED_FOLDERS[name] - binds.keys()}"
+        )
         for folder, mount in binds.items():
             assert PurePosixPath(mount["source"]) == PurePosixPath(".", folder), (name, mount)
             assert mount.get("read_only"), f"{name} mounts {folder}/ writable"
@@ -375,7 +399,9 @@ def test_project_folders_are_mounted_where_the_environment_points():
 
 
 def test_lakehouse_root_is_one_shared_volume_everywhere():
-    roots = {name: environment(services()[name]).get("LAKEHOUSE_ROOT") for name in LAKEHOUSE_SERVICES}
+    roots = {
+        name: environment(services()[name]).get("LAKEHOUSE_ROOT") for name in LAKEHOUSE_SERVICES
+    }
     assert len(set(roots.values())) == 1, f"LAKEHOUSE_ROOT differs: {roots}"
     root = roots["airflow-scheduler"]
     assert root and root.startswith("/"), root
@@ -386,7 +412,9 @@ def test_lakehouse_root_is_one_shared_volume_everywhere():
         assert not at_root[0].get("read_only"), f"{name}: {root} is read-only"
         volume_names.add(at_root[0]["source"])
     assert len(volume_names) == 1, f"different volumes at {root}: {volume_names}"
-    assert volume_names <= set(compose().get("volumes") or {}), "the lakehouse volume is not declared"
+    assert volume_names <= set(compose().get("volumes") or {}), (
+        "the lakehouse volume is not declared"
+    )
 
 
 def test_named_volumes_are_declared():
@@ -398,7 +426,9 @@ def test_named_volumes_are_declared():
 
 
 def test_jars_dir_is_the_same_everywhere():
-    jar_dirs = {environment(services()[name]).get("LAKEHOUSE_JARS_DIR") for name in LAKEHOUSE_SERVICES}
+    jar_dirs = {
+        environment(services()[name]).get("LAKEHOUSE_JARS_DIR") for name in LAKEHOUSE_SERVICES
+    }
     assert len(jar_dirs) == 1 and None not in jar_dirs, jar_dirs
 
 
@@ -406,7 +436,9 @@ def test_published_ports_bind_loopback_only():
     for name, service in services().items():
         assert service.get("network_mode") != "host", f"{name} uses the host network"
         for host_ip, host_port, container_port in published_ports(service):
-            assert host_ip == "127.0.0.1", f"{name}: port {container_port} published on {host_ip or 'all interfaces'}"
+            assert host_ip == "127.0.0.1", (
+                f"{name}: port {container_port} published on {host_ip or 'all interfaces'}"
+            )
             assert host_port, f"{name}: port {container_port} gets a random host port"
     # As written too: no variable may choose the interface.
     for name, service in raw_compose()["services"].items():
@@ -438,7 +470,9 @@ def test_start_order_waits_on_health_and_init():
         assert isinstance(depends_on, dict), f"{name}: depends_on without conditions"
         for dependency, rule in depends_on.items():
             assert dependency in services(), f"{name} depends on unknown {dependency}"
-            expected = "service_completed_successfully" if dependency in one_shot else "service_healthy"
+            expected = (
+                "service_completed_successfully" if dependency in one_shot else "service_healthy"
+            )
             assert rule.get("condition") == expected, (name, dependency, rule)
     for name in AIRFLOW_SERVICES:
         assert "postgres" in services()[name]["depends_on"], name
@@ -462,7 +496,10 @@ def test_spark_addresses_are_reachable_between_containers():
     # container unreachable from the executors.
     for name in LAKEHOUSE_SERVICES:
         local_ip = environment(services()[name]).get("SPARK_LOCAL_IP")
-        assert local_ip in (None, "") or not local_ip.startswith(("127.", "localhost")), (name, local_ip)
+        assert local_ip in (None, "") or not local_ip.startswith(("127.", "localhost")), (
+            name,
+            local_ip,
+        )
     assert "SPARK_LOCAL_IP" not in (DOCKER_DIR / "Dockerfile").read_text().split("#")[0]
 
 
@@ -482,7 +519,9 @@ def engine_connection(name: str = "airflow-scheduler") -> dict:
 
 def test_engine_runs_the_connect_server_of_engine_py(tmp_path):
     engine = services()[ENGINE]
-    include = next(m["target"] for m in mounts(engine) if PurePosixPath(m["source"] or "").name == "include")
+    include = next(
+        m["target"] for m in mounts(engine) if PurePosixPath(m["source"] or "").name == "include"
+    )
     args = command(engine)
     script = PurePosixPath(args[-1])
     assert args[:-1] == ["python"] and script.is_relative_to(include), args
@@ -492,7 +531,11 @@ def test_engine_runs_the_connect_server_of_engine_py(tmp_path):
     env = environment(engine)
     jars = tmp_path / "jars"
     jars.mkdir()
-    for jar in ("delta-spark_2.13-4.0.0.jar", "delta-storage-4.0.0.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"):
+    for jar in (
+        "delta-spark_2.13-4.0.0.jar",
+        "delta-storage-4.0.0.jar",
+        "spark-sql-kafka-0-10_2.13-4.2.0.jar",
+    ):
         (jars / jar).write_bytes(b"")
     token = "token-that-must-stay-in-the-environment"
     run_env = {
@@ -506,14 +549,19 @@ def test_engine_runs_the_connect_server_of_engine_py(tmp_path):
     }
     code = f"import json, {Path(script.name).stem} as s; print(json.dumps(s.command()))"
     result = subprocess.run(
-        [sys.executable, "-c", code], env=run_env, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", code],
+        env=run_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     server = json.loads(result.stdout.strip().splitlines()[-1])
     # engine.py runs the spark-submit of its own SPARK_HOME (pyspark's package, linked).
-    assert PurePosixPath(server[0]).name == "spark-submit" and server[server.index("--class") + 1] == (
-        "org.apache.spark.sql.connect.service.SparkConnectServer"
-    ), server
+    assert PurePosixPath(server[0]).name == "spark-submit" and server[
+        server.index("--class") + 1
+    ] == ("org.apache.spark.sql.connect.service.SparkConnectServer"), server
     master = server[server.index("--master") + 1]
     assert master == env["LAKEHOUSE_ENGINE_MASTER"], server
     assert re.fullmatch(r"local\[\d+\]", master) or master == spark_master_url(), master
@@ -534,7 +582,9 @@ def test_engine_listens_inside_the_stack_network_only():
     assert engine.get("network_mode") in (None, "bridge"), engine.get("network_mode")
     assert not engine.get("networks"), "the engine must be on the stack's default network"
     for host_ip, _, container_port in published_ports(engine):
-        assert host_ip == "127.0.0.1", f"the engine's port {container_port} is published beyond the loopback"
+        assert host_ip == "127.0.0.1", (
+            f"the engine's port {container_port} is published beyond the loopback"
+        )
     assert [str(port) for port in engine.get("expose") or []] == [engine_port()]
     assert environment(engine)["LAKEHOUSE_ENGINE_BIND"] == "0.0.0.0"
     for fixed in ("SPARK_LOCAL_IP", "SPARK_CONNECT_AUTHENTICATE_TOKEN"):
@@ -550,12 +600,22 @@ def test_engine_shares_the_lakehouse_and_the_package_with_the_tasks():
     assert environment(engine)["LAKEHOUSE_ROOT"] == root
 
     def at_root(service: dict) -> list[tuple]:
-        return [(m["type"], m["source"], bool(m.get("read_only"))) for m in mounts(service) if m["target"] == root]
+        return [
+            (m["type"], m["source"], bool(m.get("read_only")))
+            for m in mounts(service)
+            if m["target"] == root
+        ]
 
     assert at_root(engine) == at_root(scheduler) == [("volume", "lakehouse", False)]
-    include = {m["target"] for m in mounts(scheduler) if PurePosixPath(m["source"] or "").name == "include"}
-    assert include == {m["target"] for m in mounts(engine) if PurePosixPath(m["source"] or "").name == "include"}
-    assert include <= set(environment(engine)["PYTHONPATH"].split(":")), environment(engine)["PYTHONPATH"]
+    include = {
+        m["target"] for m in mounts(scheduler) if PurePosixPath(m["source"] or "").name == "include"
+    }
+    assert include == {
+        m["target"] for m in mounts(engine) if PurePosixPath(m["source"] or "").name == "include"
+    }
+    assert include <= set(environment(engine)["PYTHONPATH"].split(":")), environment(engine)[
+        "PYTHONPATH"
+    ]
 
 
 def test_engine_is_supervised_and_its_health_is_a_query():
@@ -573,7 +633,9 @@ def test_engine_is_supervised_and_its_health_is_a_query():
 
 
 def test_spark_connection_is_the_engine_without_token_or_tls():
-    values = {environment(services()[name])["AIRFLOW_CONN_SPARK_LAKEHOUSE"] for name in AIRFLOW_SERVICES}
+    values = {
+        environment(services()[name])["AIRFLOW_CONN_SPARK_LAKEHOUSE"] for name in AIRFLOW_SERVICES
+    }
     assert len(values) == 1, values
     conn = engine_connection()  # the JSON form (a URI of a spark:// master would fall back to yarn)
     assert conn["conn_type"] == "spark_connect", conn
@@ -622,7 +684,12 @@ print(json.dumps({
         "AIRFLOW_CONN_SPARK_LAKEHOUSE": raw,
     }
     result = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
@@ -659,7 +726,9 @@ def test_airflow_uses_postgres_and_the_local_executor():
         assert url.username == postgres_env["POSTGRES_USER"], name
         assert url.password == postgres_env["POSTGRES_PASSWORD"], name
         assert url.path == f"/{postgres_env['POSTGRES_DB']}", name
-    assert "psycopg2" in (DOCKER_DIR / "Dockerfile").read_text(), "the image lacks the Postgres driver"
+    assert "psycopg2" in (DOCKER_DIR / "Dockerfile").read_text(), (
+        "the image lacks the Postgres driver"
+    )
 
 
 def test_airflow_components_share_secrets_and_the_execution_api():
@@ -675,7 +744,11 @@ def test_airflow_components_share_secrets_and_the_execution_api():
         values = {environment(services()[name]).get(key) for name in AIRFLOW_SERVICES}
         assert len(values) == 1 and None not in values and "" not in values, f"{key}: {values}"
     url = urlsplit(environment(api)["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"])
-    assert (url.hostname, str(url.port), url.path) == ("airflow-api-server", api_port, "/execution/")
+    assert (url.hostname, str(url.port), url.path) == (
+        "airflow-api-server",
+        api_port,
+        "/execution/",
+    )
 
 
 def test_ui_auth_is_on():
@@ -688,7 +761,12 @@ def test_ui_auth_is_on():
             assert all_admins.lower() in {"false", "0"}, f"{name}: everyone is admin, no login"
             users = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(",")
             roles = dict(entry.split(":")[:2] for entry in users)
-            assert "admin" in roles.values() and set(roles.values()) <= {"viewer", "user", "op", "admin"}, roles
+            assert "admin" in roles.values() and set(roles.values()) <= {
+                "viewer",
+                "user",
+                "op",
+                "admin",
+            }, roles
     # The passwords file: written by airflow-init from .env, read by the api-server.
     api_env = environment(services()["airflow-api-server"])
     passwords_file = PurePosixPath(api_env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
@@ -703,13 +781,19 @@ def test_ui_auth_is_on():
     assert holders["airflow-init"] == holders["airflow-api-server"]
     raw_init_env = environment(raw_compose()["services"]["airflow-init"])
     for key in ("AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_VIEWER_PASSWORD"):
-        assert re.fullmatch(r"\$\{\w+:\?[^}]*\}", raw_init_env[key]), f"{key} must be required from .env"
+        assert re.fullmatch(r"\$\{\w+:\?[^}]*\}", raw_init_env[key]), (
+            f"{key} must be required from .env"
+        )
 
 
 def test_init_refuses_placeholder_secrets(tmp_path):
     env = {**environment(services()["airflow-init"]), "PATH": os.environ.get("PATH", "")}
     result = subprocess.run(
-        ["bash", str(DOCKER_DIR / "airflow-init.sh")], env=env, capture_output=True, text=True, timeout=30
+        ["bash", str(DOCKER_DIR / "airflow-init.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert result.returncode != 0
     assert "placeholder" in result.stderr and "make compose-env" in result.stderr, result.stderr
@@ -723,7 +807,9 @@ def test_env_example_defines_every_variable_the_compose_file_uses():
     defined = set(env_example())
     assert used - defined == set(), f"add to .env.example: {sorted(used - defined)}"
     unused = {key for key in defined - used if not key.startswith("COMPOSE_")}
-    assert unused == set(), f".env.example sets variables docker-compose.yaml never reads: {sorted(unused)}"
+    assert unused == set(), (
+        f".env.example sets variables docker-compose.yaml never reads: {sorted(unused)}"
+    )
 
 
 def test_compose_variables_do_not_clash_with_the_makefiles_exports():
@@ -741,7 +827,9 @@ def test_compose_variables_do_not_clash_with_the_makefiles_exports():
 def test_env_example_holds_no_real_secrets():
     for key, value in env_example().items():
         if SECRET_NAME.search(key):
-            assert value == PLACEHOLDER, f".env.example {key} must be the placeholder {PLACEHOLDER!r}"
+            assert value == PLACEHOLDER, (
+                f".env.example {key} must be the placeholder {PLACEHOLDER!r}"
+            )
 
 
 def test_compose_file_holds_no_literal_secrets():
@@ -751,10 +839,14 @@ def test_compose_file_holds_no_literal_secrets():
     for name, service in interpolate(raw_compose(), markers)["services"].items():
         for key, value in environment(service).items():
             if SECRET_NAME.search(key) and not key.endswith("_FILE"):
-                assert only_markers.fullmatch(value), f"{name}: {key} is a literal, not a ${{VARIABLE}}"
+                assert only_markers.fullmatch(value), (
+                    f"{name}: {key} is a literal, not a ${{VARIABLE}}"
+                )
             if key.endswith("SQL_ALCHEMY_CONN"):
                 password = urlsplit(value).password
-                assert password and only_markers.fullmatch(password), f"{name}: {key} has a literal password"
+                assert password and only_markers.fullmatch(password), (
+                    f"{name}: {key} has a literal password"
+                )
 
 
 def test_make_env_fills_every_placeholder(tmp_path):
@@ -776,7 +868,9 @@ def test_make_env_fills_every_placeholder(tmp_path):
     rendered = make_env.render(ENV_EXAMPLE.read_text())
     assert rendered != make_env.render(ENV_EXAMPLE.read_text()), "secrets are not random"
     assert not re.search(rf"^\w+={PLACEHOLDER}$", rendered, re.M)
-    values = dict(line.split("=", 1) for line in rendered.splitlines() if line and not line.startswith("#"))
+    values = dict(
+        line.split("=", 1) for line in rendered.splitlines() if line and not line.startswith("#")
+    )
     assert values.keys() == env_example().keys()
     Fernet(values["AIRFLOW_FERNET_KEY"])  # a valid key
     for key, value in values.items():
@@ -792,7 +886,9 @@ def test_make_env_fills_every_placeholder(tmp_path):
 def dockerfile_instructions() -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) of include/docker/Dockerfile, continuation lines joined."""
     lines = (DOCKER_DIR / "Dockerfile").read_text().splitlines()
-    logical = re.sub(r"\\\n", " ", "\n".join(line for line in lines if not line.lstrip().startswith("#")))
+    logical = re.sub(
+        r"\\\n", " ", "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+    )
     return [
         (parts[0].upper(), parts[1] if len(parts) > 1 else "")
         for parts in (line.strip().split(None, 1) for line in logical.splitlines())
@@ -807,28 +903,48 @@ def test_dockerfile_installs_the_pinned_packages_and_the_jars():
     assert re.search(r"-r \S*requirements\.txt", pip[0]), pip[0]
     assert re.search(r"-c \S*constraints\.txt", pip[0]), pip[0]
     # Every jar POM of the repository (Delta, Spark's Kafka source) is fetched by Maven.
-    assert "mvn " in runs and "dependency:copy-dependencies" in runs and "-DexcludeTransitive=true" in runs
+    assert (
+        "mvn " in runs
+        and "dependency:copy-dependencies" in runs
+        and "-DexcludeTransitive=true" in runs
+    )
     copies = [args for instruction, args in dockerfile_instructions() if instruction == "COPY"]
-    assert any(args.split()[0].rstrip("/") == "include/jars" for args in copies), "include/jars/ is not copied"
+    assert any(args.split()[0].rstrip("/") == "include/jars" for args in copies), (
+        "include/jars/ is not copied"
+    )
     for pom in sorted((REPO / "include" / "jars").glob("*pom*.xml")):
-        assert pom.name in runs, f"the Dockerfile does not fetch the jars of include/jars/{pom.name}"
+        assert pom.name in runs, (
+            f"the Dockerfile does not fetch the jars of include/jars/{pom.name}"
+        )
     assert re.search(r"openjdk-(17|21)-jre", runs), "Spark 4.2 needs Java 17 or 21"
     # The engine's server class ships in pyspark's own jars: the build checks that it is there.
-    assert re.search(r"pyspark\b.*jars/spark-connect_2\.13-\*\.jar", runs), "no check of the Connect server jar"
+    assert re.search(r"pyspark\b.*jars/spark-connect_2\.13-\*\.jar", runs), (
+        "no check of the Connect server jar"
+    )
 
 
 def test_dockerfile_environment_matches_compose():
-    env_args = " ".join(args for instruction, args in dockerfile_instructions() if instruction == "ENV")
+    env_args = " ".join(
+        args for instruction, args in dockerfile_instructions() if instruction == "ENV"
+    )
     image_env = dict(re.findall(r"(\w+)=(\S+)", env_args))
     compose_env = environment(services()["airflow-scheduler"])
-    keys = ("LAKEHOUSE_ROOT", "LAKEHOUSE_JARS_DIR", "LAKEHOUSE_JOBS_DIR", "PYTHONPATH", "AIRFLOW__CORE__DAGS_FOLDER",
-            "AIRFLOW_HOME")  # fmt: skip
+    keys = (
+        "LAKEHOUSE_ROOT",
+        "LAKEHOUSE_JARS_DIR",
+        "LAKEHOUSE_JOBS_DIR",
+        "PYTHONPATH",
+        "AIRFLOW__CORE__DAGS_FOLDER",
+        "AIRFLOW_HOME",
+    )
     for key in keys:
         assert image_env.get(key) == compose_env[key], key
 
 
 def test_dockerfile_python_matches_the_makefile():
-    makefile_python = re.search(r"^PYTHON\s*\?=\s*python(\d+\.\d+)", (REPO / "Makefile").read_text(), re.M)
+    makefile_python = re.search(
+        r"^PYTHON\s*\?=\s*python(\d+\.\d+)", (REPO / "Makefile").read_text(), re.M
+    )
     base = re.search(r"python:(\d+\.\d+)", (DOCKER_DIR / "Dockerfile").read_text())
     assert makefile_python and base, "no Python version in the Makefile or the Dockerfile"
     assert makefile_python[1] == base[1], "constraints.txt is resolved for the Makefile's Python"
@@ -840,7 +956,9 @@ def test_dockerfile_copies_only_what_the_context_has():
         for line in (DOCKER_DIR / "Dockerfile.dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
-    assert {".env", ".git", ".venv", ".jars"} <= set(ignored), "local secrets or caches would enter the image"
+    assert {".env", ".git", ".venv", ".jars"} <= set(ignored), (
+        "local secrets or caches would enter the image"
+    )
     for instruction, args in dockerfile_instructions():
         if instruction != "COPY" or "--from=" in args:
             continue

@@ -17,20 +17,30 @@ from lakehouse_tools.fault_injection import spark_submit_command
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
-sys.path.insert(0, str(PROJECT_DIR))  # the top-level bench package
 
 
 def test_the_archive_is_built_and_maps_into_a_spark_submit_driver():
     archive = driver_cds_archive()
     assert archive.is_file(), f"{archive} missing: `make test` builds it (make driver-cds)"
     options = fast_start_java_options()
-    assert shlex.split(options) == ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", f"-XX:SharedArchiveFile={archive}"]
+    assert shlex.split(options) == [
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseSerialGC",
+        f"-XX:SharedArchiveFile={archive}",
+    ]
 
     # --version starts the same SparkSubmit JVM (same classpath) as a job's spark-submit.
     mapped = subprocess.run(
-        [SPARK_SUBMIT, "--driver-java-options", f"-Xshare:on -Xlog:cds=info {options}", "--version"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            SPARK_SUBMIT,
+            "--driver-java-options",
+            f"-Xshare:on -Xlog:cds=info {options}",
+            "--version",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     output = mapped.stdout + mapped.stderr
     assert mapped.returncode == 0, output[-3000:]
     assert "Mapped dynamic region" in output, output[-3000:]
@@ -41,9 +51,16 @@ def test_a_foreign_archive_is_refused_under_xshare_on(tmp_path):
     foreign = tmp_path / "foreign.jsa"
     foreign.write_bytes(b"not a CDS archive" * 100)
     refused = subprocess.run(
-        [SPARK_SUBMIT, "--driver-java-options", f"-Xshare:on -XX:SharedArchiveFile={foreign}", "--version"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            SPARK_SUBMIT,
+            "--driver-java-options",
+            f"-Xshare:on -XX:SharedArchiveFile={foreign}",
+            "--version",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert refused.returncode != 0
 
 

@@ -13,8 +13,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-
 from helpers import START, assert_tables_match_oracle
+
 from lakehouse import catalog
 from lakehouse.config import ConfigError, Lakehouse
 from lakehouse.flows.merge import MergeBatch
@@ -60,17 +60,35 @@ def assert_whole(spark, lakehouse: Lakehouse) -> None:
 
 
 @pytest.mark.long  # 4 damaged pipelines end to end; the same refusals are each covered by the test below
-def test_each_kind_of_checkpoint_damage_is_refused_and_its_recovery_restores_the_oracle(spark, tmp_path):
+def test_each_kind_of_checkpoint_damage_is_refused_and_its_recovery_restores_the_oracle(
+    spark, tmp_path
+):
     assert fault_injection.plan_checkpoint_trials(SEED, len(PLAN)) == PLAN
     options = fault_injection.parse_args(
-        ["--trials", "0", "--checkpoint-trials", str(len(PLAN)), "--seed", str(SEED), "--hours", "1",
-         "--events-per-second", "0.02", "--in-process", "--keep", "--workdir", str(tmp_path)]
-    )  # fmt: skip
+        [
+            "--trials",
+            "0",
+            "--checkpoint-trials",
+            str(len(PLAN)),
+            "--seed",
+            str(SEED),
+            "--hours",
+            "1",
+            "--events-per-second",
+            "0.02",
+            "--in-process",
+            "--keep",
+            "--workdir",
+            str(tmp_path),
+        ]
+    )
     summary = fault_injection.run(options, spark=spark)
 
     trials = summary["checkpoint_trials"]
     details = "\n".join(str(t) for t in trials)
-    assert summary["checkpoint"]["cases"] == len(PLAN) and summary["checkpoint"]["failed"] == [], details
+    assert summary["checkpoint"]["cases"] == len(PLAN) and summary["checkpoint"]["failed"] == [], (
+        details
+    )
     assert summary["checkpoint"]["lost"] == summary["checkpoint"]["duplicated"] == 0, details
     for trial, (kind, job) in zip(trials, PLAN):
         layer, name = catalog.task(job).layer, catalog.task(job).name
@@ -79,7 +97,9 @@ def test_each_kind_of_checkpoint_damage_is_refused_and_its_recovery_restores_the
         message = trial["message"]
         assert re.match(rf"{name}: checkpoint {checkpoints}/gen=\d+ ", message), message
         assert re.search(FOUND[kind], message), message
-        assert "Nothing was written." in message and f"jobs/full_refresh.py --layer {layer}" in message, message
+        assert (
+            "Nothing was written." in message and f"jobs/full_refresh.py --layer {layer}" in message
+        ), message
         assert trial["recovery"] == f"full refresh of {layer}", trial
         assert all(f.get(k, 0) == 0 for f in trial["tables"].values() for k in PROBLEMS), trial
     # The lakehouse as the last recovery left it, against the oracle once more (helpers' own comparison).
@@ -98,7 +118,9 @@ def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse)
     hours = iter(range(100))
 
     def add_hour() -> None:
-        write_hours(lakehouse, START + timedelta(hours=next(hours)), 1, events_per_second=0.02, seed=61)
+        write_hours(
+            lakehouse, START + timedelta(hours=next(hours)), 1, events_per_second=0.02, seed=61
+        )
 
     def refused(job: str) -> str:
         failed = run_pipeline(run_task)
@@ -125,7 +147,9 @@ def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse)
     assert run_task("bronze_ad_events")[0] == 0
     silver = Path(lakehouse.table("silver.ad_events").checkpoint())
     planned = newest(silver / "offsets") + 1
-    (silver / "offsets" / str(planned)).write_bytes((silver / "offsets" / str(planned - 1)).read_bytes()[:40])
+    (silver / "offsets" / str(planned)).write_bytes(
+        (silver / "offsets" / str(planned - 1)).read_bytes()[:40]
+    )
     commits = Path(lakehouse.table("gold.campaign_hourly").checkpoint()) / "commits"
     last = newest(commits)
     (commits / str(last)).write_bytes(b"v1\n{")
@@ -135,19 +159,31 @@ def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse)
 
     message = refused("silver_ad_events")
     torn = [str(silver / "offsets" / str(planned)), str(silver / "offsets" / f".{planned}.crc")]
-    assert f"(truncated or not Spark's format): offsets/{planned}. No table holds batch {planned} yet" in message
-    assert f"Recovery: delete {torn[0]} and {torn[1]} (nothing else), then rerun silver_ad_events" in message
+    assert (
+        f"(truncated or not Spark's format): offsets/{planned}. No table holds batch {planned} yet"
+        in message
+    )
+    assert (
+        f"Recovery: delete {torn[0]} and {torn[1]} (nothing else), then rerun silver_ad_events"
+        in message
+    )
     assert follow_recovery(message, run_task) == f"deleted {', '.join(torn)}"
 
     message = refused("gold_campaign_hourly")
     damaged = [str(commits / str(last)), str(commits / f".{last}.crc")]
-    assert f"damaged (truncated or not Spark's format): commits/{last}. Recovery: delete {damaged[0]} and" in message
+    assert (
+        f"damaged (truncated or not Spark's format): commits/{last}. Recovery: delete {damaged[0]} and"
+        in message
+    )
     assert f"batch {last} is replayed with the same input (offsets/{last} is intact)" in message
     assert follow_recovery(message, run_task) == f"deleted {', '.join(damaged)}"
 
     message = refused("gold_campaign_windows")
     files = [str(windows / "commits" / str(stray)), str(windows / "commits" / f".{stray}.crc")]
-    assert f"commits/{stray} exists but offsets/{stray} does not. No table holds batch {stray}." in message
+    assert (
+        f"commits/{stray} exists but offsets/{stray} does not. No table holds batch {stray}."
+        in message
+    )
     follow_and_check(message, f"deleted {', '.join(files)}")
 
     # Another query's checkpoint put in place of this one's (both read silver: Spark would resume it).
@@ -156,7 +192,10 @@ def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse)
     shutil.copytree(windows, hourly)
     add_hour()
     message = refused("gold_campaign_hourly")
-    assert f"gold.campaign_hourly: checkpoint {hourly} belongs to another query: its metadata names query" in message
+    assert (
+        f"gold.campaign_hourly: checkpoint {hourly} belongs to another query: its metadata names query"
+        in message
+    )
     assert f"(recorded in {hourly}.identity.json)" in message
     follow_and_check(message, "full refresh of gold")
 

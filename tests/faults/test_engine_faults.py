@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import START, assert_tables_match_oracle, private_engine, run_job, table
+
 from lakehouse import catalog
 from lakehouse.config import Lakehouse, engine_settings
 from lakehouse.runtime import CheckpointBusy, batch_running
@@ -28,21 +28,34 @@ from lakehouse_tools.generator import write_campaigns, write_hours
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 GOLD_TASKS = tuple(entry.task for entry in catalog.tasks() if entry.layer == "gold")
 
-pytestmark = pytest.mark.skipif(engine() != "connect", reason="jobs run with their own driver (LAKEHOUSE_ENGINE=local)")
+pytestmark = pytest.mark.skipif(
+    engine() != "connect", reason="jobs run with their own driver (LAKEHOUSE_ENGINE=local)"
+)
 
 
 def land(lakehouse: Lakehouse, hours: int = 2, events_per_second: float = 3.0) -> None:
     write_campaigns(lakehouse, seed=7)
-    write_hours(lakehouse, START, hours=hours, events_per_second=events_per_second, seed=7)  # late, dup, bad lines
+    write_hours(
+        lakehouse, START, hours=hours, events_per_second=events_per_second, seed=7
+    )  # late, dup, bad lines
 
 
 def client(lakehouse: Lakehouse, task: str) -> subprocess.Popen:
     """A job as its own process: a Spark Connect client of the engine, killable."""
     env = {**os.environ, "LAKEHOUSE_ENGINE": "connect", "PYTHONPATH": str(PROJECT_DIR / "include")}
     return subprocess.Popen(
-        [sys.executable, str(PROJECT_DIR / "jobs" / "run.py"), task, "--lakehouse-root", lakehouse.root],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(PROJECT_DIR / "jobs" / "run.py"),
+            task,
+            "--lakehouse-root",
+            lakehouse.root,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def wait_for(condition, what: str, timeout_s: float = 240) -> None:
@@ -65,13 +78,18 @@ def test_a_client_killed_mid_batch_leaves_no_query_running_into_the_next_run(spa
     checkpoint = lakehouse.table("silver.ad_events").checkpoint()
 
     first = client(lakehouse, "silver_ad_events")
-    wait_for(lambda: batch_running(checkpoint) or first.poll() is not None, "silver's first batch on the engine")
+    wait_for(
+        lambda: batch_running(checkpoint) or first.poll() is not None,
+        "silver's first batch on the engine",
+    )
     assert first.poll() is None, first.communicate()[0][-3000:]
     first.send_signal(signal.SIGKILL)
     first.wait()
     # The query is still on the engine, inside its batch. The next run waits for that batch, then
     # checks the checkpoint and takes the query over (Spark stops the orphan's run).
-    assert batch_running(checkpoint), "the killed client's batch should still be running on the engine"
+    assert batch_running(checkpoint), (
+        "the killed client's batch should still be running on the engine"
+    )
     summary = run_job("silver_ad_events", lakehouse)
 
     for task in GOLD_TASKS:
@@ -101,14 +119,23 @@ def test_the_engine_killed_mid_batch_is_restarted_and_the_next_run_completes(own
     checkpoint = lakehouse.table("silver.ad_events").checkpoint()
 
     running = client(lakehouse, "silver_ad_events")
-    wait_for(lambda: batch_running(checkpoint) or running.poll() is not None, "silver's first batch on the engine")
+    wait_for(
+        lambda: batch_running(checkpoint) or running.poll() is not None,
+        "silver's first batch on the engine",
+    )
     server = engine_tool.server_pid()
     assert server is not None, "no engine server process found"
     os.kill(server, signal.SIGKILL)
     output, _ = running.communicate(timeout=600)
-    assert running.returncode != 0, f"a client whose engine died must fail, not succeed:\n{output[-2000:]}"
+    assert running.returncode != 0, (
+        f"a client whose engine died must fail, not succeed:\n{output[-2000:]}"
+    )
     # The supervisor starts a new server; the next run resumes from the checkpoint.
-    wait_for(lambda: check_engine(engine_settings().url, timeout_s=5) is None, "the restarted engine", timeout_s=300)
+    wait_for(
+        lambda: check_engine(engine_settings().url, timeout_s=5) is None,
+        "the restarted engine",
+        timeout_s=300,
+    )
     assert engine_tool.server_pid() not in (None, server)
     run_job("silver_ad_events", lakehouse)
     for task in GOLD_TASKS:
@@ -127,7 +154,10 @@ def test_a_second_client_on_a_running_query_fails_fast_and_the_first_completes(s
     checkpoint = lakehouse.table("silver.ad_events").checkpoint()
 
     first = client(lakehouse, "silver_ad_events")
-    wait_for(lambda: batch_running(checkpoint) or first.poll() is not None, "silver's first batch on the engine")
+    wait_for(
+        lambda: batch_running(checkpoint) or first.poll() is not None,
+        "silver's first batch on the engine",
+    )
     started = time.monotonic()
     with pytest.raises(CheckpointBusy, match="another driver is already running on checkpoint"):
         run_job("silver_ad_events", lakehouse)

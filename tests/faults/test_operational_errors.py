@@ -7,14 +7,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from helpers import START, run_job, table, table_version
 from pyspark.sql import functions as F
 
-from helpers import START, run_job, table, table_version
 from lakehouse.config import ConfigError
-from lakehouse_tools.fault_injection import TaskRunner, follow_recovery
-from lakehouse_tools.generator import write_campaigns, write_hours
 from lakehouse.runtime import run_available_now
 from lakehouse.sources import delta_stream
+from lakehouse_tools.fault_injection import TaskRunner, follow_recovery
+from lakehouse_tools.generator import write_campaigns, write_hours
 
 
 def test_bronze_without_a_landing_directory_says_to_generate_data(lakehouse):
@@ -32,7 +32,10 @@ def test_silver_before_the_dimension_was_loaded_names_the_missing_table(lakehous
     with pytest.raises(ConfigError) as failure:
         run_job("silver_ad_events", lakehouse)
     message = str(failure.value)
-    assert f"Table dims.campaigns does not exist at {lakehouse.table('dims.campaigns').path}" in message
+    assert (
+        f"Table dims.campaigns does not exist at {lakehouse.table('dims.campaigns').path}"
+        in message
+    )
     assert "run its job first (jobs/run.py dim_campaigns, or the DAG task of that name)" in message
 
 
@@ -56,7 +59,9 @@ def bronze_with_new_data_waiting(spark, lakehouse, seed: int) -> tuple[Path, int
     write_hours(lakehouse, START, 1, events_per_second=0.02, seed=seed)
     run_job("bronze_ad_events", lakehouse)
     write_hours(lakehouse, START + timedelta(hours=1), 1, events_per_second=0.02, seed=seed)
-    return Path(lakehouse.table("bronze.ad_events").checkpoint()), table_version(spark, lakehouse, "bronze.ad_events")
+    return Path(lakehouse.table("bronze.ad_events").checkpoint()), table_version(
+        spark, lakehouse, "bronze.ad_events"
+    )
 
 
 def newest(folder: Path) -> Path:
@@ -70,13 +75,17 @@ def refused(spark, lakehouse, checkpoint: Path, version: int, found: str) -> str
     message = str(failure.value)
     assert message.startswith(f"bronze.ad_events: checkpoint {checkpoint} "), message
     assert found in message, message
-    assert table_version(spark, lakehouse, "bronze.ad_events") == version, "nothing may be written from a bad log"
+    assert table_version(spark, lakehouse, "bronze.ad_events") == version, (
+        "nothing may be written from a bad log"
+    )
     return message
 
 
 def follow(message: str, lakehouse) -> str:
     """Do exactly what the message says (the fault harness's reading of it), then rerun bronze."""
-    done = follow_recovery(message, TaskRunner(lakehouse, Path(lakehouse.root) / "logs", in_process=True))
+    done = follow_recovery(
+        message, TaskRunner(lakehouse, Path(lakehouse.root) / "logs", in_process=True)
+    )
     run_job("bronze_ad_events", lakehouse)
     return done
 
@@ -91,10 +100,15 @@ def test_a_corrupted_offsets_file_of_a_written_batch_is_refused_and_the_full_ref
     damaged = f"does not agree with its tables: damaged (truncated or not Spark's format): offsets/{offsets.name}."
     message = refused(spark, lakehouse, checkpoint, version, damaged)
     # The batch is in the table: planning it again would have Delta skip it; only a rebuild is safe.
-    assert "Recovery: a full refresh of bronze" in message and "jobs/full_refresh.py --layer bronze" in message
+    assert (
+        "Recovery: a full refresh of bronze" in message
+        and "jobs/full_refresh.py --layer bronze" in message
+    )
 
     assert follow(message, lakehouse) == "full refresh of bronze"
-    assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), "every landing line exactly once"
+    assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), (
+        "every landing line exactly once"
+    )
 
 
 def test_a_corrupted_commit_file_is_recovered_by_deleting_it_alone(spark, lakehouse):
@@ -106,13 +120,20 @@ def test_a_corrupted_commit_file_is_recovered_by_deleting_it_alone(spark, lakeho
     damaged = f"does not agree with its tables: damaged (truncated or not Spark's format): commits/{commit.name}."
     message = refused(spark, lakehouse, checkpoint, version, damaged)
     crc = commit.with_name(f".{commit.name}.crc")
-    assert f"Recovery: delete {commit} and {crc} (nothing else), then rerun bronze_ad_events" in message
+    assert (
+        f"Recovery: delete {commit} and {crc} (nothing else), then rerun bronze_ad_events"
+        in message
+    )
 
     assert follow(message, lakehouse) == f"deleted {commit}, {crc}"
-    assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), "every landing line exactly once"
+    assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), (
+        "every landing line exactly once"
+    )
 
 
-def test_deleting_the_newest_offsets_and_commit_files_by_hand_is_refused_instead_of_losing_input(spark, lakehouse):
+def test_deleting_the_newest_offsets_and_commit_files_by_hand_is_refused_instead_of_losing_input(
+    spark, lakehouse
+):
     """Once the newest batch's files are deleted, Spark would plan that batch id again with all the
     input available now; the Delta sink holds the id already and would skip the whole batch, new
     lines included (as it did before this check). The job refuses, and the full refresh it names
@@ -128,7 +149,9 @@ def test_deleting_the_newest_offsets_and_commit_files_by_hand_is_refused_instead
     message = refused(spark, lakehouse, checkpoint, version, held)
 
     assert follow(message, lakehouse) == "full refresh of bronze"
-    assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), "every landing line exactly once"
+    assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), (
+        "every landing line exactly once"
+    )
 
 
 def test_a_checkpoint_of_another_query_says_to_do_a_full_refresh(spark, lakehouse):
@@ -137,16 +160,23 @@ def test_a_checkpoint_of_another_query_says_to_do_a_full_refresh(spark, lakehous
     for job in ("dim_campaigns", "bronze_ad_events", "silver_ad_events"):
         run_job(job, lakehouse)
     write_hours(lakehouse, START + timedelta(hours=1), 1, events_per_second=0.02, seed=33)
-    run_job("bronze_ad_events", lakehouse)  # new bronze rows, so the next silver run has a batch to plan
+    run_job(
+        "bronze_ad_events", lakehouse
+    )  # new bronze rows, so the next silver run has a batch to plan
 
     # A changed silver job: a stateful query (a streaming aggregation) on silver's stateless checkpoint.
     bronze, silver = lakehouse.table("bronze.ad_events"), lakehouse.table("silver.ad_events")
-    counts = delta_stream(spark, bronze).groupBy("ingest_date").agg(F.count(F.lit(1)).alias("lines"))
+    counts = (
+        delta_stream(spark, bronze).groupBy("ingest_date").agg(F.count(F.lit(1)).alias("lines"))
+    )
     writer = counts.writeStream.outputMode("update").foreachBatch(lambda batch, batch_id: None)
     with pytest.raises(ConfigError) as failure:
         run_available_now(writer, silver.checkpoint(), "silver.ad_events")
     message = str(failure.value)
-    assert f"silver.ad_events: the query no longer matches its checkpoint {silver.checkpoint()}" in message, message
+    assert (
+        f"silver.ad_events: the query no longer matches its checkpoint {silver.checkpoint()}"
+        in message
+    ), message
     assert "full_refresh=silver" in message and "jobs/full_refresh.py --layer silver" in message
     # Spark's own reason is kept in the message.
     assert "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY" in message, message

@@ -29,7 +29,7 @@ import random
 import re
 import tempfile
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -54,13 +54,27 @@ MAX_LINES = int(os.environ.get("FUZZ_MAX_LINES", "200"))
 SPLICE = int(os.environ.get("FUZZ_SPLICE", "0"))  # bred lines per drawn line (long runs)
 PROGRESS = os.environ.get("FUZZ_PROGRESS") == "1"
 INGESTED = datetime(2026, 11, 20, 10, 30)
-INGESTED_MS = int(INGESTED.replace(tzinfo=timezone.utc).timestamp() * 1000)
+INGESTED_MS = int(INGESTED.replace(tzinfo=UTC).timestamp() * 1000)
 DAY_MS = 86_400_000
 CAMPAIGNS = {f"ad-{n}": f"camp-{n % 3}" for n in range(5)}
-FIELDS = ("event_id", "user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time", "ip_address")
+FIELDS = (
+    "event_id",
+    "user_id",
+    "page_id",
+    "ad_id",
+    "ad_type",
+    "event_type",
+    "event_time",
+    "ip_address",
+)
 EVENT_TYPES = ("view", "click", "purchase")
 AD_TYPES = ("banner", "modal", "sponsored-search", "mail", "mobile")
-TEXT_COLUMNS = ("raw_line", "reason_detail", "rescued_data", *[f for f in FIELDS if f != "event_time"])
+TEXT_COLUMNS = (
+    "raw_line",
+    "reason_detail",
+    "rescued_data",
+    *[f for f in FIELDS if f != "event_time"],
+)
 MAX_LINE_BYTES = 1024 * 1024
 
 # ---- strategies ---------------------------------------------------------------------------------
@@ -75,15 +89,21 @@ json_scalars = (
 )
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
     max_leaves=8,
 )
 blank_strings = st.sampled_from(["", " ", "\t", " \r\n ", "\n"])
 iso_times = st.datetimes(
-    min_value=datetime(1900, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.sampled_from([None, timezone.utc, timezone(timedelta(hours=1))])
+    min_value=datetime(1900, 1, 1),
+    max_value=datetime(2100, 1, 1),
+    timezones=st.sampled_from([None, UTC, timezone(timedelta(hours=1))]),
 ).map(lambda moment: moment.isoformat())
 event_times = st.one_of(
-    st.integers(min_value=INGESTED_MS - 30 * DAY_MS, max_value=INGESTED_MS + DAY_MS).map(str),  # valid
+    st.integers(min_value=INGESTED_MS - 30 * DAY_MS, max_value=INGESTED_MS + DAY_MS).map(
+        str
+    ),  # valid
     st.integers(min_value=0, max_value=10**15 - 1).map(str),  # any 1-15 digits (mostly the future)
     st.integers(min_value=10**15, max_value=10**25).map(str),  # too many digits
     st.integers(min_value=-(10**15), max_value=-1).map(str),  # negative
@@ -103,8 +123,12 @@ def valid_value(name: str):
         "ad_type": st.sampled_from([*AD_TYPES, *AD_TYPES, "popup", "Banner"]),
         "event_type": st.sampled_from([*EVENT_TYPES, *EVENT_TYPES, "hover"]),
         # A month back to two days ahead: one in about thirty is over a day in the future.
-        "event_time": st.integers(min_value=INGESTED_MS - 28 * DAY_MS, max_value=INGESTED_MS + 2 * DAY_MS).map(str),
-        "ip_address": st.sampled_from(["10.0.0.1", "::1", "not an ip"]),  # not checked by the contract
+        "event_time": st.integers(
+            min_value=INGESTED_MS - 28 * DAY_MS, max_value=INGESTED_MS + 2 * DAY_MS
+        ).map(str),
+        "ip_address": st.sampled_from(
+            ["10.0.0.1", "::1", "not an ip"]
+        ),  # not checked by the contract
     }[name]
 
 
@@ -118,19 +142,36 @@ def event_text(draw) -> str:
     # Most events are valid or nearly: a few fields at most are broken.
     broken = draw(st.sampled_from([0, 0, 0, 1, 1, 2, 8]))
     broken_fields = set(draw(st.permutations(FIELDS))[:broken])
-    fields = {name: draw(broken_values if name in broken_fields else valid_value(name)) for name in FIELDS}
+    fields = {
+        name: draw(broken_values if name in broken_fields else valid_value(name)) for name in FIELDS
+    }
     event = {name: value for name, value in fields.items() if value is not MISSING}
     if draw(st.integers(0, 3)) == 3:  # schema drift
         extra = draw(st.dictionaries(st.text(max_size=8), json_values, max_size=3))
         event.update({key: value for key, value in extra.items() if key not in FIELDS})
     size = draw(st.integers(0, 199))  # (the simplest example, 0, is a short line)
-    length = MAX_LINE_BYTES + 1 if size == 199 else 60_000 if size >= 197 else 2_000 if size >= 192 else 0
+    length = (
+        MAX_LINE_BYTES + 1
+        if size == 199
+        else 60_000
+        if size >= 197
+        else 2_000
+        if size >= 192
+        else 0
+    )
     if length:  # a long string: under or over the 1 MiB limit
         event[draw(st.sampled_from(["page_id", "padding"]))] = "p" * length
     text = json.dumps(event, ensure_ascii=draw(st.booleans()))
     if draw(st.integers(0, 9)) == 9:  # a duplicate key (the same or another value)
         key = draw(st.sampled_from(FIELDS))
-        text = text[:-1] + (", " if event else "") + json.dumps(key) + ": " + json.dumps(draw(json_values)) + "}"
+        text = (
+            text[:-1]
+            + (", " if event else "")
+            + json.dumps(key)
+            + ": "
+            + json.dumps(draw(json_values))
+            + "}"
+        )
     return text
 
 
@@ -149,7 +190,11 @@ trailers = st.one_of(
 def lines(draw) -> bytes | None:
     kind = draw(st.integers(0, 21))
     if kind < 14:  # an event, sometimes with a BOM, whitespace or text around it
-        text = draw(st.sampled_from(["", "", "", "\ufeff", " ", "\t"])) + draw(event_text()) + draw(trailers)
+        text = (
+            draw(st.sampled_from(["", "", "", "\ufeff", " ", "\t"]))
+            + draw(event_text())
+            + draw(trailers)
+        )
         line = text.encode()
     elif kind == 14:
         line = draw(st.binary(max_size=60))
@@ -166,9 +211,15 @@ def lines(draw) -> bytes | None:
     elif kind == 18:  # any JSON value, e.g. an array or a bare string
         line = json.dumps(draw(json_values)).encode()
     elif kind == 19:  # control characters anywhere
-        line = draw(st.text(alphabet=st.characters(max_codepoint=0x1F) | st.sampled_from('{}[]":,'), max_size=30)).encode()
+        line = draw(
+            st.text(
+                alphabet=st.characters(max_codepoint=0x1F) | st.sampled_from('{}[]":,'), max_size=30
+            )
+        ).encode()
     elif kind == 20:  # two events on one line
-        line = (draw(event_text()) + draw(st.sampled_from(["", " ", ","])) + draw(event_text())).encode()
+        line = (
+            draw(event_text()) + draw(st.sampled_from(["", " ", ","])) + draw(event_text())
+        ).encode()
     else:
         line = draw(st.sampled_from([b"", b" ", b"\xef\xbb\xbf", b"\xef\xbb", b"\xff", None]))
     return line
@@ -194,7 +245,9 @@ def spliced(batch: list[bytes | None], rng: random.Random, count: int) -> list[b
         roll = rng.random()
         if events and roll < 0.6:  # each field from one of a few parent events
             parents = rng.sample(events, min(len(events), 3))
-            keys = sorted({key for parent in parents for key in parent})  # sorted: sets vary by process
+            keys = sorted(
+                {key for parent in parents for key in parent}
+            )  # sorted: sets vary by process
             rng.shuffle(keys)
             child = {}
             for key in keys:
@@ -203,7 +256,11 @@ def spliced(batch: list[bytes | None], rng: random.Random, count: int) -> list[b
                     child[key] = parent[key]
             if rng.random() < 0.5:  # a new id, so that silver grows
                 child["event_id"] = f"s-{rng.randrange(10**9)}"
-            text = json.dumps(child, ensure_ascii=rng.random() < 0.5, separators=rng.choice([(",", ":"), (", ", ": ")]))
+            text = json.dumps(
+                child,
+                ensure_ascii=rng.random() < 0.5,
+                separators=rng.choice([(",", ":"), (", ", ": ")]),
+            )
             bred.append(text.encode() + rng.choice([b"", b"", b"", b" ", b"x", b"}", b"\t"]))
         elif roll < 0.85:  # the head of one line and the tail of another
             head, tail = rng.choice(sources), rng.choice(sources)
@@ -226,6 +283,7 @@ def batches(draw) -> list[bytes | None]:
         batch += spliced(batch, random.Random(draw(st.integers(0, 2**32))), SPLICE * len(batch))
     return batch
 
+
 # ---- checks -------------------------------------------------------------------------------------
 
 
@@ -237,7 +295,9 @@ def campaigns(spark):
 @pytest.fixture(scope="module")
 def campaigns_csv(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("fuzz") / "campaigns.csv"
-    path.write_text("ad_id,campaign_id\n" + "".join(f"{ad},{campaign}\n" for ad, campaign in CAMPAIGNS.items()))
+    path.write_text(
+        "ad_id,campaign_id\n" + "".join(f"{ad},{campaign}\n" for ad, campaign in CAMPAIGNS.items())
+    )
     return path
 
 
@@ -259,7 +319,9 @@ def per_line(lines: list[bytes | None], campaigns_csv: Path) -> tuple[list[str |
 
 def satisfies_contract(row) -> bool:
     """An independent statement of the contract, on a silver row (plain Python, no shared code)."""
-    strings = all(isinstance(row[f], str) and row[f].strip(" \t\r\n") for f in FIELDS if f != "event_time")
+    strings = all(
+        isinstance(row[f], str) and row[f].strip(" \t\r\n") for f in FIELDS if f != "event_time"
+    )
     latest = INGESTED + timedelta(days=1)
     return (
         strings
@@ -273,7 +335,13 @@ def satisfies_contract(row) -> bool:
 
 
 def classify_and_check(
-    bronze, campaigns, expected, lines: list[bytes | None], reasons: list[str | None], copies: dict, source: str
+    bronze,
+    campaigns,
+    expected,
+    lines: list[bytes | None],
+    reasons: list[str | None],
+    copies: dict,
+    source: str,
 ) -> tuple[list, Counter]:
     """Run the silver functions on ``bronze`` and check every invariant against the oracle's ``expected``.
 
@@ -285,13 +353,23 @@ def classify_and_check(
     classified = classify_ad_events(bronze, campaigns).cache()
     try:
         silver = deduplicate_ad_events(valid_ad_events(classified)).collect()
-        quarantine = quarantined_ad_events(classified).select("raw_line", "reason", "source_file").collect()
+        quarantine = (
+            quarantined_ad_events(classified).select("raw_line", "reason", "source_file").collect()
+        )
         # Each quarantined line by its exact bytes, to name the lines where silver and the oracle differ.
-        exact = classified.filter("reason IS NOT NULL").select(
-            F.hex(F.coalesce("raw_bytes", F.col("raw_line").cast("binary"))).alias("line"), "raw_line", "reason"
-        ).collect()
+        exact = (
+            classified.filter("reason IS NOT NULL")
+            .select(
+                F.hex(F.coalesce("raw_bytes", F.col("raw_line").cast("binary"))).alias("line"),
+                "raw_line",
+                "reason",
+            )
+            .collect()
+        )
         # Every text column valid UTF-8: raw_line and reason_detail of every row, the event fields of silver.
-        valid_text = F.least(*[F.coalesce(F.is_valid_utf8(column), F.lit(True)) for column in TEXT_COLUMNS])
+        valid_text = F.least(
+            *[F.coalesce(F.is_valid_utf8(column), F.lit(True)) for column in TEXT_COLUMNS]
+        )
         totals = classified.select(
             F.count(F.lit(1)).alias("lines"),
             F.count_if(F.col("reason").isNull()).alias("valid"),
@@ -301,9 +379,16 @@ def classify_and_check(
         classified.unpersist()
     bronze_count, valid_count, not_utf8 = totals.lines, totals.valid, totals.not_utf8
 
-    actual_lines = Counter((None if r.raw_line is None else bytes.fromhex(r.line), r.reason) for r in exact)
+    actual_lines = Counter(
+        (None if r.raw_line is None else bytes.fromhex(r.line), r.reason) for r in exact
+    )
     wanted_lines = Counter((line, reason) for line, reason in zip(lines, reasons) if reason)
-    differ = [(line, reason, n) for (line, reason), n in ((actual_lines - wanted_lines) + (wanted_lines - actual_lines)).items()]
+    differ = [
+        (line, reason, n)
+        for (line, reason), n in (
+            (actual_lines - wanted_lines) + (wanted_lines - actual_lines)
+        ).items()
+    ]
     assert not differ, f"{source}: silver and the oracle differ on: " + "; ".join(
         f"{(line or b'')[:300]!r}: silver {Counter({k: v for k, v in actual_lines.items() if k[0] == line})} "
         f"oracle {Counter({k: v for k, v in wanted_lines.items() if k[0] == line})}"
@@ -317,18 +402,24 @@ def classify_and_check(
     assert duplicates == expected.duplicates, source
     assert sorted(row.event_id for row in silver) == sorted(expected.events), source
     for row in silver:
-        millis = (row.event_time.replace(tzinfo=timezone.utc) - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+        millis = (
+            row.event_time.replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)
+        ) // timedelta(milliseconds=1)
         assert (row.campaign_id, millis, row.event_type, row.user_id) in copies[row.event_id], row
         assert satisfies_contract(row), row
     assert not_utf8 == 0
-    return quarantine, Counter({**by_reason, "silver": len(silver), "duplicates": duplicates, "lines": bronze_count})
+    return quarantine, Counter(
+        {**by_reason, "silver": len(silver), "duplicates": duplicates, "lines": bronze_count}
+    )
 
 
 def report(source: str, counts: Counter) -> None:
     TOTALS.update({f"{source}:{key}": value for key, value in counts.items()})
     TOTALS.update(counts)
     if PROGRESS:
-        summary = ", ".join(f"{key}={value}" for key, value in sorted(TOTALS.items()) if ":" not in key)
+        summary = ", ".join(
+            f"{key}={value}" for key, value in sorted(TOTALS.items()) if ":" not in key
+        )
         print(f"[fuzz] {source} batch: {counts['lines']} lines; totals: {summary}", flush=True)
 
 
@@ -337,28 +428,48 @@ FUZZ_SETTINGS = settings(
     derandomize=True,
     deadline=None,
     database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
 )
 
 
 @FUZZ_SETTINGS
-@given(batch=batches(), files=st.integers(1, 3), crlf=st.booleans(), bom=st.booleans(), final_break=st.booleans())
-def test_landing_lines_are_never_lost_and_never_fail(spark, campaigns, campaigns_csv, batch, files, crlf, bom, final_break):
+@given(
+    batch=batches(),
+    files=st.integers(1, 3),
+    crlf=st.booleans(),
+    bom=st.booleans(),
+    final_break=st.booleans(),
+)
+def test_landing_lines_are_never_lost_and_never_fail(
+    spark, campaigns, campaigns_csv, batch, files, crlf, bom, final_break
+):
     records = [line for line in batch if line is not None]  # a file has no null lines
     with tempfile.TemporaryDirectory() as landing:
         for number in range(files):
             part = records[number::files]
-            data = (b"\r\n" if crlf else b"\n").join(part) + (b"\n" if final_break and part else b"")
-            Path(landing, f"part-{number}.jsonl").write_bytes((b"\xef\xbb\xbf" if bom else b"") + data)
+            data = (b"\r\n" if crlf else b"\n").join(part) + (
+                b"\n" if final_break and part else b""
+            )
+            Path(landing, f"part-{number}.jsonl").write_bytes(
+                (b"\xef\xbb\xbf" if bom else b"") + data
+            )
         landing_files = sorted(Path(landing).glob("*.jsonl"))
         read = spark.read.text(f"{landing}/*.jsonl").select(
-            "value", F.col("_metadata.file_path").alias("source_file"), F.lit(INGESTED).alias("ingested_at")
+            "value",
+            F.col("_metadata.file_path").alias("source_file"),
+            F.lit(INGESTED).alias("ingested_at"),
         )
         bronze = bronze_ad_events(read)
         expected = expected_from_landing(landing, campaigns_csv, INGESTED)
         file_lines = [line for path in landing_files for line in _file_lines(path)]
         reasons, copies = per_line(file_lines, campaigns_csv)
-        _, counts = classify_and_check(bronze, campaigns, expected, file_lines, reasons, copies, "files")
+        _, counts = classify_and_check(
+            bronze, campaigns, expected, file_lines, reasons, copies, "files"
+        )
         # bronze keeps the exact bytes of every line that is not UTF-8, and only of those
         raw = bronze.select(F.hex("raw_bytes").alias("b")).filter("b IS NOT NULL").collect()
         invalid = [line for line in file_lines if not _is_utf8(line)]
@@ -370,7 +481,14 @@ def test_landing_lines_are_never_lost_and_never_fail(spark, campaigns, campaigns
 @given(batch=batches())
 def test_kafka_records_are_never_lost_and_never_fail(spark, campaigns, campaigns_csv, batch):
     rows = [
-        (None if value is None else bytearray(value), "fuzz", offset % 3, offset, INGESTED, INGESTED)
+        (
+            None if value is None else bytearray(value),
+            "fuzz",
+            offset % 3,
+            offset,
+            INGESTED,
+            INGESTED,
+        )
         for offset, value in enumerate(batch)
     ]
     records = spark.createDataFrame(
@@ -381,14 +499,22 @@ def test_kafka_records_are_never_lost_and_never_fail(spark, campaigns, campaigns
     bronze = bronze_ad_events(records.withColumn("value", F.col("value").cast("string")))
     expected = expected_from_lines(batch, campaigns_csv, INGESTED)
     reasons, copies = per_line(batch, campaigns_csv)
-    quarantine, counts = classify_and_check(bronze, campaigns, expected, batch, reasons, copies, "kafka")
+    quarantine, counts = classify_and_check(
+        bronze, campaigns, expected, batch, reasons, copies, "kafka"
+    )
 
     # Each record has the oracle's reason, and keeps its bytes when they are not UTF-8.
     actual = {int(row.source_file.rsplit("/", 1)[1]): row.reason for row in quarantine}
     assert actual == {offset: reason for offset, reason in enumerate(reasons) if reason}
-    raw = bronze.select("kafka_offset", F.hex("raw_bytes").alias("b")).filter("b IS NOT NULL").collect()
+    raw = (
+        bronze.select("kafka_offset", F.hex("raw_bytes").alias("b"))
+        .filter("b IS NOT NULL")
+        .collect()
+    )
     assert {r.kafka_offset: bytes.fromhex(r.b) for r in raw} == {
-        offset: value for offset, value in enumerate(batch) if value is not None and not _is_utf8(value)
+        offset: value
+        for offset, value in enumerate(batch)
+        if value is not None and not _is_utf8(value)
     }
     report("kafka", counts)
 

@@ -6,10 +6,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from helpers import START, assert_tables_match_oracle, gold_tables, run_job, run_pipeline, table
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from helpers import START, assert_tables_match_oracle, gold_tables, run_job, run_pipeline, table
 from lakehouse import catalog
 from lakehouse_tools.generator import write_campaigns, write_hours
 
@@ -21,7 +21,10 @@ SOME_GOLD = catalog.get("gold.campaign_hourly")
 
 def snapshot(spark, lakehouse):
     silver = table(spark, lakehouse, "silver.ad_events").drop(*LINEAGE)
-    return {"silver.ad_events": silver.cache(), **{n: table(spark, lakehouse, n).cache() for n in GOLD}}
+    return {
+        "silver.ad_events": silver.cache(),
+        **{n: table(spark, lakehouse, n).cache() for n in GOLD},
+    }
 
 
 def recompute(lakehouse, start, end):
@@ -36,7 +39,13 @@ def test_batch_recompute_equals_the_stream_and_is_idempotent(spark, lakehouse):
         write_hours(lakehouse, START + timedelta(hours=hour), 1, events_per_second=0.05, seed=41)
         run_pipeline(lakehouse)
     streamed = snapshot(spark, lakehouse)
-    hours = sorted(r.h for r in table(spark, lakehouse, "silver.ad_events").select(F.date_trunc("hour", "event_time").alias("h")).distinct().collect())
+    hours = sorted(
+        r.h
+        for r in table(spark, lakehouse, "silver.ad_events")
+        .select(F.date_trunc("hour", "event_time").alias("h"))
+        .distinct()
+        .collect()
+    )
     start, end = f"{hours[0]:%Y-%m-%dT%H:00Z}", f"{hours[-1] + timedelta(hours=1):%Y-%m-%dT%H:00Z}"
 
     recompute(lakehouse, start, end)
@@ -57,17 +66,40 @@ def test_backfill_touches_only_its_hours(spark, lakehouse):
     run_pipeline(lakehouse, up_to=SOME_GOLD.name)
     hourly = lakehouse.table(SOME_GOLD.name).path
     # Damage both hours; a backfill of 01:00 repairs 01:00 and leaves 00:00 as it is.
-    spark.sql(f"UPDATE delta.`{hourly}` SET views = -1 WHERE hour_start >= TIMESTAMP'2026-11-20 00:00:00'")
+    spark.sql(
+        f"UPDATE delta.`{hourly}` SET views = -1 WHERE hour_start >= TIMESTAMP'2026-11-20 00:00:00'"
+    )
 
-    summary = run_job(SOME_GOLD.task, lakehouse, "--mode", "batch", "--start", "2026-11-20T01:00Z", "--end", "2026-11-20T02:00Z")
+    summary = run_job(
+        SOME_GOLD.task,
+        lakehouse,
+        "--mode",
+        "batch",
+        "--start",
+        "2026-11-20T01:00Z",
+        "--end",
+        "2026-11-20T02:00Z",
+    )
 
     gold = table(spark, lakehouse, SOME_GOLD.name)
-    views_by_hour = {r.hour_start.hour: r.bad for r in gold.groupBy("hour_start").agg(F.sum(F.when(F.col("views") == -1, 1).otherwise(0)).alias("bad")).collect() if r.hour_start.day == 20}
+    views_by_hour = {
+        r.hour_start.hour: r.bad
+        for r in gold.groupBy("hour_start")
+        .agg(F.sum(F.when(F.col("views") == -1, 1).otherwise(0)).alias("bad"))
+        .collect()
+        if r.hour_start.day == 20
+    }
     assert views_by_hour[0] > 0 and views_by_hour[1] == 0
     # The summary says what the backfill's commit wrote: the hour's rows, in the table's newest version.
     newest = spark.sql(f"DESCRIBE HISTORY delta.`{hourly}`").agg(F.max("version")).first()[0]
-    hour_rows = gold.filter(F.col("hour_start") == F.lit("2026-11-20 01:00:00").cast("timestamp")).count()
-    assert (summary["rows_written"], summary["rows_deleted"], summary["version"]) == (hour_rows, hour_rows, newest), summary
+    hour_rows = gold.filter(
+        F.col("hour_start") == F.lit("2026-11-20 01:00:00").cast("timestamp")
+    ).count()
+    assert (summary["rows_written"], summary["rows_deleted"], summary["version"]) == (
+        hour_rows,
+        hour_rows,
+        newest,
+    ), summary
 
 
 def test_full_refresh_rebuilds_from_upstream_with_a_new_checkpoint_generation(spark, lakehouse):
@@ -80,8 +112,13 @@ def test_full_refresh_rebuilds_from_upstream_with_a_new_checkpoint_generation(sp
     run_job("full_refresh", lakehouse, "--layer", "silver")
     assert table(spark, lakehouse, "silver.ad_events").count() == 0
     assert all(table(spark, lakehouse, name).count() == 0 for name in GOLD)
-    queries = [t.name for t in catalog.tasks() if t.layer == "gold"]  # a side table lives under its writer's checkpoint
-    assert [silver.current_generation(), *(lakehouse.table(name).current_generation() for name in queries)] == [1] * (1 + len(queries))
+    queries = [
+        t.name for t in catalog.tasks() if t.layer == "gold"
+    ]  # a side table lives under its writer's checkpoint
+    assert [
+        silver.current_generation(),
+        *(lakehouse.table(name).current_generation() for name in queries),
+    ] == [1] * (1 + len(queries))
     assert lakehouse.table("bronze.ad_events").current_generation() == 0
     assert Path(old_checkpoint, "offsets").is_dir(), "the old checkpoint is kept aside"
 
@@ -101,10 +138,18 @@ def test_consistency_check_finds_exactly_the_damaged_hours(spark, lakehouse, cap
     assert "no differences" in capsys.readouterr().out
 
     damaged = lakehouse.table(SOME_GOLD.name).path
-    spark.sql(f"DELETE FROM delta.`{damaged}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00' AND views = 1")
+    spark.sql(
+        f"DELETE FROM delta.`{damaged}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00' AND views = 1"
+    )
     with pytest.raises(SystemExit) as exit_info:
         run_job("consistency_check", lakehouse, *interval)
     assert exit_info.value.code == 1
-    report = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip().startswith(("silver", "gold"))]
+    report = [
+        line.split()
+        for line in capsys.readouterr().out.splitlines()
+        if line.strip().startswith(("silver", "gold"))
+    ]
     assert [(row[0], row[1], row[2]) for row in report] == [(SOME_GOLD.name, "2026-11-20", "01:00")]
-    assert report[0][3] == "0" and int(report[0][4]) > 0  # rows missing from live, present in the recomputation
+    assert (
+        report[0][3] == "0" and int(report[0][4]) > 0
+    )  # rows missing from live, present in the recomputation

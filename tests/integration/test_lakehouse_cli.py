@@ -7,12 +7,12 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from helpers import START, oracle, run_pipeline
+
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
 from lakehouse_tools.generator import write_campaigns, write_hours
@@ -26,7 +26,10 @@ COMMAND = Path(sys.executable).parent / "lakehouse"
 def lakehouse_command(lakehouse: Lakehouse, *args: str) -> subprocess.CompletedProcess:
     assert COMMAND.exists(), f"{COMMAND} is missing: run `make venv`"
     return subprocess.run(
-        [str(COMMAND), *args, "--lakehouse-root", lakehouse.root], capture_output=True, text=True, timeout=120
+        [str(COMMAND), *args, "--lakehouse-root", lakehouse.root],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -41,7 +44,9 @@ def written(request, tmp_path_factory) -> Lakehouse:
     """Two producer hours (late events, duplicates, bad lines) through one incremental run of every task."""
     from lakehouse.spark import engine as engine_kind
 
-    if engine_kind() == "connect":  # a module fixture is set up before the per-test one that starts it
+    if (
+        engine_kind() == "connect"
+    ):  # a module fixture is set up before the per-test one that starts it
         request.getfixturevalue("engine")
     lakehouse = Lakehouse(root=str(tmp_path_factory.mktemp("cli") / "lakehouse"))
     # Seed 17: every event hour holds a view. (With seed 16 since the generator's bursts, an hour of
@@ -66,7 +71,9 @@ def test_status_counts_every_hour_as_the_oracle_does(written):
     # in the hour of its original, so duplicates are per folder too).
     for offset in range(HOURS):
         hour = START + timedelta(hours=offset)
-        expected = expected_from_landing(Path(written.landing_events, f"{hour:%Y-%m-%d/%H}"), written.landing_campaigns)
+        expected = expected_from_landing(
+            Path(written.landing_events, f"{hour:%Y-%m-%d/%H}"), written.landing_campaigns
+        )
         counts = by_hour[hour_key(hour)]["counts"]
         assert (counts["landed"], counts["bronze.ad_events"]) == (expected.lines, expected.lines)
         assert counts["silver.quarantine_ad_events"] == sum(expected.quarantined.values())
@@ -75,42 +82,70 @@ def test_status_counts_every_hour_as_the_oracle_does(written):
     assert sum(row["counts"]["duplicates"] for row in grid["hours"]) == whole.duplicates > 0
 
     # Event hours (late events fall before the first producer hour): silver and every gold table.
-    silver = Counter(hour_key(datetime.fromtimestamp(e["millis"] // 1000, timezone.utc)) for e in whole.events.values())
-    hour_tables = [t for t in catalog.batch_tables() if t.layer == "gold" and t.write in catalog.HOUR_LAYOUTS]
-    gold = {t.name: Counter(hour_key(row["hour_start"]) for row in whole.rows(t.name)) for t in hour_tables}
-    assert set(by_hour) == set(silver) | {hour_key(START + timedelta(hours=i)) for i in range(HOURS)}
+    silver = Counter(
+        hour_key(datetime.fromtimestamp(e["millis"] // 1000, UTC)) for e in whole.events.values()
+    )
+    hour_tables = [
+        t for t in catalog.batch_tables() if t.layer == "gold" and t.write in catalog.HOUR_LAYOUTS
+    ]
+    gold = {
+        t.name: Counter(hour_key(row["hour_start"]) for row in whole.rows(t.name))
+        for t in hour_tables
+    }
+    assert set(by_hour) == set(silver) | {
+        hour_key(START + timedelta(hours=i)) for i in range(HOURS)
+    }
     for hour, row in by_hour.items():
         assert row["counts"]["silver.ad_events"] == silver[hour], hour
         for name, expected in gold.items():
             assert row["counts"][name] == expected[hour], (name, hour)
     assert set(grid["tables"]) == {t.name for t in catalog.tables()}
     # Every table the hourly runs write has a last write; maintenance's records wait for maintenance.
-    assert {name for name, write in grid["tables"].items() if write is None} == {"ops.table_maintenance"}
+    assert {name for name, write in grid["tables"].items() if write is None} == {
+        "ops.table_maintenance"
+    }
     assert all(write["version"] >= 0 for write in grid["tables"].values() if write)
 
 
 def test_query_gives_exactly_the_oracle_rows(written):
     done = lakehouse_command(
-        written, "query", "--json",
+        written,
+        "query",
+        "--json",
         "select campaign_id, strftime(hour_start, '%Y-%m-%dT%H') as hour, views, clicks, purchases, distinct_users "
         "from gold.campaign_hourly",
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     actual = Counter(tuple(row.values()) for row in json.loads(done.stdout))
     expected = Counter(
-        (r["campaign_id"], f"{r['hour_start']:%Y-%m-%dT%H}", r["views"], r["clicks"], r["purchases"], r["distinct_users"])
+        (
+            r["campaign_id"],
+            f"{r['hour_start']:%Y-%m-%dT%H}",
+            r["views"],
+            r["clicks"],
+            r["purchases"],
+            r["distinct_users"],
+        )
         for r in oracle(written).rows("gold.campaign_hourly")
     )
     assert actual == expected
 
     whole = oracle(written)
     text = lakehouse_command(written, "query", "select count(*) as events from silver.ad_events")
-    assert text.returncode == 0 and text.stdout.split() == ["events", "------", str(len(whole.events)), "(1", "row)"]
+    assert text.returncode == 0 and text.stdout.split() == [
+        "events",
+        "------",
+        str(len(whole.events)),
+        "(1",
+        "row)",
+    ]
     missing = lakehouse_command(written, "query", "select * from gold.no_such_table")
     assert missing.returncode == 2 and "gold.campaign_hourly" in missing.stderr
 
 
-def test_a_new_hour_is_pending_and_a_deleted_gold_hour_is_missing_and_repaired_by_one_backfill(spark, written, tmp_path):
+def test_a_new_hour_is_pending_and_a_deleted_gold_hour_is_missing_and_repaired_by_one_backfill(
+    spark, written, tmp_path
+):
     copy = Lakehouse(root=str(tmp_path / "lakehouse"))
     shutil.copytree(written.root, copy.root)
     new_hour = START + timedelta(hours=HOURS)
@@ -123,12 +158,21 @@ def test_a_new_hour_is_pending_and_a_deleted_gold_hour_is_missing_and_repaired_b
     # apply: the command then reads through delta-rs's own scan).
     damaged = START + timedelta(hours=1)
     gold = copy.table("gold.campaign_hourly").path
-    spark.sql(f"ALTER TABLE delta.`{gold}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-    spark.sql(f"DELETE FROM delta.`{gold}` WHERE hour_start = timestamp'{damaged:%Y-%m-%d %H:00:00}+00:00'")
-    assert list(Path(gold).rglob("deletion_vector_*.bin")), "the delete wrote no deletion vector: the test checks less than it says"
+    spark.sql(
+        f"ALTER TABLE delta.`{gold}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
+    spark.sql(
+        f"DELETE FROM delta.`{gold}` WHERE hour_start = timestamp'{damaged:%Y-%m-%d %H:00:00}+00:00'"
+    )
+    assert list(Path(gold).rglob("deletion_vector_*.bin")), (
+        "the delete wrote no deletion vector: the test checks less than it says"
+    )
     code, after = status(copy)
     assert code == 1 and after["needs_action"] == [hour_key(damaged)]
-    assert {row["hour"]: row["state"] for row in after["hours"]} == {**states, hour_key(damaged): "missing"}
+    assert {row["hour"]: row["state"] for row in after["hours"]} == {
+        **states,
+        hour_key(damaged): "missing",
+    }
     counts = {row["hour"]: row["counts"]["gold.campaign_hourly"] for row in after["hours"]}
     before = {row["hour"]: row["counts"]["gold.campaign_hourly"] for row in grid["hours"]}
     assert counts == {**before, hour_key(damaged): 0} and before[hour_key(damaged)] > 0
@@ -141,4 +185,7 @@ def test_a_new_hour_is_pending_and_a_deleted_gold_hour_is_missing_and_repaired_b
         f"--from-date {owner} --to-date {owner}"
     ]
     text = lakehouse_command(copy, "status")
-    assert text.returncode == 1 and f"{damaged:%Y-%m-%d %H}:00 missing: gold.campaign_hourly has no row" in text.stdout
+    assert (
+        text.returncode == 1
+        and f"{damaged:%Y-%m-%d %H}:00 missing: gold.campaign_hourly has no row" in text.stdout
+    )

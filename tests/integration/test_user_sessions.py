@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 from pathlib import Path
 
+from helpers import (
+    START,
+    assert_gold_matches_oracle,
+    oracle,
+    rows_of,
+    run_in_a_jvm_of_its_own,
+    run_job,
+    run_pipeline,
+    table,
+)
 from pyspark.sql import functions as F
 
-from helpers import (
-    START, assert_gold_matches_oracle, oracle, rows_of, run_in_a_jvm_of_its_own, run_job, run_pipeline, table,
-)  # fmt: skip
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
 from lakehouse.flows import sessions as session_flow
@@ -26,15 +33,23 @@ HOURS = 4
 SEED = 21
 EVENTS_PER_SECOND = 0.2
 SESSIONS = "gold.user_sessions"
-SESSION_TABLES = (SESSIONS, "gold.open_sessions")  # the sessions query's tables: its own and the sessions still open
+SESSION_TABLES = (
+    SESSIONS,
+    "gold.open_sessions",
+)  # the sessions query's tables: its own and the sessions still open
 
 
 def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(spark, tmp_path, capsys):
-    hourly, at_once = Lakehouse(root=str(tmp_path / "hourly")), Lakehouse(root=str(tmp_path / "at_once"))
+    hourly, at_once = (
+        Lakehouse(root=str(tmp_path / "hourly")),
+        Lakehouse(root=str(tmp_path / "at_once")),
+    )
     for lakehouse in (hourly, at_once):
         write_campaigns(lakehouse, seed=SEED)
     for hour in range(HOURS):  # a run per producer hour: sessions cross hours and runs
-        write_hours(hourly, START + timedelta(hours=hour), 1, events_per_second=EVENTS_PER_SECOND, seed=SEED)
+        write_hours(
+            hourly, START + timedelta(hours=hour), 1, events_per_second=EVENTS_PER_SECOND, seed=SEED
+        )
         run_pipeline(hourly, up_to=SESSIONS)
     write_hours(at_once, START, HOURS, events_per_second=EVENTS_PER_SECOND, seed=SEED)
     run_pipeline(at_once, up_to=SESSIONS)
@@ -52,14 +67,25 @@ def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(spark,
     assert late.count() > 0
     pending = late.where(F.col("reconciled_at").isNull()).select("user_id").collect()
     still_open = {row["user_id"] for row in expected.rows("gold.open_sessions")}
-    assert {row.user_id for row in pending} <= still_open, "a late event waits only for a session still open"
-    assert table(spark, at_once, "ops.late_session_events").count() == 0, "one run sees no event behind its watermark"
+    assert {row.user_id for row in pending} <= still_open, (
+        "a late event waits only for a session still open"
+    )
+    assert table(spark, at_once, "ops.late_session_events").count() == 0, (
+        "one run sees no event behind its watermark"
+    )
 
     # The consistency check recomputes the sessions of the hourly runs' hours and finds them equal
     # (it compares every table with a batch form: the other gold tables catch up in one run first).
     run_pipeline(hourly)
-    first = START - timedelta(hours=3)  # late events fall up to 90 minutes before the first producer hour
-    interval = ["--start", f"{first:%Y-%m-%dT%H:%MZ}", "--end", f"{START + timedelta(hours=HOURS + 1):%Y-%m-%dT%H:%MZ}"]
+    first = START - timedelta(
+        hours=3
+    )  # late events fall up to 90 minutes before the first producer hour
+    interval = [
+        "--start",
+        f"{first:%Y-%m-%dT%H:%MZ}",
+        "--end",
+        f"{START + timedelta(hours=HOURS + 1):%Y-%m-%dT%H:%MZ}",
+    ]
     capsys.readouterr()
     run_job("consistency_check", hourly, *interval)
     assert SESSIONS in capsys.readouterr().out.split("no differences:")[1]
@@ -85,18 +111,31 @@ def test_a_backfill_of_one_hour_replaces_exactly_the_sessions_overlapping_it(spa
     overlapping = (F.col("session_end") >= F.lit(hour.replace(tzinfo=None))) & (
         F.col("session_start") < F.lit((hour + timedelta(hours=1)).replace(tzinfo=None))
     )
-    ids = [row.session_id for row in table(spark, lakehouse, SESSIONS).where(overlapping).limit(2).collect()]
+    ids = [
+        row.session_id
+        for row in table(spark, lakehouse, SESSIONS).where(overlapping).limit(2).collect()
+    ]
     spark.sql(f"DELETE FROM delta.`{path}` WHERE session_id = '{ids[0]}'")
     spark.sql(f"UPDATE delta.`{path}` SET events = events + 100 WHERE session_id = '{ids[1]}'")
     untouched = table(spark, lakehouse, SESSIONS).where(~overlapping).count()
 
-    run_job("gold_user_sessions", lakehouse, "--mode", "batch", "--start", f"{hour:%Y-%m-%dT%H:%MZ}",
-            "--end", f"{hour + timedelta(hours=1):%Y-%m-%dT%H:%MZ}")  # fmt: skip
+    run_job(
+        "gold_user_sessions",
+        lakehouse,
+        "--mode",
+        "batch",
+        "--start",
+        f"{hour:%Y-%m-%dT%H:%MZ}",
+        "--end",
+        f"{hour + timedelta(hours=1):%Y-%m-%dT%H:%MZ}",
+    )
     assert rows_of(spark, lakehouse, SESSIONS) == before
     assert table(spark, lakehouse, SESSIONS).where(~overlapping).count() == untouched
 
 
-def test_a_backfill_beside_the_stream_keeps_the_sessions_the_stream_closed_after_it_read_the_watermark(spark, lakehouse):
+def test_a_backfill_beside_the_stream_keeps_the_sessions_the_stream_closed_after_it_read_the_watermark(
+    spark, lakehouse
+):
     # CI, once: a backfill of hours 00-02 beside the hourly run that ingested hour 02 lost 10 sessions
     # of hour 01. Here the same order, step by step, as the batch form's recompute takes it.
     write_campaigns(lakehouse, seed=SEED)
@@ -108,15 +147,30 @@ def test_a_backfill_beside_the_stream_keeps_the_sessions_the_stream_closed_after
     end_ms = start_ms + 3_600_000
     # The backfill of hour 01:00 reads the stream's watermark and recomputes the hour's sessions ...
     watermark = session_flow.watermark_for(spark, lakehouse, entry)
-    recomputed = session_flow.recomputed_sessions(spark, lakehouse.table(entry.upstream[0]), entry, watermark, start_ms, end_ms)
-    open_then = {row.session_id for row in session_flow.table_rows(recomputed.where(F.col("kind") == "open")).collect()}
+    recomputed = session_flow.recomputed_sessions(
+        spark, lakehouse.table(entry.upstream[0]), entry, watermark, start_ms, end_ms
+    )
+    open_then = {
+        row.session_id
+        for row in session_flow.table_rows(recomputed.where(F.col("kind") == "open")).collect()
+    }
     # ... the hourly run ingests the next hour meanwhile, and its watermark closes sessions the backfill saw open ...
-    write_hours(lakehouse, START + timedelta(hours=2), 1, events_per_second=EVENTS_PER_SECOND, seed=SEED)
+    write_hours(
+        lakehouse, START + timedelta(hours=2), 1, events_per_second=EVENTS_PER_SECOND, seed=SEED
+    )
     run_pipeline(lakehouse, up_to=SESSIONS)
-    closed_since = open_then & {row.session_id for row in table(spark, lakehouse, SESSIONS).select("session_id").collect()}
-    assert closed_since, "the sample must have sessions of hour 01:00 that the next hour's watermark closes"
-    reconciled = table(spark, lakehouse, "ops.late_session_events").where(F.col("reconciled_at").isNotNull())
-    assert reconciled.where(F.hour("event_time") == 1).count() == 1, "and a late event of that hour, reconciled before the replace"
+    closed_since = open_then & {
+        row.session_id for row in table(spark, lakehouse, SESSIONS).select("session_id").collect()
+    }
+    assert closed_since, (
+        "the sample must have sessions of hour 01:00 that the next hour's watermark closes"
+    )
+    reconciled = table(spark, lakehouse, "ops.late_session_events").where(
+        F.col("reconciled_at").isNotNull()
+    )
+    assert reconciled.where(F.hour("event_time") == 1).count() == 1, (
+        "and a late event of that hour, reconciled before the replace"
+    )
     # ... and the backfill's replace commits last: it must not delete what it saw open.
     try:
         session_flow.replace_sessions(spark, target, entry, recomputed, watermark, start_ms, end_ms)
@@ -135,36 +189,60 @@ def test_a_backfill_recomputes_again_when_the_hourly_run_reconciles_a_late_event
     write_hours(lakehouse, START, 2, events_per_second=EVENTS_PER_SECOND, seed=SEED)
     run_pipeline(lakehouse, up_to=SESSIONS)
     entry = catalog.get(SESSIONS)
-    closed = table(spark, lakehouse, SESSIONS).where(F.col("session_start") >= F.lit(START.replace(minute=5, tzinfo=None)))
-    touched = closed.where(F.col("session_end") < F.lit(START.replace(minute=40, tzinfo=None))).orderBy("session_id").first()
+    closed = table(spark, lakehouse, SESSIONS).where(
+        F.col("session_start") >= F.lit(START.replace(minute=5, tzinfo=None))
+    )
+    touched = (
+        closed.where(F.col("session_end") < F.lit(START.replace(minute=40, tzinfo=None)))
+        .orderBy("session_id")
+        .first()
+    )
     # A late event one minute after that session's last, from the same user, in a later arrival folder.
     event = next(
-        json.loads(line) for path in sorted(Path(lakehouse.landing_events).rglob("*.jsonl"))
-        for line in path.read_text().splitlines() if f'"user_id": "{touched.user_id}"' in line
-    )  # fmt: skip
-    last_ms = int(touched.session_end.replace(tzinfo=timezone.utc).timestamp() * 1000)
+        json.loads(line)
+        for path in sorted(Path(lakehouse.landing_events).rglob("*.jsonl"))
+        for line in path.read_text().splitlines()
+        if f'"user_id": "{touched.user_id}"' in line
+    )
+    last_ms = int(touched.session_end.replace(tzinfo=UTC).timestamp() * 1000)
     event.update(event_id=str(uuid.uuid4()), event_time=str(last_ms + 60_000))
 
-    def the_hourly_run_meanwhile(spark_, target, table_, sessions, watermark, start_ms, end_ms, users=None):
-        if end_ms is not None and not backfill_replaces:  # the backfill's first replace (a reconciliation's has no end)
-            arrival = Path(lakehouse.landing_events) / f"{START:%Y-%m-%d}" / "02" / "part-0000.jsonl"
+    def the_hourly_run_meanwhile(
+        spark_, target, table_, sessions, watermark, start_ms, end_ms, users=None
+    ):
+        if (
+            end_ms is not None and not backfill_replaces
+        ):  # the backfill's first replace (a reconciliation's has no end)
+            arrival = (
+                Path(lakehouse.landing_events) / f"{START:%Y-%m-%d}" / "02" / "part-0000.jsonl"
+            )
             arrival.parent.mkdir(parents=True)
             arrival.write_text(json.dumps(event) + "\n")
             run_job("bronze_ad_events", lakehouse)
             run_in_a_jvm_of_its_own("silver_ad_events", lakehouse)
             run_job("gold_user_sessions", lakehouse)
-            late = table(spark, lakehouse, "ops.late_session_events").where(F.col("event_id") == event["event_id"])
-            assert late.where(F.col("reconciled_at").isNotNull()).count() == 1, "recorded late and reconciled"
+            late = table(spark, lakehouse, "ops.late_session_events").where(
+                F.col("event_id") == event["event_id"]
+            )
+            assert late.where(F.col("reconciled_at").isNotNull()).count() == 1, (
+                "recorded late and reconciled"
+            )
         if end_ms is not None:
             backfill_replaces.append(start_ms)
-        return replace_sessions(spark_, target, table_, sessions, watermark, start_ms, end_ms, users)
+        return replace_sessions(
+            spark_, target, table_, sessions, watermark, start_ms, end_ms, users
+        )
 
     backfill_replaces, replace_sessions = [], session_flow.replace_sessions
     monkeypatch.setattr(session_flow, "replace_sessions", the_hourly_run_meanwhile)
-    session_flow.recompute(spark, lakehouse, entry, HourRange.between(START, START + timedelta(hours=1)))
+    session_flow.recompute(
+        spark, lakehouse, entry, HourRange.between(START, START + timedelta(hours=1))
+    )
     expected = assert_gold_matches_oracle(spark, lakehouse, names=SESSION_TABLES)
     sessions = {row["session_id"]: row for row in expected.rows(SESSIONS)}
-    assert sessions[touched.session_id]["events"] == touched.events + 1, "the late event joined the session"
+    assert sessions[touched.session_id]["events"] == touched.events + 1, (
+        "the late event joined the session"
+    )
     assert len(backfill_replaces) == 2, "recomputed again after silver grew"
 
 

@@ -8,11 +8,11 @@ import time
 from datetime import date, datetime
 from pathlib import Path
 
+from helpers import START
 from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from helpers import START
 from lakehouse.catalog import Table, Write
 from lakehouse.config import TablePaths
 from lakehouse.hours import HourRange
@@ -21,16 +21,23 @@ from lakehouse.sinks import replace_hours, with_conflict_retries
 DAY = date(2026, 11, 20)
 # A gold table of the catalog's replace-hours kind (not registered: the test owns it).
 GOLD_TEST = Table(
-    name="gold.test", schema="event_date DATE, hour_start TIMESTAMP, campaign_id STRING, events BIGINT",
-    write=Write.REPLACE_HOURS, task="test", partition_by=("event_date",),
-)  # fmt: skip
+    name="gold.test",
+    schema="event_date DATE, hour_start TIMESTAMP, campaign_id STRING, events BIGINT",
+    write=Write.REPLACE_HOURS,
+    task="test",
+    partition_by=("event_date",),
+)
 
 
 def hour_rows(hour: int, count: int) -> list[Row]:
-    return [Row(event_date=DAY, hour_start=datetime(2026, 11, 20, hour), campaign_id="c1", events=count)]
+    return [
+        Row(event_date=DAY, hour_start=datetime(2026, 11, 20, hour), campaign_id="c1", events=count)
+    ]
 
 
-def test_a_commit_landing_during_a_replace_where_is_retried_and_nothing_is_lost(spark, tmp_path, caplog):
+def test_a_commit_landing_during_a_replace_where_is_retried_and_nothing_is_lost(
+    spark, tmp_path, caplog
+):
     gold = str(tmp_path / "gold")
     spark.createDataFrame(hour_rows(0, 1) + hour_rows(1, 10)).write.format("delta").partitionBy(
         "event_date"
@@ -61,18 +68,26 @@ def test_a_commit_landing_during_a_replace_where_is_retried_and_nothing_is_lost(
 
     other_writer = threading.Thread(target=concurrent_append, daemon=True)
     other_writer.start()
-    backfill = spark.createDataFrame(hour_rows(0, 7)).withColumn("events", hold_until_the_other_commit("events"))
+    backfill = spark.createDataFrame(hour_rows(0, 7)).withColumn(
+        "events", hold_until_the_other_commit("events")
+    )
     hour_zero = HourRange.between(START, START.replace(hour=1))
     with caplog.at_level(logging.WARNING, logger="lakehouse"):
-        with_conflict_retries(lambda: replace_hours(backfill, _paths(gold), GOLD_TEST, hour_zero), "gold hour 00")
+        with_conflict_retries(
+            lambda: replace_hours(backfill, _paths(gold), GOLD_TEST, hour_zero), "gold hour 00"
+        )
     other_writer.join(timeout=60)
 
     conflicts = [r.getMessage() for r in caplog.records if "Delta write conflict" in r.getMessage()]
-    assert len(conflicts) == 1 and "(attempt 1/6, ConcurrentAppendException)" in conflicts[0], conflicts
+    assert len(conflicts) == 1 and "(attempt 1/6, ConcurrentAppendException)" in conflicts[0], (
+        conflicts
+    )
     # Hour 00 replaced, hour 01 untouched, the other writer's hour 02 kept.
     expected = spark.createDataFrame(hour_rows(0, 7) + hour_rows(1, 10) + hour_rows(2, 5))
     assertDataFrameEqual(spark.read.format("delta").load(gold), expected)
 
 
 def _paths(path: str) -> TablePaths:
-    return TablePaths(name="gold.test", path=path, checkpoint_root=str(Path(path).parent / "checkpoints"))
+    return TablePaths(
+        name="gold.test", path=path, checkpoint_root=str(Path(path).parent / "checkpoints")
+    )

@@ -6,8 +6,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from kafka_broker import KafkaBroker, kafka_broker  # noqa: F401  (the session fixture)
+
 from lakehouse.config import jar_paths
 
 
@@ -19,7 +19,7 @@ def kafka_source_jars() -> None:
 
 
 @pytest.fixture
-def new_topic(kafka_broker: KafkaBroker):
+def new_topic(kafka_broker: KafkaBroker):  # noqa: F811 (the fixture imported above)
     """Create a topic with a fresh name: ``new_topic(partitions) -> name`` (unique per test)."""
     from lakehouse_tools.kafka_producer import ensure_topic
 

@@ -7,17 +7,22 @@ from datetime import datetime, timedelta
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from helpers import assert_tables_match_oracle
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from helpers import assert_tables_match_oracle, table
 from lakehouse.config import Lakehouse
 from lakehouse_tools.kafka_producer import hour_lines, produce_lines
 from lakehouse_tools.oracle import Expected
 
 
 def produce_generated_hours(
-    bootstrap_servers: str, topic: str, start: datetime, hours: int, events_per_second: float, seed: int
+    bootstrap_servers: str,
+    topic: str,
+    start: datetime,
+    hours: int,
+    events_per_second: float,
+    seed: int,
 ) -> tuple[list[str], list[tuple[int, int]]]:
     """Produce generated hours (the generator's lines); the lines and their (partition, offset)."""
     lines: list[str] = []
@@ -31,7 +36,15 @@ def produce_generated_hours(
 
 def kafka_args(bootstrap_servers: str, topic: str, *extra: str) -> tuple[str, ...]:
     """The bronze job's arguments for reading ``topic``."""
-    return ("--source", "kafka", "--kafka-bootstrap-servers", bootstrap_servers, "--kafka-topic", topic, *extra)
+    return (
+        "--source",
+        "kafka",
+        "--kafka-bootstrap-servers",
+        bootstrap_servers,
+        "--kafka-topic",
+        topic,
+        *extra,
+    )
 
 
 def bronze_positions(
@@ -55,7 +68,11 @@ def consume_all(bootstrap_servers: str, topic: str, count: int, timeout_s: float
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap_servers, "group.id": f"read-{topic}", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": f"read-{topic}",
+            "enable.auto.commit": False,
+        }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     records = []
@@ -79,7 +96,9 @@ def delete_topic(bootstrap_servers: str, topic: str, timeout_s: float = 30) -> N
     admin.delete_topics([topic])[topic].result(timeout_s)
     deadline = time.monotonic() + timeout_s
     while topic in admin.list_topics(timeout=10).topics:
-        assert time.monotonic() < deadline, f"topic {topic} still listed {timeout_s} s after its deletion"
+        assert time.monotonic() < deadline, (
+            f"topic {topic} still listed {timeout_s} s after its deletion"
+        )
         time.sleep(0.2)
 
 

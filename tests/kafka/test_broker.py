@@ -31,8 +31,10 @@ def produced(kafka_broker: KafkaBroker) -> dict[str, tuple[str, int, int]]:
     deadline = time.monotonic() + 30
     while True:  # the topic's partition leaders reach the metadata cache asynchronously
         topic = admin.list_topics(TOPIC, timeout=10).topics[TOPIC]
-        if topic.error is None and len(topic.partitions) == PARTITIONS and all(
-            p.leader >= 0 for p in topic.partitions.values()
+        if (
+            topic.error is None
+            and len(topic.partitions) == PARTITIONS
+            and all(p.leader >= 0 for p in topic.partitions.values())
         ):
             break
         assert time.monotonic() < deadline, f"topic {TOPIC} has no leaders: {topic}"

@@ -36,7 +36,9 @@ def kafka_connection(host, port=None, extra=None):
 def test_bootstrap_servers_come_from_the_argument_then_the_environment():
     assert resolve_bootstrap_servers("b:9092", {"KAFKA_BOOTSTRAP_SERVERS": "e:9092"}) == "b:9092"
     assert resolve_bootstrap_servers("", {"KAFKA_BOOTSTRAP_SERVERS": "e:9092"}) == "e:9092"
-    with pytest.raises(ConfigError, match="--kafka-bootstrap-servers.*KAFKA_BOOTSTRAP_SERVERS.*kafka_lakehouse"):
+    with pytest.raises(
+        ConfigError, match="--kafka-bootstrap-servers.*KAFKA_BOOTSTRAP_SERVERS.*kafka_lakehouse"
+    ):
         resolve_bootstrap_servers(None, {})
 
 
@@ -55,8 +57,13 @@ def test_bootstrap_servers_from_an_airflow_connection(host, port, extra, servers
 def test_the_bronze_task_looks_up_the_connection_only_for_the_kafka_source():
     unused = Connections()
     assert bootstrap_servers_arg({"source": "files"}, unused) == "" and unused.asked == []
-    assert bootstrap_servers_arg({"source": "kafka"}, Connections()) == ""  # the job falls back to the env
-    assert bootstrap_servers_arg({"source": "kafka"}, Connections(kafka_connection("k", 9092))) == "k:9092"
+    assert (
+        bootstrap_servers_arg({"source": "kafka"}, Connections()) == ""
+    )  # the job falls back to the env
+    assert (
+        bootstrap_servers_arg({"source": "kafka"}, Connections(kafka_connection("k", 9092)))
+        == "k:9092"
+    )
     with pytest.raises(ConfigError, match="no host"):
         bootstrap_servers_arg({"source": "kafka"}, Connections(kafka_connection("")))
 
@@ -65,11 +72,19 @@ def test_source_problems_for_the_preflight():
     with_connection = Connections(kafka_connection("k", 9092))
     assert source_problems({"source": "files"}, Connections(), {}) == []
     assert source_problems({"source": "kafka", "kafka_topic": "ysb"}, with_connection, {}) == []
-    assert source_problems({"source": "kafka"}, Connections(), {"KAFKA_BOOTSTRAP_SERVERS": "e:9092"}) == []
+    assert (
+        source_problems({"source": "kafka"}, Connections(), {"KAFKA_BOOTSTRAP_SERVERS": "e:9092"})
+        == []
+    )
     assert "Unknown source" in source_problems({"source": "s3"}, Connections())[0]
     problems = source_problems({"source": "kafka", "kafka_topic": "a/b"}, Connections(), {})
-    assert [p.split(":")[0] for p in problems] == ["Invalid Kafka topic 'a/b'", "No Kafka bootstrap servers"]
-    assert "no host" in source_problems({"source": "kafka"}, Connections(kafka_connection("")), {})[0]
+    assert [p.split(":")[0] for p in problems] == [
+        "Invalid Kafka topic 'a/b'",
+        "No Kafka bootstrap servers",
+    ]
+    assert (
+        "no host" in source_problems({"source": "kafka"}, Connections(kafka_connection("")), {})[0]
+    )
 
 
 def test_topics_are_checked_and_each_has_its_own_checkpoint(tmp_path):
@@ -97,9 +112,18 @@ def test_kafka_query_failures_are_recognised():
         "they are not available in Kafka any more;\nReason: Could not read records in offset [20, 40) for topic "
         "partition t-0\nwith consumer group spark-kafka-source",
     )
-    assert kafka_source_changed(lost) == "Could not read records in offset [20, 40) for topic partition t-0"
-    deleted = CapturedError("terminated: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: gone")
+    assert (
+        kafka_source_changed(lost)
+        == "Could not read records in offset [20, 40) for topic partition t-0"
+    )
+    deleted = CapturedError(
+        "terminated: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: gone"
+    )
     assert kafka_source_changed(deleted).startswith("terminated: ")
-    timeout = CapturedError("x", "Caused by: org.apache.kafka.common.errors.TimeoutException: Timed out waiting")
+    timeout = CapturedError(
+        "x", "Caused by: org.apache.kafka.common.errors.TimeoutException: Timed out waiting"
+    )
     assert kafka_source_changed(timeout) is None and kafka_unavailable(timeout)
-    assert kafka_source_changed(ValueError("boom")) is None and not kafka_unavailable(ValueError("boom"))
+    assert kafka_source_changed(ValueError("boom")) is None and not kafka_unavailable(
+        ValueError("boom")
+    )

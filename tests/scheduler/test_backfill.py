@@ -6,8 +6,24 @@ import time
 from datetime import datetime, timedelta
 
 from airflow_browser import AirflowBrowser
-from airflow_env import airflow, airflow_environment, airflow_services, describe_failures, metadata_query, migrate, wait_for_runs
-from helpers import START, assert_tables_match_oracle, gold_tables, rows_of, run_pipeline, table_version
+from airflow_env import (
+    airflow,
+    airflow_environment,
+    airflow_services,
+    describe_failures,
+    metadata_query,
+    migrate,
+    wait_for_runs,
+)
+from helpers import (
+    START,
+    assert_tables_match_oracle,
+    gold_tables,
+    rows_of,
+    run_pipeline,
+    table_version,
+)
+
 from lakehouse_tools import cli
 from lakehouse_tools.generator import write_campaigns, write_hours
 
@@ -21,9 +37,16 @@ def create_backfill(env) -> None:
     concurrent writers wait (lakehouse_tools.airflow_sqlite), it does not fail them.
     """
     result = airflow(
-        env, "backfill", "create", "--dag-id", "ysb_hourly",
-        "--from-date", (START + timedelta(hours=1)).isoformat(), "--to-date", (START + timedelta(hours=3)).isoformat(),
-    )  # fmt: skip
+        env,
+        "backfill",
+        "create",
+        "--dag-id",
+        "ysb_hourly",
+        "--from-date",
+        (START + timedelta(hours=1)).isoformat(),
+        "--to-date",
+        (START + timedelta(hours=3)).isoformat(),
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
@@ -35,13 +58,17 @@ def wait_for_backfill_completed(env, timeout: float = 120) -> None:
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if metadata_query(env["AIRFLOW_HOME"], "SELECT COUNT(*) FROM backfill WHERE completed_at IS NULL") == [(0,)]:
+        if metadata_query(
+            env["AIRFLOW_HOME"], "SELECT COUNT(*) FROM backfill WHERE completed_at IS NULL"
+        ) == [(0,)]:
             return
         time.sleep(2)
     raise AssertionError(f"the scheduler did not mark the backfill complete in {timeout} s")
 
 
-def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehouse, tmp_path, monkeypatch, capsys):
+def test_backfill_recomputes_its_hours_beside_an_incremental_run(
+    spark, lakehouse, tmp_path, monkeypatch, capsys
+):
     # A metadata DB of its own: the session's shared one holds other tests' runs of ysb_hourly
     # (`dags test` at 02:00), and a backfill skips a logical date that already has a run.
     airflow_home = tmp_path / "airflow_home"
@@ -75,7 +102,11 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
         # `list-runs` has no run type column; Airflow names a run after its type ("backfill__<date>").
         # A second scheduled run appears when the wall clock crosses an hour meanwhile; it finds nothing new.
         kinds = [run["run_id"].split("__")[0] for run in runs]
-        assert kinds.count("backfill") == 3 and kinds.count("scheduled") >= 1 and len(kinds) == 3 + kinds.count("scheduled"), runs
+        assert (
+            kinds.count("backfill") == 3
+            and kinds.count("scheduled") >= 1
+            and len(kinds) == 3 + kinds.count("scheduled")
+        ), runs
         print(f"3-hour backfill beside an incremental run: {elapsed:.0f} s")
         assert_tables_match_oracle(spark, lakehouse)
         wait_for_backfill_completed(env)  # else the next `backfill create` is refused
@@ -89,25 +120,39 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(spark, lakehous
         spark.sql(f"DELETE FROM delta.`{hourly}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00'")
         grid = cli.grade(cli.observe(lakehouse))
         lost = datetime(2026, 11, 20, 1)
-        assert [(row.hour, row.state) for row in grid.rows if row.state in cli.NEEDS_ACTION] == [(lost, "missing")], cli.grid_text(grid)
+        assert [(row.hour, row.state) for row in grid.rows if row.state in cli.NEEDS_ACTION] == [
+            (lost, "missing")
+        ], cli.grid_text(grid)
         with monkeypatch.context() as environment:
             for name, value in env.items():
                 environment.setenv(name, value)
             assert cli.main(["repair", "--lakehouse-root", lakehouse.root]) == 0
         repair_said = capsys.readouterr().out
-        assert ("running: airflow backfill create --dag-id ysb_hourly --reprocess-behavior completed "
-                "--from-date 2026-11-20T02:00:00+00:00 --to-date 2026-11-20T02:00:00+00:00") in repair_said, repair_said  # fmt: skip
-        runs = wait_for_runs(env, count=len(runs), log_dir=services.log_dir)  # the 02:00 run, cleared and re-run
+        assert (
+            "running: airflow backfill create --dag-id ysb_hourly --reprocess-behavior completed "
+            "--from-date 2026-11-20T02:00:00+00:00 --to-date 2026-11-20T02:00:00+00:00"
+        ) in repair_said, repair_said
+        runs = wait_for_runs(
+            env, count=len(runs), log_dir=services.log_dir
+        )  # the 02:00 run, cleared and re-run
         assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
         assert {name: rows_of(spark, lakehouse, name) for name in GOLD} == before
-        rewrites = spark.sql(f"DESCRIBE HISTORY delta.`{lakehouse.table(undamaged).path}`").filter(f"operation = 'WRITE' AND version > {undamaged_version}")
-        assert rewrites.count() == 1, "the repair must have rewritten the hour in every gold table (idempotently), not skipped it"
+        rewrites = spark.sql(f"DESCRIBE HISTORY delta.`{lakehouse.table(undamaged).path}`").filter(
+            f"operation = 'WRITE' AND version > {undamaged_version}"
+        )
+        assert rewrites.count() == 1, (
+            "the repair must have rewritten the hour in every gold table (idempotently), not skipped it"
+        )
         # A manual run now finds nothing new: the log an operator reads most hours.
         assert airflow(env, "dags", "trigger", "ysb_hourly").returncode == 0
         runs = wait_for_runs(env, count=len(runs) + 1, log_dir=services.log_dir)
         assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
         quiet = next(run["run_id"] for run in runs if run["run_id"].startswith("manual__"))
-        task_logs_read_in_a_browser(services, airflow_home, {"backfill__2026-11-20T02:00:00+00:00": "recomputed", quiet: "nothing new"})
+        task_logs_read_in_a_browser(
+            services,
+            airflow_home,
+            {"backfill__2026-11-20T02:00:00+00:00": "recomputed", quiet: "nothing new"},
+        )
     assert_tables_match_oracle(spark, lakehouse)
     assert not cli.grade(cli.observe(lakehouse)).needs_action
 
@@ -122,12 +167,33 @@ def task_logs_read_in_a_browser(services, airflow_home, runs: dict[str, str]) ->
     with AirflowBrowser(services.base_url, airflow_home) as browser:
         browser.log_in()
         for run_id, said in runs.items():
-            log_file = next((airflow_home / "logs" / "dag_id=ysb_hourly" / f"run_id={run_id}" / "task_id=silver_ad_events").glob("attempt=*.log"))
+            log_file = next(
+                (
+                    airflow_home
+                    / "logs"
+                    / "dag_id=ysb_hourly"
+                    / f"run_id={run_id}"
+                    / "task_id=silver_ad_events"
+                ).glob("attempt=*.log")
+            )
             lines = log_file.read_text().splitlines()
-            summary_at = next(i for i, line in enumerate(lines) if "silver_ad_events done: " in line)
-            assert len(lines) < 60 and summary_at < 40, f"{log_file}: {len(lines)} lines, the summary at line {summary_at + 1}"
-            page = browser.task_log_text("ysb_hourly", run_id, "silver_ad_events", "silver_ad_events done: ",
-                                         screenshot=services.log_dir / f"{run_id.split('__')[0]}-silver-log.png")  # fmt: skip
+            summary_at = next(
+                i for i, line in enumerate(lines) if "silver_ad_events done: " in line
+            )
+            assert len(lines) < 60 and summary_at < 40, (
+                f"{log_file}: {len(lines)} lines, the summary at line {summary_at + 1}"
+            )
+            page = browser.task_log_text(
+                "ysb_hourly",
+                run_id,
+                "silver_ad_events",
+                "silver_ad_events done: ",
+                screenshot=services.log_dir / f"{run_id.split('__')[0]}-silver-log.png",
+            )
             own = [line for line in page.splitlines() if "silver.ad_events: " in line]
-            assert any(said in line for line in own), f"{run_id}: silver's own lines in the page: {own}\n{page[-3000:]}"
-            print(f"{run_id}: silver's log {len(lines)} lines, its summary at line {summary_at + 1}; in the browser: {own}")
+            assert any(said in line for line in own), (
+                f"{run_id}: silver's own lines in the page: {own}\n{page[-3000:]}"
+            )
+            print(
+                f"{run_id}: silver's log {len(lines)} lines, its summary at line {summary_at + 1}; in the browser: {own}"
+            )

@@ -5,14 +5,29 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from airflow_env import AirflowServices, airflow, airflow_environment, airflow_services, dag_runs, describe_failures, metadata_query, migrate, wait_for_runs
+from airflow_env import (
+    AirflowServices,
+    airflow,
+    airflow_environment,
+    airflow_services,
+    dag_runs,
+    describe_failures,
+    metadata_query,
+    migrate,
+    wait_for_runs,
+)
 from helpers import START, assert_tables_match_oracle
+
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 
 def task_state(airflow_home: Path, task_id: str) -> str | None:
     """The task's state in the one run of the DAG (read from the metadata DB, read-only)."""
-    rows = metadata_query(airflow_home, "SELECT state FROM task_instance WHERE dag_id = 'ysb_hourly' AND task_id = ?", task_id)
+    rows = metadata_query(
+        airflow_home,
+        "SELECT state FROM task_instance WHERE dag_id = 'ysb_hourly' AND task_id = ?",
+        task_id,
+    )
     return rows[0][0] if rows else None
 
 
@@ -22,17 +37,25 @@ def wait_for_task_state(airflow_home: Path, task_id: str, state: str, timeout: f
         if task_state(airflow_home, task_id) == state:
             return
         time.sleep(0.5)
-    raise AssertionError(f"{task_id} was not {state} within {timeout} s (it is {task_state(airflow_home, task_id)})")
+    raise AssertionError(
+        f"{task_id} was not {state} within {timeout} s (it is {task_state(airflow_home, task_id)})"
+    )
 
 
-def test_a_run_in_flight_when_airflow_stops_is_resumed_by_the_next_start(spark, lakehouse, tmp_path):
+def test_a_run_in_flight_when_airflow_stops_is_resumed_by_the_next_start(
+    spark, lakehouse, tmp_path
+):
     airflow_home = tmp_path / "airflow_home"
     airflow_home.mkdir()
     migrate(airflow_home)
     # The check for tasks orphaned by a stopped scheduler every 30 s, as make airflow-ui sets it.
-    env = airflow_environment(airflow_home, lakehouse, AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL="30")
+    env = airflow_environment(
+        airflow_home, lakehouse, AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL="30"
+    )
     write_campaigns(lakehouse, seed=43)
-    write_hours(lakehouse, START, 2, events_per_second=1, seed=43)  # silver works long enough to be stopped
+    write_hours(
+        lakehouse, START, 2, events_per_second=1, seed=43
+    )  # silver works long enough to be stopped
     assert airflow(env, "dags", "reserialize").returncode == 0
     assert airflow(env, "dags", "pause", "ysb_maintenance").returncode == 0
 
@@ -55,8 +78,21 @@ def test_a_run_in_flight_when_airflow_stops_is_resumed_by_the_next_start(spark, 
     [run] = [run for run in runs if run["run_id"] == stopped["run_id"]]
     assert run["state"] == "success", describe_failures(env, [run])
     # The interrupted try ended nowhere; the next start ran silver again, to its end.
-    task_logs = airflow_home / "logs" / "dag_id=ysb_hourly" / f"run_id={run['run_id']}" / "task_id=silver_ad_events"
-    attempts = [(task_logs / f"attempt={n}.log").read_text() for n in range(1, len(list(task_logs.iterdir())) + 1)]
-    assert len(attempts) >= 2 and "silver_ad_events done: " not in attempts[0], f"{task_logs}: {len(attempts)} attempt(s)"
-    assert "silver_ad_events done: " in attempts[-1], f"{task_logs}: the last attempt did not finish"
+    task_logs = (
+        airflow_home
+        / "logs"
+        / "dag_id=ysb_hourly"
+        / f"run_id={run['run_id']}"
+        / "task_id=silver_ad_events"
+    )
+    attempts = [
+        (task_logs / f"attempt={n}.log").read_text()
+        for n in range(1, len(list(task_logs.iterdir())) + 1)
+    ]
+    assert len(attempts) >= 2 and "silver_ad_events done: " not in attempts[0], (
+        f"{task_logs}: {len(attempts)} attempt(s)"
+    )
+    assert "silver_ad_events done: " in attempts[-1], (
+        f"{task_logs}: the last attempt did not finish"
+    )
     assert_tables_match_oracle(spark, lakehouse)

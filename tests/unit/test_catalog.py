@@ -16,16 +16,28 @@ GOLD_SCHEMA = "campaign_id STRING, hour_start TIMESTAMP, views BIGINT NOT NULL, 
 
 
 def gold(name: str = "gold.test", **changes) -> Table:
-    fields = dict(name=name, schema=GOLD_SCHEMA, write=Write.REPLACE_HOURS, task="gold_test",
-                  upstream=("silver.test",), partition_by=("event_date",), batch=True)  # fmt: skip
+    fields = dict(
+        name=name,
+        schema=GOLD_SCHEMA,
+        write=Write.REPLACE_HOURS,
+        task="gold_test",
+        upstream=("silver.test",),
+        partition_by=("event_date",),
+        batch=True,
+    )
     return Table(**{**fields, **changes})
 
 
 SILVER = Table(
-    name="silver.test", schema="event_id STRING, event_time TIMESTAMP, event_date DATE, event_hour INT",
-    write=Write.MERGE_NEW, task="silver_test", source="events", partition_by=("event_date", "event_hour"),
-    key="event_id", batch=True,
-)  # fmt: skip
+    name="silver.test",
+    schema="event_id STRING, event_time TIMESTAMP, event_date DATE, event_hour INT",
+    write=Write.MERGE_NEW,
+    task="silver_test",
+    source="events",
+    partition_by=("event_date", "event_hour"),
+    key="event_id",
+    batch=True,
+)
 
 
 def check(*tables: Table) -> list[str]:
@@ -41,7 +53,10 @@ def test_the_declared_catalog_loads_in_dependency_order():
             assert names.index(before) < names.index(table.name), (before, table.name)
     assert [t.task for t in catalog.tasks()][:2] == ["dim_campaigns", "bronze_ad_events"]
     assert catalog.task("silver_ad_events") is catalog.get("silver.ad_events")
-    assert catalog.side(catalog.get("silver.ad_events"), "quarantine").name == "silver.quarantine_ad_events"
+    assert (
+        catalog.side(catalog.get("silver.ad_events"), "quarantine").name
+        == "silver.quarantine_ad_events"
+    )
 
 
 def test_the_catalog_imports_no_spark():
@@ -50,7 +65,9 @@ def test_the_catalog_imports_no_spark():
         "import json, sys; from lakehouse import catalog; catalog.tables(); "
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'delta'))))"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == []
 
@@ -61,7 +78,9 @@ def test_every_gold_table_has_an_oracle_expectation():
 
 def test_columns_are_read_from_ddl():
     assert catalog.parse_columns("a STRING, b MAP<STRING, BIGINT>, c BIGINT NOT NULL") == (
-        Column("a", "STRING"), Column("b", "MAP<STRING, BIGINT>"), Column("c", "BIGINT", nullable=False)
+        Column("a", "STRING"),
+        Column("b", "MAP<STRING, BIGINT>"),
+        Column("c", "BIGINT", nullable=False),
     )
 
 
@@ -72,8 +91,14 @@ def test_a_consistent_pair_passes():
 @pytest.mark.parametrize(
     "tables, message",
     [
-        ((gold(upstream=("silver.nothing",)), SILVER), "upstream table 'silver.nothing' is not declared"),
-        ((gold(schema="campaign_id STRING, views BIGINT, event_date DATE"), SILVER), "have the column(s) ['hour_start']"),
+        (
+            (gold(upstream=("silver.nothing",)), SILVER),
+            "upstream table 'silver.nothing' is not declared",
+        ),
+        (
+            (gold(schema="campaign_id STRING, views BIGINT, event_date DATE"), SILVER),
+            "have the column(s) ['hour_start']",
+        ),
         ((gold(partition_by=("campaign_id",)), SILVER), "must be partitioned by ['event_date']"),
         ((gold(), Table(**{**SILVER.__dict__, "key": None})), "needs key=<column>"),
         ((gold(partition_by=("event_date", "nope")), SILVER), "['nope'] are not in its schema"),
@@ -81,30 +106,102 @@ def test_a_consistent_pair_passes():
         ((gold(name="platinum.test"), SILVER), "<layer>.<table>"),
         ((gold(schema=GOLD_SCHEMA + ", x VARIANT"), SILVER), "Unsupported column type 'VARIANT'"),
         ((gold(upstream=()), SILVER), "needs upstream tables or a source"),
-        ((gold(expectations=(expect("r", "count(*)", "about 3"),)), SILVER), "holds='about 3' is not '<op> <number>'"),
-        ((gold(expectations=(expect("r", "count(*)", "= 0", on_failure="page"),)), SILVER), "on_failure is 'warn' or 'fail'"),
-        ((gold(expectations=(expect("r", "count(*)", "= 0", per="day"),)), SILVER), "per is 'hour' or 'batch'"),
-        ((gold(expectations=(expect("r", "count(*)", "= 0", per="batch", on_failure="warn"),)), SILVER), "needs a batch_id column"),
-        ((gold(schema=GOLD_SCHEMA + ", batch_id BIGINT", expectations=(expect("r", "count(*)", "= 0", per="batch"),)), SILVER),
-         "it can only warn"),
-        ((gold(write=Write.APPEND, partition_by=(), batch=False, expectations=(expect("r", "count(*)", "= 0"),)), SILVER),
-         "only hour-addressed tables are written by the hour"),
-        ((gold(expectations=(expect("r", "count(*)", "= 0"), expect("r", "sum(views)", ">= 0"))), SILVER), "two rules are named 'r'"),
+        (
+            (gold(expectations=(expect("r", "count(*)", "about 3"),)), SILVER),
+            "holds='about 3' is not '<op> <number>'",
+        ),
+        (
+            (gold(expectations=(expect("r", "count(*)", "= 0", on_failure="page"),)), SILVER),
+            "on_failure is 'warn' or 'fail'",
+        ),
+        (
+            (gold(expectations=(expect("r", "count(*)", "= 0", per="day"),)), SILVER),
+            "per is 'hour' or 'batch'",
+        ),
+        (
+            (
+                gold(
+                    expectations=(expect("r", "count(*)", "= 0", per="batch", on_failure="warn"),)
+                ),
+                SILVER,
+            ),
+            "needs a batch_id column",
+        ),
+        (
+            (
+                gold(
+                    schema=GOLD_SCHEMA + ", batch_id BIGINT",
+                    expectations=(expect("r", "count(*)", "= 0", per="batch"),),
+                ),
+                SILVER,
+            ),
+            "it can only warn",
+        ),
+        (
+            (
+                gold(
+                    write=Write.APPEND,
+                    partition_by=(),
+                    batch=False,
+                    expectations=(expect("r", "count(*)", "= 0"),),
+                ),
+                SILVER,
+            ),
+            "only hour-addressed tables are written by the hour",
+        ),
+        (
+            (
+                gold(
+                    expectations=(expect("r", "count(*)", "= 0"), expect("r", "sum(views)", ">= 0"))
+                ),
+                SILVER,
+            ),
+            "two rules are named 'r'",
+        ),
     ],
-    ids=["unknown-upstream", "no-hour-column", "wrong-partitioning", "merge-without-key", "unknown-partition-column",
-         "batch-not-by-hour", "unknown-layer", "unknown-type", "no-input", "rule-bound", "rule-action", "rule-scope",
-         "batch-rule-without-batch-id", "batch-rule-that-fails", "hour-rule-on-append", "rule-named-twice"],
+    ids=[
+        "unknown-upstream",
+        "no-hour-column",
+        "wrong-partitioning",
+        "merge-without-key",
+        "unknown-partition-column",
+        "batch-not-by-hour",
+        "unknown-layer",
+        "unknown-type",
+        "no-input",
+        "rule-bound",
+        "rule-action",
+        "rule-scope",
+        "batch-rule-without-batch-id",
+        "batch-rule-that-fails",
+        "hour-rule-on-append",
+        "rule-named-twice",
+    ],
 )
 def test_inconsistent_declarations_fail_at_import_with_a_message(tables, message):
-    with pytest.raises(CatalogError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(
+        CatalogError,
+        match=message.replace("[", r"\[")
+        .replace("]", r"\]")
+        .replace("(", r"\(")
+        .replace(")", r"\)"),
+    ):
         check(*tables)
 
 
 @pytest.mark.parametrize(
     "holds, observed, passes",
-    [("= 0", 0, True), ("= 0", 1, False), ("<= 0.05", 0.05, True), ("<= 0.05", 0.051, False), ("> 2", 2, False),
-     (">= 2", 2, True), ("!= 0", 0, False), ("< 1", None, True)],
-)  # fmt: skip
+    [
+        ("= 0", 0, True),
+        ("= 0", 1, False),
+        ("<= 0.05", 0.05, True),
+        ("<= 0.05", 0.051, False),
+        ("> 2", 2, False),
+        (">= 2", 2, True),
+        ("!= 0", 0, False),
+        ("< 1", None, True),
+    ],
+)
 def test_a_rule_compares_its_measure_with_its_bound(holds, observed, passes):
     assert expect("r", "count(*)", holds).passes(observed) is passes
 

@@ -15,31 +15,49 @@ CODEGEN = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
 @pytest.fixture
 def restored(spark):
     yield spark
-    fit_code_generation(spark, None)  # the session is shared by the tests: compiled, Spark's default
+    fit_code_generation(
+        spark, None
+    )  # the session is shared by the tests: compiled, Spark's default
 
 
 @pytest.mark.parametrize(
     ("input_bytes", "said", "settings"),
     [
         (1024, "input at most 0.0 MiB: queries interpreted", ("false", "NO_CODEGEN")),
-        (GENERATED_CODE_FROM_BYTES, "input at most 16.0 MiB: queries compiled", ("true", "FALLBACK")),
+        (
+            GENERATED_CODE_FROM_BYTES,
+            "input at most 16.0 MiB: queries compiled",
+            ("true", "FALLBACK"),
+        ),
         (None, "input of unknown size: queries compiled", ("true", "FALLBACK")),
     ],
 )
-def test_the_input_size_chooses_interpreted_or_generated_code_and_both_give_the_same_rows(restored, input_bytes, said, settings):
+def test_the_input_size_chooses_interpreted_or_generated_code_and_both_give_the_same_rows(
+    restored, input_bytes, said, settings
+):
     spark = restored
     assert fit_code_generation(spark, input_bytes) == said
     assert tuple(spark.conf.get(name) for name in CODEGEN) == settings
     # A projection, a filter, an aggregation and a join: every kind of generated class a job uses.
-    events = spark.range(1000).select((F.col("id") % 7).alias("ad"), F.col("id").alias("n")).filter("n % 2 = 0")
+    events = (
+        spark.range(1000)
+        .select((F.col("id") % 7).alias("ad"), F.col("id").alias("n"))
+        .filter("n % 2 = 0")
+    )
     ads = spark.range(7).select(F.col("id").alias("ad"), (F.col("id") * 10).alias("campaign"))
-    counted = events.join(ads, "ad").groupBy("campaign").agg(F.count("*").alias("events"), F.sum("n").alias("total"))
+    counted = (
+        events.join(ads, "ad")
+        .groupBy("campaign")
+        .agg(F.count("*").alias("events"), F.sum("n").alias("total"))
+    )
     expected = {}
     for n in range(0, 1000, 2):
         events_, total = expected.get(n % 7 * 10, (0, 0))
         expected[n % 7 * 10] = (events_ + 1, total + n)
     rows = [(campaign, events_, total) for campaign, (events_, total) in expected.items()]
-    assertDataFrameEqual(counted, spark.createDataFrame(rows, "campaign long, events long, total long"))
+    assertDataFrameEqual(
+        counted, spark.createDataFrame(rows, "campaign long, events long, total long")
+    )
 
 
 def test_new_file_bytes_are_the_landed_files_not_yet_read(tmp_path):
@@ -51,15 +69,26 @@ def test_new_file_bytes_are_the_landed_files_not_yet_read(tmp_path):
     (landing / "_tmp.jsonl").write_text("hidden")
     checkpoint = tmp_path / "checkpoint"
     # No batch planned yet: every landed file is new.
-    assert file_source_new_bytes(str(checkpoint), str(tmp_path / "landing" / "ad_events"), "*/*.jsonl") == 1024
+    assert (
+        file_source_new_bytes(str(checkpoint), str(tmp_path / "landing" / "ad_events"), "*/*.jsonl")
+        == 1024
+    )
     # Batch 0 planned and committed, having read a.jsonl: b.jsonl is what is new.
     (checkpoint / "offsets").mkdir(parents=True)
     (checkpoint / "commits").mkdir()
     (checkpoint / "sources" / "0").mkdir(parents=True)
     (checkpoint / "offsets" / "0").write_text('v1\n{}\n{"logOffset":0}\n')
-    (checkpoint / "commits" / "0").write_text('v1\n{}\n')
-    (checkpoint / "sources" / "0" / "0").write_text(f'v1\n{{"path":"{(landing / "a.jsonl").as_uri()}","timestamp":0,"batchId":0}}\n')
-    assert file_source_new_bytes(str(checkpoint), str(tmp_path / "landing" / "ad_events"), "*/*.jsonl") == 24
+    (checkpoint / "commits" / "0").write_text("v1\n{}\n")
+    (checkpoint / "sources" / "0" / "0").write_text(
+        f'v1\n{{"path":"{(landing / "a.jsonl").as_uri()}","timestamp":0,"batchId":0}}\n'
+    )
+    assert (
+        file_source_new_bytes(str(checkpoint), str(tmp_path / "landing" / "ad_events"), "*/*.jsonl")
+        == 24
+    )
     # Batch 1 planned, not committed: it must be replayed whatever it read, so the size is unknown.
     (checkpoint / "offsets" / "1").write_text('v1\n{}\n{"logOffset":1}\n')
-    assert file_source_new_bytes(str(checkpoint), str(tmp_path / "landing" / "ad_events"), "*/*.jsonl") is None
+    assert (
+        file_source_new_bytes(str(checkpoint), str(tmp_path / "landing" / "ad_events"), "*/*.jsonl")
+        is None
+    )

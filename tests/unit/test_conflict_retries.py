@@ -34,18 +34,29 @@ def by_local_driver(name: str) -> Exception:
     """
     cls = getattr(captured, name)
     error = cls.__new__(cls)
-    error._desc, error._stackTrace, error._cause, error._origin = "Transaction conflict detected.", "", None, None
+    error._desc, error._stackTrace, error._cause, error._origin = (
+        "Transaction conflict detected.",
+        "",
+        None,
+        None,
+    )
     return error
 
 
 def by_engine(name: str) -> Exception:
     """The error the Connect client raises for the same conflict on the engine, converted from the
     server's error details as pyspark does (most-derived JVM class first)."""
-    classes = [f"io.delta.exceptions.{name}", f"org.apache.spark.sql.delta.{name}",
-               "io.delta.exceptions.DeltaConcurrentModificationException",
-               "java.util.ConcurrentModificationException", "java.lang.RuntimeException"]  # fmt: skip
+    classes = [
+        f"io.delta.exceptions.{name}",
+        f"org.apache.spark.sql.delta.{name}",
+        "io.delta.exceptions.DeltaConcurrentModificationException",
+        "java.util.ConcurrentModificationException",
+        "java.lang.RuntimeException",
+    ]
     sinks.delta_conflict_exceptions()  # registers Delta's classes with pyspark, as before every write
-    info = ErrorInfo(reason=classes[0], domain="org.apache.spark", metadata={"classes": json.dumps(classes)})
+    info = ErrorInfo(
+        reason=classes[0], domain="org.apache.spark", metadata={"classes": json.dumps(classes)}
+    )
     return convert_exception(info, "Transaction conflict detected.", None)
 
 
@@ -57,7 +68,9 @@ def no_pause(monkeypatch):
     monkeypatch.setattr(sinks.time, "sleep", lambda seconds: None)
 
 
-@pytest.mark.parametrize(("make", "name"), CONFLICTS, ids=[f"{make.__name__}-{name}" for make, name in CONFLICTS])
+@pytest.mark.parametrize(
+    ("make", "name"), CONFLICTS, ids=[f"{make.__name__}-{name}" for make, name in CONFLICTS]
+)
 def test_a_conflict_is_retried_with_a_log_line_until_the_write_succeeds(make, name, caplog):
     calls = []
     conflict = make(name)
@@ -74,7 +87,9 @@ def test_a_conflict_is_retried_with_a_log_line_until_the_write_succeeds(make, na
     assert len(calls) == 3
     lines = [r.getMessage() for r in caplog.records if "Delta write conflict" in r.getMessage()]
     assert len(lines) == 2
-    assert lines[0].startswith(f"Delta write conflict on gold.campaign_hourly 1 hour(s) (attempt 1/6, {name})")
+    assert lines[0].startswith(
+        f"Delta write conflict on gold.campaign_hourly 1 hour(s) (attempt 1/6, {name})"
+    )
 
 
 @pytest.mark.parametrize("make", [by_local_driver, by_engine])

@@ -10,7 +10,9 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from lakehouse import delta_log
 
 
-def append(path: Path, x: int, app: str | None = None, batch: int | None = None, tag: str | None = None) -> None:
+def append(
+    path: Path, x: int, app: str | None = None, batch: int | None = None, tag: str | None = None
+) -> None:
     properties = CommitProperties(
         app_transactions=[Transaction(app, batch)] if app is not None else None,
         custom_metadata={"userMetadata": tag} if tag is not None else None,
@@ -21,8 +23,16 @@ def append(path: Path, x: int, app: str | None = None, batch: int | None = None,
 def test_no_table_reads_as_nothing(tmp_path):
     path = str(tmp_path / "absent")
     assert delta_log.is_delta_table(path) is False
-    assert (delta_log.committed_txns(path), delta_log.latest_version(path), delta_log.latest_commit_info(path)) == ({}, None, {})
-    assert (delta_log.tagged_commit_info(path, "t"), delta_log.table_id(path), delta_log.versions_of_txns(path, "a", {0})) == (None, None, {})
+    assert (
+        delta_log.committed_txns(path),
+        delta_log.latest_version(path),
+        delta_log.latest_commit_info(path),
+    ) == ({}, None, {})
+    assert (
+        delta_log.tagged_commit_info(path, "t"),
+        delta_log.table_id(path),
+        delta_log.versions_of_txns(path, "a", {0}),
+    ) == (None, None, {})
     assert delta_log.data_changed_since(path, 0) is True
 
 
@@ -46,7 +56,9 @@ def test_commit_info_tags_times_and_the_table_id(tmp_path):
     append(table, 1, tag="batch-b")
     append(table, 2)
     history = {c["version"]: c for c in DeltaTable(str(table)).history()}
-    assert delta_log.tagged_commit_info(str(table), "batch-a")["timestamp"] == history[0]["timestamp"]
+    assert (
+        delta_log.tagged_commit_info(str(table), "batch-a")["timestamp"] == history[0]["timestamp"]
+    )
     assert delta_log.tagged_commit_info(str(table), "batch-z") is None
     assert delta_log.latest_commit_info(str(table))["timestamp"] == history[2]["timestamp"]
     assert delta_log.commit_time(str(table), 1).timestamp() * 1000 == history[1]["timestamp"]
@@ -86,16 +98,30 @@ def test_nulls_are_ruled_out_only_by_every_live_files_statistics(tmp_path):
     assert delta_log.may_hold_nulls(table, "x") is True
     DeltaTable(table).create_checkpoint()  # the null's file is now in the checkpoint's add actions
     assert delta_log.may_hold_nulls(table, "x") is True
-    write_deltalake(table, pa.table({"x": pa.array([4], x)}), mode="overwrite")  # removes both files
+    write_deltalake(
+        table, pa.table({"x": pa.array([4], x)}), mode="overwrite"
+    )  # removes both files
     assert delta_log.may_hold_nulls(table, "x") is False
     unindexed = str(tmp_path / "no_stats")
-    write_deltalake(unindexed, pa.table({"x": pa.array([1], x)}), configuration={"delta.dataSkippingNumIndexedCols": "0"})
+    write_deltalake(
+        unindexed,
+        pa.table({"x": pa.array([1], x)}),
+        configuration={"delta.dataSkippingNumIndexedCols": "0"},
+    )
     assert delta_log.may_hold_nulls(unindexed, "x") is True  # no statistics for x: unsure
 
 
-def test_data_bytes_are_the_live_files_sizes_through_checkpoints_overwrites_and_compaction(tmp_path):
-    def on_disk(*tables: Path) -> int:  # delta-rs's own list of live files, sized by the file system
-        return sum(Path(uri.removeprefix("file://")).stat().st_size for t in tables for uri in DeltaTable(str(t)).file_uris())
+def test_data_bytes_are_the_live_files_sizes_through_checkpoints_overwrites_and_compaction(
+    tmp_path,
+):
+    def on_disk(
+        *tables: Path,
+    ) -> int:  # delta-rs's own list of live files, sized by the file system
+        return sum(
+            Path(uri.removeprefix("file://")).stat().st_size
+            for t in tables
+            for uri in DeltaTable(str(t)).file_uris()
+        )
 
     first, second = tmp_path / "a", tmp_path / "b"
     assert delta_log.data_bytes(str(first)) is None  # no table: unsure

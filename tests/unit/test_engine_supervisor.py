@@ -17,5 +17,8 @@ def test_the_fault_harness_raises_the_limit_by_the_environment(monkeypatch):
 
 def test_a_limit_that_is_not_a_number_fails_with_what_to_fix(monkeypatch):
     monkeypatch.setenv("LAKEHOUSE_ENGINE_MAX_RESTARTS", "many")
-    with pytest.raises(SystemExit, match="LAKEHOUSE_ENGINE_MAX_RESTARTS must be a whole number of restarts, not 'many'"):
+    with pytest.raises(
+        SystemExit,
+        match="LAKEHOUSE_ENGINE_MAX_RESTARTS must be a whole number of restarts, not 'many'",
+    ):
         max_restarts()

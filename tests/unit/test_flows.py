@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 
+from helpers import START, table
 from pyspark.sql import functions as F
 
-from helpers import START, table
 from lakehouse import catalog
 from lakehouse.flows.containment import failing_keys
 from lakehouse.flows.merge import MergeBatch, one_row_per_key
@@ -36,9 +36,9 @@ def event(event_id: str, ad_id: str) -> str:
 def silver_tables_with_one_ad(spark, lakehouse) -> str:
     """A dimension of one ad and silver's empty tables; the ad."""
     (ad, campaign), *_ = campaign_dimension(3)
-    spark.createDataFrame([(ad, campaign)], "ad_id string, campaign_id string").write.format("delta").save(
-        lakehouse.table("dims.campaigns").path
-    )
+    spark.createDataFrame([(ad, campaign)], "ad_id string, campaign_id string").write.format(
+        "delta"
+    ).save(lakehouse.table("dims.campaigns").path)
     for declared in catalog.written_by_task(SILVER):
         ensure_table(spark, lakehouse.table(declared.name), declared)
     return ad
@@ -57,25 +57,49 @@ def test_a_merge_batch_inserts_quarantines_and_accounts_once_even_when_replayed(
 
     silver = table(spark, lakehouse, "silver.ad_events")
     assert sorted(r.event_id for r in silver.collect()) == ["e-1", "e-2"]
-    assert [(r.reason, r.raw_line) for r in table(spark, lakehouse, "silver.quarantine_ad_events").collect()] == [
-        ("malformed_json", "not json")
-    ]
+    assert [
+        (r.reason, r.raw_line)
+        for r in table(spark, lakehouse, "silver.quarantine_ad_events").collect()
+    ] == [("malformed_json", "not json")]
     metrics = table(spark, lakehouse, "ops.silver_batch_metrics").orderBy("batch_id").collect()
     assert [
-        (m.batch_id, m.lines, m.valid_lines, m.duplicates_in_batch, m.duplicates_of_earlier_batches, m.inserted,
-         dict(m.quarantined_by_reason))
+        (
+            m.batch_id,
+            m.lines,
+            m.valid_lines,
+            m.duplicates_in_batch,
+            m.duplicates_of_earlier_batches,
+            m.inserted,
+            dict(m.quarantined_by_reason),
+        )
         for m in metrics
-    ] == [(0, 4, 3, 1, 0, 2, {"malformed_json": 1}), (1, 1, 1, 0, 1, 0, {})]  # fmt: skip
+    ] == [(0, 4, 3, 1, 0, 2, {"malformed_json": 1}), (1, 1, 1, 0, 1, 0, {})]
     assert [note and note["batch_id"] for note in notes] == [0, None, 1], "the replay was skipped"
 
 
 def test_one_row_per_key_keeps_each_key_once_as_drop_duplicates_does(spark):
     rows = spark.createDataFrame(
-        [("a", 1), ("b", 2), ("b", 2), ("c", 3), ("c", 4), ("c", 3), (None, 5), (None, 6), ("d", 7)],
+        [
+            ("a", 1),
+            ("b", 2),
+            ("b", 2),
+            ("c", 3),
+            ("c", 4),
+            ("c", 3),
+            (None, 5),
+            (None, 6),
+            ("d", 7),
+        ],
         "key string, value int",
     )
     kept = one_row_per_key(rows, "key").collect()
-    assert sorted(row.key or "" for row in kept) == ["", "a", "b", "c", "d"]  # null is one key, as in dropDuplicates
+    assert sorted(row.key or "" for row in kept) == [
+        "",
+        "a",
+        "b",
+        "c",
+        "d",
+    ]  # null is one key, as in dropDuplicates
     by_key = {row.key: row.value for row in kept}
     assert (by_key["a"], by_key["b"], by_key["d"]) == (1, 2, 7)
     assert by_key["c"] in (3, 4) and by_key[None] in (5, 6)  # one of the key's own rows, whole
@@ -83,37 +107,63 @@ def test_one_row_per_key_keeps_each_key_once_as_drop_duplicates_does(spark):
 
 def test_touched_hours_are_the_event_hours_of_the_new_rows(spark):
     rows = spark.createDataFrame(
-        [(datetime(2026, 11, 20, 0, 59, 59),), (datetime(2026, 11, 20, 1, 0),), (datetime(2026, 11, 20, 1, 30),)],
+        [
+            (datetime(2026, 11, 20, 0, 59, 59),),
+            (datetime(2026, 11, 20, 1, 0),),
+            (datetime(2026, 11, 20, 1, 30),),
+        ],
         "event_time timestamp",
     )
-    assert touched_hours(event_hours(rows, SILVER)) == HourRange.between(START, START.replace(hour=2))
+    assert touched_hours(event_hours(rows, SILVER)) == HourRange.between(
+        START, START.replace(hour=2)
+    )
     assert touched_hours(event_hours(rows.filter(F.lit(False)), SILVER)) == HourRange(())
 
 
-def test_a_batch_that_fails_on_its_data_quarantines_the_failing_lines_and_keeps_the_rest(spark, lakehouse):
+def test_a_batch_that_fails_on_its_data_quarantines_the_failing_lines_and_keeps_the_rest(
+    spark, lakehouse
+):
     """The safety net for a line no one foresaw: here a transform that casts a marked line under ANSI mode."""
     ad = silver_tables_with_one_ad(spark, lakehouse)
 
     def fragile(lines, campaigns):  # fails on any line holding "boom", as an unforeseen cast would
         line = F.col("raw_line")
-        fragile_line = F.when(line.contains("boom"), F.concat(line, line.cast("int").cast("string"))).otherwise(line)
+        fragile_line = F.when(
+            line.contains("boom"), F.concat(line, line.cast("int").cast("string"))
+        ).otherwise(line)
         return SILVER.transform(lines.withColumn("raw_line", fragile_line), campaigns)
 
     on_batch = MergeBatch(lakehouse, dataclasses.replace(SILVER, transform=fragile), generation=0)
     poison = [event(f"boom-{n}", ad) for n in range(3)]
-    lines = [event("e-1", ad), poison[0], event("e-2", ad), "not json", poison[1], event("e-1", ad), poison[2]]
+    lines = [
+        event("e-1", ad),
+        poison[0],
+        event("e-2", ad),
+        "not json",
+        poison[1],
+        event("e-1", ad),
+        poison[2],
+    ]
     note = on_batch(bronze_rows(spark, *lines), 0)
 
-    assert sorted(r.event_id for r in table(spark, lakehouse, "silver.ad_events").collect()) == ["e-1", "e-2"]
+    assert sorted(r.event_id for r in table(spark, lakehouse, "silver.ad_events").collect()) == [
+        "e-1",
+        "e-2",
+    ]
     quarantine = table(spark, lakehouse, "silver.quarantine_ad_events").collect()
     assert sorted((r.reason, r.raw_line, r.source_file) for r in quarantine) == sorted(
         [("malformed_json", "not json", "file:/landing/a.jsonl")]
         + [("processing_error", line, "file:/landing/a.jsonl") for line in poison]
     )
-    assert {r.reason_detail.split("]")[0] for r in quarantine if r.reason == "processing_error"} == {"[CAST_INVALID_INPUT"}
-    assert (note["lines"], note["valid_lines"], note["inserted"], note["quarantined_by_reason"]) == (
-        7, 3, 2, {"malformed_json": 1, "processing_error": 3}
-    )
+    assert {
+        r.reason_detail.split("]")[0] for r in quarantine if r.reason == "processing_error"
+    } == {"[CAST_INVALID_INPUT"}
+    assert (
+        note["lines"],
+        note["valid_lines"],
+        note["inserted"],
+        note["quarantined_by_reason"],
+    ) == (7, 3, 2, {"malformed_json": 1, "processing_error": 3})
 
 
 def test_bisection_finds_exactly_the_lines_that_fail_alone(spark):
@@ -121,7 +171,9 @@ def test_bisection_finds_exactly_the_lines_that_fail_alone(spark):
     failing = {-10, -3, 0, 9}
 
     def transform(rows):
-        return rows.withColumn("x", F.when(F.col("_containment_key").isin(*failing), F.lit("x").cast("int")))
+        return rows.withColumn(
+            "x", F.when(F.col("_containment_key").isin(*failing), F.lit("x").cast("int"))
+        )
 
     assert set(failing_keys(keyed, transform)) == failing
     assert failing_keys(keyed.filter(~F.col("_containment_key").isin(*failing)), transform) == {}

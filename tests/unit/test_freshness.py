@@ -23,14 +23,20 @@ def _committed(checkpoint: Path, batch: int) -> None:
 def test_a_file_listed_for_a_batch_whose_driver_died_before_planning_it_is_still_new(tmp_path):
     landing = tmp_path / "landing" / "ad_events"
     (landing / "ingest_date=2026-11-20").mkdir(parents=True)
-    first, second = landing / "ingest_date=2026-11-20" / "a.jsonl", landing / "ingest_date=2026-11-20" / "b.jsonl"
+    first, second = (
+        landing / "ingest_date=2026-11-20" / "a.jsonl",
+        landing / "ingest_date=2026-11-20" / "b.jsonl",
+    )
     first.write_text("x" * 1000)
     checkpoint = tmp_path / "checkpoint"
     for folder in ("offsets", "commits", "sources/0"):
         (checkpoint / folder).mkdir(parents=True)
     _entry(checkpoint / "sources" / "0" / "0", 0, first)
     _committed(checkpoint, 0)
-    assert file_source_caught_up(str(checkpoint), str(landing), PATTERN) == "no new file among the 1 landed"
+    assert (
+        file_source_caught_up(str(checkpoint), str(landing), PATTERN)
+        == "no new file among the 1 landed"
+    )
 
     # The next file lands; the source lists it for batch 1, and the driver dies before offsets/1.
     second.write_text("y" * 24)
@@ -40,10 +46,15 @@ def test_a_file_listed_for_a_batch_whose_driver_died_before_planning_it_is_still
 
     # Batch 1 planned and committed: nothing new again.
     _committed(checkpoint, 1)
-    assert file_source_caught_up(str(checkpoint), str(landing), PATTERN) == "no new file among the 2 landed"
+    assert (
+        file_source_caught_up(str(checkpoint), str(landing), PATTERN)
+        == "no new file among the 2 landed"
+    )
 
 
-def test_a_compacted_source_log_is_read_from_its_newest_compaction_up_to_the_committed_batch(tmp_path):
+def test_a_compacted_source_log_is_read_from_its_newest_compaction_up_to_the_committed_batch(
+    tmp_path,
+):
     landing = tmp_path / "landing" / "ad_events" / "ingest_date=2026-11-20"
     landing.mkdir(parents=True)
     files = [landing / f"{n}.jsonl" for n in range(3)]
@@ -52,10 +63,15 @@ def test_a_compacted_source_log_is_read_from_its_newest_compaction_up_to_the_com
     checkpoint = tmp_path / "checkpoint"
     for folder in ("offsets", "commits", "sources/0"):
         (checkpoint / folder).mkdir(parents=True)
-    _entry(checkpoint / "sources" / "0" / "9.compact", 9, *files[:2])  # batches up to 9, older entries gone
+    _entry(
+        checkpoint / "sources" / "0" / "9.compact", 9, *files[:2]
+    )  # batches up to 9, older entries gone
     _entry(checkpoint / "sources" / "0" / "10", 10, files[2])
     _committed(checkpoint, 10)
-    assert file_source_caught_up(str(checkpoint), str(landing.parent), PATTERN) == "no new file among the 3 landed"
+    assert (
+        file_source_caught_up(str(checkpoint), str(landing.parent), PATTERN)
+        == "no new file among the 3 landed"
+    )
     # The committed batch is 9 and entry 10 a listed, unplanned one: the third file is new.
     (checkpoint / "offsets" / "10").unlink()
     (checkpoint / "commits" / "10").unlink()

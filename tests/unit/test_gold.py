@@ -14,7 +14,22 @@ from lakehouse.tables.gold_campaign_windows import campaign_windows
 def silver(spark, *events):
     """Silver rows from (event_id, user_id, campaign_id, event_type, event_time)."""
     rows = [
-        (event_id, user, "p", "ad", "banner", kind, at, "10.0.0.1", campaign, None, "f", at, at.date(), at.hour)
+        (
+            event_id,
+            user,
+            "p",
+            "ad",
+            "banner",
+            kind,
+            at,
+            "10.0.0.1",
+            campaign,
+            None,
+            "f",
+            at,
+            at.date(),
+            at.hour,
+        )
         for event_id, user, campaign, kind, at in events
     ]
     return spark.createDataFrame(rows, catalog.get("silver.ad_events").spark_schema())
@@ -33,15 +48,33 @@ EVENTS = [
 def test_campaign_windows_counts_views_per_10_second_window(spark):
     expected = spark.createDataFrame(
         [
-            ("c1", datetime(2026, 11, 20, 10, 0, 0), datetime(2026, 11, 20, 10, 0, 10), 2,
-             datetime(2026, 11, 20, 10), date(2026, 11, 20)),
-            ("c1", datetime(2026, 11, 20, 10, 0, 10), datetime(2026, 11, 20, 10, 0, 20), 1,
-             datetime(2026, 11, 20, 10), date(2026, 11, 20)),
-            ("c2", datetime(2026, 11, 20, 10, 59, 50), datetime(2026, 11, 20, 11, 0, 0), 1,
-             datetime(2026, 11, 20, 10), date(2026, 11, 20)),
+            (
+                "c1",
+                datetime(2026, 11, 20, 10, 0, 0),
+                datetime(2026, 11, 20, 10, 0, 10),
+                2,
+                datetime(2026, 11, 20, 10),
+                date(2026, 11, 20),
+            ),
+            (
+                "c1",
+                datetime(2026, 11, 20, 10, 0, 10),
+                datetime(2026, 11, 20, 10, 0, 20),
+                1,
+                datetime(2026, 11, 20, 10),
+                date(2026, 11, 20),
+            ),
+            (
+                "c2",
+                datetime(2026, 11, 20, 10, 59, 50),
+                datetime(2026, 11, 20, 11, 0, 0),
+                1,
+                datetime(2026, 11, 20, 10),
+                date(2026, 11, 20),
+            ),
         ],
         catalog.get("gold.campaign_windows").spark_schema(),
-    )  # fmt: skip
+    )
     assertDataFrameEqual(campaign_windows(silver(spark, *EVENTS)), expected)
 
 

@@ -15,7 +15,22 @@ SILVER = catalog.get("silver.ad_events")
 def silver(spark, *events):
     """Silver rows from (event_id, ad_type, event_type, event_time)."""
     rows = [
-        (event_id, "u", "p", "ad", ad_type, kind, at, "10.0.0.1", "c", None, "f", at, at.date(), at.hour)
+        (
+            event_id,
+            "u",
+            "p",
+            "ad",
+            ad_type,
+            kind,
+            at,
+            "10.0.0.1",
+            "c",
+            None,
+            "f",
+            at,
+            at.date(),
+            at.hour,
+        )
         for event_id, ad_type, kind, at in events
     ]
     return spark.createDataFrame(rows, SILVER.spark_schema())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -12,7 +12,7 @@ from lakehouse.orchestration import end_arg, mode_arg, owned_hour, run_interval,
 
 
 def utc(*args) -> datetime:
-    return datetime(*args, tzinfo=timezone.utc)
+    return datetime(*args, tzinfo=UTC)
 
 
 def test_interval_is_half_open_and_whole_hours():
@@ -62,7 +62,10 @@ def test_backfill_runs_are_batch_over_their_own_hour_and_others_incremental():
         "2026-11-20T02:00Z",
         "2026-11-20T03:00Z",
     )
-    assert (mode_arg(scheduled, {"mode": "incremental"}, at), start_arg(scheduled, {}, at)) == ("incremental", "")
+    assert (mode_arg(scheduled, {"mode": "incremental"}, at), start_arg(scheduled, {}, at)) == (
+        "incremental",
+        "",
+    )
 
 
 def test_manual_batch_run_takes_its_range_from_params():
@@ -80,7 +83,9 @@ def test_the_engine_check_tells_a_dead_port_from_a_port_without_a_grpc_server():
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         port = listener.getsockname()[1]
-        assert check_engine(f"sc://localhost:{port}/", query=False).startswith("nothing listens on localhost")
+        assert check_engine(f"sc://localhost:{port}/", query=False).startswith(
+            "nothing listens on localhost"
+        )
         listener.listen()  # a port that accepts connections but speaks no gRPC: not an engine
         assert check_engine(f"sc://localhost:{port}/", timeout_s=1, query=False) == (
             f"localhost:{port} listens but its gRPC server did not answer within 1 s"

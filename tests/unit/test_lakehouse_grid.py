@@ -25,7 +25,10 @@ def observed(**changes) -> Observed:
         newest_ingest={H0: minutes(0), H1: minutes(0)},
         classified={"silver.t": {H0: 8, H1: 9}, "silver.q": {H0: 1, H1: 1}},
         hour_counts={"silver.t": {H0: 8, H1: 9}, "gold.t": {H0: 3, H1: 3}},
-        hour_writes={"silver.t": {H0: minutes(1), H1: minutes(1)}, "gold.t": {H0: minutes(2), H1: minutes(2)}},
+        hour_writes={
+            "silver.t": {H0: minutes(1), H1: minutes(1)},
+            "gold.t": {H0: minutes(2), H1: minutes(2)},
+        },
         upstream={"silver.t": None, "gold.t": "silver.t"},
         writes={
             "bronze.t": TableWrite(0, minutes(0), "STREAMING UPDATE"),
@@ -61,16 +64,29 @@ def test_landed_lines_not_ingested_yet_are_pending():
 def test_more_rows_than_landed_lines_is_a_mismatch():
     assert states(observed(ingested={H0: 11, H1: 10})) == {H0: "mismatch", H1: "complete"}
     # more valid + quarantined rows than ingested lines
-    assert states(observed(classified={"silver.t": {H0: 10, H1: 9}, "silver.q": {H0: 1, H1: 1}}))[H0] == "mismatch"
+    assert (
+        states(observed(classified={"silver.t": {H0: 10, H1: 9}, "silver.q": {H0: 1, H1: 1}}))[H0]
+        == "mismatch"
+    )
 
 
 def test_rows_ingested_after_silver_last_wrote_are_pending():
-    assert states(observed(newest_ingest={H0: minutes(0), H1: minutes(5)})) == {H0: "complete", H1: "pending"}
+    assert states(observed(newest_ingest={H0: minutes(0), H1: minutes(5)})) == {
+        H0: "complete",
+        H1: "pending",
+    }
 
 
 def test_rows_ingested_before_anything_classified_them_say_so():
-    o = observed(classified={}, hour_counts={}, upstream={}, writes={"bronze.t": TableWrite(0, minutes(0), "STREAMING UPDATE")})
-    assert [row.reasons for row in cli.grade(o).rows] == [["bronze.t rows not classified yet (the next run classifies them)"]] * 2
+    o = observed(
+        classified={},
+        hour_counts={},
+        upstream={},
+        writes={"bronze.t": TableWrite(0, minutes(0), "STREAMING UPDATE")},
+    )
+    assert [row.reasons for row in cli.grade(o).rows] == [
+        ["bronze.t rows not classified yet (the next run classifies them)"]
+    ] * 2
 
 
 def test_a_gold_hour_without_rows_is_missing_once_gold_wrote_since_else_pending():
@@ -82,7 +98,10 @@ def test_a_gold_hour_without_rows_is_missing_once_gold_wrote_since_else_pending(
 
 
 def test_late_data_in_silver_is_pending_until_gold_runs_then_stale_if_gold_skipped_it():
-    late = {"silver.t": {H0: minutes(5), H1: minutes(1)}, "gold.t": {H0: minutes(2), H1: minutes(2)}}
+    late = {
+        "silver.t": {H0: minutes(5), H1: minutes(1)},
+        "gold.t": {H0: minutes(2), H1: minutes(2)},
+    }
     assert states(observed(hour_writes=late)) == {H0: "pending", H1: "complete"}
     writes = {**observed().writes, "gold.t": TableWrite(2, minutes(6), "WRITE")}
     assert states(observed(hour_writes=late, writes=writes)) == {H0: "stale", H1: "complete"}
@@ -90,23 +109,32 @@ def test_late_data_in_silver_is_pending_until_gold_runs_then_stale_if_gold_skipp
 
 def test_gold_rows_for_an_hour_silver_does_not_hold_are_stale():
     counts = {"silver.t": {H0: 8}, "gold.t": {H0: 3, H1: 3}}
-    o = observed(hour_counts=counts, classified={"silver.t": {H0: 8, H1: 9}, "silver.q": {H0: 1, H1: 1}})
+    o = observed(
+        hour_counts=counts, classified={"silver.t": {H0: 8, H1: 9}, "silver.q": {H0: 1, H1: 1}}
+    )
     assert states(o) == {H0: "complete", H1: "stale"}
 
 
 def test_a_window_lists_every_hour_and_empty_ones_say_so():
-    assert states(observed(), H1, H1 + timedelta(hours=2)) == {H1: "complete", H1 + timedelta(hours=1): "empty"}
+    assert states(observed(), H1, H1 + timedelta(hours=2)) == {
+        H1: "complete",
+        H1 + timedelta(hours=1): "empty",
+    }
 
 
 def test_lines_are_counted_as_spark_splits_them():
-    assert [cli.count_lines(data) for data in (b"", b"a", b"a\n", b"a\r\nb", b"a\rb\n\n", b"\n")] == [0, 1, 1, 2, 3, 1]
+    assert [
+        cli.count_lines(data) for data in (b"", b"a", b"a\n", b"a\r\nb", b"a\rb\n\n", b"\n")
+    ] == [0, 1, 1, 2, 3, 1]
 
 
 def test_folder_hours_and_the_landing_layout_match_the_source():
     from lakehouse.sources import LANDING_FILES
 
     assert cli.LANDING_FILES == LANDING_FILES
-    assert cli.folder_hour("file:/x/landing/events/2026-11-20/07/part-0001.jsonl") == datetime(2026, 11, 20, 7)
+    assert cli.folder_hour("file:/x/landing/events/2026-11-20/07/part-0001.jsonl") == datetime(
+        2026, 11, 20, 7
+    )
     assert cli.folder_hour("kafka://topic/0/12") is None
 
 
@@ -122,24 +150,38 @@ def test_the_status_page_shows_each_hours_state_and_the_top_campaigns_views():
     from lakehouse_tools.status_page import LINE_COLOURS, STATE_COLOURS, status_page
 
     grid = cli.grade(observed(hour_counts={"silver.t": {H0: 8, H1: 9}, "gold.t": {H0: 3}}))
-    views = {f"c{n}": {H0: n, H1: 2 * n} for n in range(1, 8)}  # c7 has the most views, c1 the fewest
+    views = {
+        f"c{n}": {H0: n, H1: 2 * n} for n in range(1, 8)
+    }  # c7 has the most views, c1 the fewest
     page = status_page(grid, views, T)
     assert [row.state for row in grid.rows] == ["complete", "missing"]
     assert f"<td class=state style='background:{STATE_COLOURS['missing']}'" in page
     assert "<b>2026-11-20 01:00 missing</b>: gold.t has no row" in page
     # One line per top campaign, the most viewed first; the two with the fewest views are left out.
     shown = [f"<title>c{n}</title>" in page for n in range(1, 8)]
-    assert shown == [False, False, True, True, True, True, True] and page.count("<polyline") == len(LINE_COLOURS)
-    assert "<script" not in page and "http" not in page.replace("http://www.w3.org", "")  # self-contained
+    assert shown == [False, False, True, True, True, True, True] and page.count("<polyline") == len(
+        LINE_COLOURS
+    )
+    assert "<script" not in page and "http" not in page.replace(
+        "http://www.w3.org", ""
+    )  # self-contained
 
 
 def test_an_hour_recomputed_without_rows_is_complete_and_one_deleted_since_is_missing():
-    counts = {"silver.t": {H0: 8, H1: 9}, "gold.t": {H0: 3}}  # gold has nothing in H1 (no views in it, say)
+    counts = {
+        "silver.t": {H0: 8, H1: 9},
+        "gold.t": {H0: 3},
+    }  # gold has nothing in H1 (no views in it, say)
     recomputed = {"gold.t": {H0: minutes(2), H1: minutes(2)}}
-    assert [r.state for r in cli.grade(observed(hour_counts=counts, recomputed=recomputed)).rows] == ["complete", "complete"]
+    assert [
+        r.state for r in cli.grade(observed(hour_counts=counts, recomputed=recomputed)).rows
+    ] == ["complete", "complete"]
     # Recomputed before silver changed the hour: gold owes it a recompute (it ran since, so: stale -> missing).
     older = {"gold.t": {H0: minutes(2), H1: minutes(0)}}
-    assert [r.state for r in cli.grade(observed(hour_counts=counts, recomputed=older)).rows] == ["complete", "missing"]
+    assert [r.state for r in cli.grade(observed(hour_counts=counts, recomputed=older)).rows] == [
+        "complete",
+        "missing",
+    ]
 
 
 def test_only_replaces_newer_than_any_delete_count_as_recomputes():
@@ -152,17 +194,39 @@ def test_only_replaces_newer_than_any_delete_count_as_recomputes():
 
     def replace(at: int, *hours: str) -> dict:
         stamps = ", ".join(f"TIMESTAMP'2026-11-20 {h}:00:00'" for h in hours)
-        return {"operation": "WRITE", "timestamp": at, "operationParameters": {"predicate": f"event_date IN (DATE'2026-11-20') AND hour_start IN ({stamps})"}}
+        return {
+            "operation": "WRITE",
+            "timestamp": at,
+            "operationParameters": {
+                "predicate": f"event_date IN (DATE'2026-11-20') AND hour_start IN ({stamps})"
+            },
+        }
 
-    delete = {"operation": "DELETE", "timestamp": 2_000, "operationParameters": {"predicate": "hour_start = TIMESTAMP'2026-11-20 01:00:00'"}}
+    delete = {
+        "operation": "DELETE",
+        "timestamp": 2_000,
+        "operationParameters": {"predicate": "hour_start = TIMESTAMP'2026-11-20 01:00:00'"},
+    }
     newest_first = [replace(3_000, "02"), delete, replace(1_000, "00", "01")]
-    assert cli._hours_replaced(History(newest_first)) == {datetime(2026, 11, 20, 2): cli._utc(3_000)}
+    assert cli._hours_replaced(History(newest_first)) == {
+        datetime(2026, 11, 20, 2): cli._utc(3_000)
+    }
 
 
 def test_an_hour_whose_gating_rule_failed_is_failed_needs_action_and_is_repaired():
-    o = observed(failed_rules={H1: ["silver.t: rule 'every event has a campaign' failed (measured 1)"]})
+    o = observed(
+        failed_rules={H1: ["silver.t: rule 'every event has a campaign' failed (measured 1)"]}
+    )
     grid = cli.grade(o)
-    assert states(o) == {H0: "complete", H1: "failed"} and [row.hour for row in grid.needs_action] == [H1]
-    assert grid.rows[1].reasons == ["silver.t: rule 'every event has a campaign' failed (measured 1)"]
-    assert "2026-11-20 01:00 failed: silver.t: rule 'every event has a campaign'" in cli.grid_text(grid)
-    assert [row.hour for row in grid.rows if row.state in cli.REPAIRABLE] == [H1]  # a backfill recomputes it
+    assert states(o) == {H0: "complete", H1: "failed"} and [
+        row.hour for row in grid.needs_action
+    ] == [H1]
+    assert grid.rows[1].reasons == [
+        "silver.t: rule 'every event has a campaign' failed (measured 1)"
+    ]
+    assert "2026-11-20 01:00 failed: silver.t: rule 'every event has a campaign'" in cli.grid_text(
+        grid
+    )
+    assert [row.hour for row in grid.rows if row.state in cli.REPAIRABLE] == [
+        H1
+    ]  # a backfill recomputes it

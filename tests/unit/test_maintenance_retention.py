@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,12 +12,19 @@ from lakehouse.maintenance import NeededVersion, reader_position, safe_retention
 
 TABLE_ID = "8e1e4d3a-0000-4000-8000-000000000001"
 OTHER_ID = "8e1e4d3a-0000-4000-8000-000000000002"
-NOW = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
 
 def offsets_line(table_id: str, version: int, index: int = -1) -> str:
-    return json.dumps({"sourceVersion": 1, "reservoirId": table_id, "reservoirVersion": version, "index": index,
-                       "isStartingVersion": False})  # fmt: skip
+    return json.dumps(
+        {
+            "sourceVersion": 1,
+            "reservoirId": table_id,
+            "reservoirVersion": version,
+            "index": index,
+            "isStartingVersion": False,
+        }
+    )
 
 
 def write_batch(checkpoint, batch: int, *sources: str, committed: bool) -> None:
@@ -32,7 +39,9 @@ def write_batch(checkpoint, batch: int, *sources: str, committed: bool) -> None:
 def test_a_reader_reads_on_from_its_newest_committed_batch_not_from_a_planned_one(tmp_path):
     write_batch(tmp_path, 0, offsets_line(TABLE_ID, 3), committed=True)
     write_batch(tmp_path, 1, offsets_line(TABLE_ID, 7), committed=True)
-    write_batch(tmp_path, 2, offsets_line(TABLE_ID, 9), committed=False)  # replayed from batch 1's end
+    write_batch(
+        tmp_path, 2, offsets_line(TABLE_ID, 9), committed=False
+    )  # replayed from batch 1's end
     assert reader_position(str(tmp_path), TABLE_ID) == 7
 
 
@@ -48,7 +57,9 @@ def test_a_query_that_never_ran_or_reads_another_table_needs_nothing(tmp_path):
 
 
 def test_the_retention_covers_the_oldest_needed_version_with_a_margin():
-    needed = NeededVersion(version=7, reader="silver.ad_events", committed_at=NOW - timedelta(hours=30, minutes=1))
+    needed = NeededVersion(
+        version=7, reader="silver.ad_events", committed_at=NOW - timedelta(hours=30, minutes=1)
+    )
     assert safe_retention_hours(0, needed, NOW) == 32  # 30 h 1 min -> 31 whole hours, + 1 margin
     assert safe_retention_hours(168, needed, NOW) == 168  # asked for more: kept
     assert safe_retention_hours(0, None, NOW) == 0  # no reader lags: what was asked
@@ -56,5 +67,7 @@ def test_the_retention_covers_the_oldest_needed_version_with_a_margin():
 
 def test_a_needed_version_gone_from_the_log_stops_the_vacuum_with_the_fix():
     needed = NeededVersion(version=2, reader="gold.campaign_hourly", committed_at=None)
-    with pytest.raises(ConfigError, match="gold.campaign_hourly still reads from version 2.*Run that table's query"):
+    with pytest.raises(
+        ConfigError, match="gold.campaign_hourly still reads from version 2.*Run that table's query"
+    ):
         safe_retention_hours(0, needed, NOW)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,17 +20,23 @@ ENTRY = catalog.get("gold.campaign_hourly")
 def table_with_batches(path: Path, batches: int) -> list[datetime]:
     """A table whose version v holds batch v of the writer "stream"; the commit times, by version."""
     for batch in range(batches):
-        write_deltalake(str(path), pa.table({"x": [batch]}), mode="append",
-                        commit_properties=CommitProperties(app_transactions=[Transaction("stream", batch)]))  # fmt: skip
+        write_deltalake(
+            str(path),
+            pa.table({"x": [batch]}),
+            mode="append",
+            commit_properties=CommitProperties(app_transactions=[Transaction("stream", batch)]),
+        )
     history = sorted(DeltaTable(str(path)).history(), key=lambda c: c["version"])
-    return [datetime.fromtimestamp(c["timestamp"] / 1000, tz=timezone.utc) for c in history]
+    return [datetime.fromtimestamp(c["timestamp"] / 1000, tz=UTC) for c in history]
 
 
 def paths(path: Path) -> TablePaths:
     return TablePaths(ENTRY.name, str(path), str(path.parent / "checkpoints"))
 
 
-def test_a_table_goes_back_to_its_newest_version_before_the_moment_with_its_writers_transaction_ids(tmp_path):
+def test_a_table_goes_back_to_its_newest_version_before_the_moment_with_its_writers_transaction_ids(
+    tmp_path,
+):
     times = table_with_batches(tmp_path / "t", 3)
     moment = times[1] + (times[2] - times[1]) / 2
     plan = rollback.plan_table(ENTRY, paths(tmp_path / "t"), moment)
@@ -41,32 +47,55 @@ def test_nothing_written_since_is_no_restore_and_a_moment_before_the_table_is_re
     times = table_with_batches(tmp_path / "t", 2)
     assert rollback.plan_table(ENTRY, paths(tmp_path / "t"), times[-1].replace(year=2100)) is None
     with pytest.raises(rollback.RollbackRefused, match="did not exist before 2000-01-01 00:00:00Z"):
-        rollback.plan_table(ENTRY, paths(tmp_path / "t"), datetime(2000, 1, 1, tzinfo=timezone.utc))
+        rollback.plan_table(ENTRY, paths(tmp_path / "t"), datetime(2000, 1, 1, tzinfo=UTC))
 
 
 def test_restoring_puts_the_transaction_id_back_so_the_redone_batch_is_written(tmp_path):
     table_with_batches(tmp_path / "t", 3)
-    DeltaTable(str(tmp_path / "t")).restore(1, commit_properties=CommitProperties(app_transactions=[Transaction("stream", 1)]))
+    DeltaTable(str(tmp_path / "t")).restore(
+        1, commit_properties=CommitProperties(app_transactions=[Transaction("stream", 1)])
+    )
     restored = DeltaTable(str(tmp_path / "t"))
-    assert restored.transaction_version("stream") == 1 and sorted(restored.to_pyarrow_table()["x"].to_pylist()) == [0, 1]
+    assert restored.transaction_version("stream") == 1 and sorted(
+        restored.to_pyarrow_table()["x"].to_pylist()
+    ) == [0, 1]
 
 
 def test_an_earlier_rollbacks_transaction_resets_are_not_batches(tmp_path):
     table_with_batches(tmp_path / "t", 3)
-    DeltaTable(str(tmp_path / "t")).restore(1, commit_properties=CommitProperties(app_transactions=[Transaction("stream", 1)]))
-    assert rollback._txns(str(tmp_path / "t"), range(2, 4)) == [("stream", 2, False), ("stream", 1, True)]
+    DeltaTable(str(tmp_path / "t")).restore(
+        1, commit_properties=CommitProperties(app_transactions=[Transaction("stream", 1)])
+    )
+    assert rollback._txns(str(tmp_path / "t"), range(2, 4)) == [
+        ("stream", 2, False),
+        ("stream", 1, True),
+    ]
 
 
 @pytest.mark.parametrize("reservoir_version, refused", [(3, False), (2, True)])
-def test_a_reader_that_had_not_caught_up_with_the_restored_table_is_refused(tmp_path, reservoir_version, refused):
+def test_a_reader_that_had_not_caught_up_with_the_restored_table_is_refused(
+    tmp_path, reservoir_version, refused
+):
     checkpoint = tmp_path / "gen=0"
     (checkpoint / "offsets").mkdir(parents=True)
-    offset = {"sourceVersion": 1, "reservoirId": "x", "reservoirVersion": reservoir_version, "index": -1, "isStartingVersion": False}
+    offset = {
+        "sourceVersion": 1,
+        "reservoirId": "x",
+        "reservoirVersion": reservoir_version,
+        "index": -1,
+        "isStartingVersion": False,
+    }
     (checkpoint / "offsets" / "4").write_text("v1\n{}\n" + json.dumps(offset))
-    query = rollback.QueryRollback("gold.user_sessions", str(checkpoint), first_undone_batch=5, kept_batch=4)
-    upstream = rollback.TableRestore("silver.ad_events", "unused", keep_version=2, latest_version=4, txns={})
+    query = rollback.QueryRollback(
+        "gold.user_sessions", str(checkpoint), first_undone_batch=5, kept_batch=4
+    )
+    upstream = rollback.TableRestore(
+        "silver.ad_events", "unused", keep_version=2, latest_version=4, txns={}
+    )
     if refused:
-        with pytest.raises(rollback.RollbackRefused, match="had not read silver.ad_events up to version 2"):
+        with pytest.raises(
+            rollback.RollbackRefused, match="had not read silver.ad_events up to version 2"
+        ):
             rollback._check_caught_up(query, upstream)
     else:
         rollback._check_caught_up(query, upstream)

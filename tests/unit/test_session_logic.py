@@ -10,7 +10,9 @@ MINUTE = 60_000
 T0 = 1_763_596_800_000  # 2025-11-20T00:00Z
 
 
-def event(offset_ms: int, event_id: str, event_type: str = "view", ad: str = "ad-1", campaign: str = "c-1") -> tuple:
+def event(
+    offset_ms: int, event_id: str, event_type: str = "view", ad: str = "ad-1", campaign: str = "c-1"
+) -> tuple:
     return (T0 + offset_ms, event_id, event_type, ad, campaign)
 
 
@@ -27,15 +29,34 @@ def test_a_gap_of_exactly_thirty_minutes_starts_a_new_session_and_one_millisecon
 
 def test_a_user_with_one_event_has_one_session_of_zero_duration():
     (session,) = add_events([], [event(5 * MINUTE, "only", "click", "ad-9", "c-9")])
-    assert (session.start, session.end, session.events, session.clicks, session.views) == (T0 + 5 * MINUTE,) * 2 + (1, 1, 0)
-    assert (session.first[2], session.last[2], session.ads, session.campaigns) == ("c-9", "c-9", {"ad-9"}, {"c-9"})
+    assert (session.start, session.end, session.events, session.clicks, session.views) == (
+        T0 + 5 * MINUTE,
+    ) * 2 + (1, 1, 0)
+    assert (session.first[2], session.last[2], session.ads, session.campaigns) == (
+        "c-9",
+        "c-9",
+        {"ad-9"},
+        {"c-9"},
+    )
 
 
 def test_events_in_any_order_and_in_any_split_across_batches_give_the_same_sessions():
-    events = [event(m * MINUTE, f"e{m:03d}", random.Random(m).choice(["view", "click", "purchase"]), f"ad-{m % 4}", f"c-{m % 3}")
-              for m in (0, 10, 25, 70, 71, 99, 128, 200, 229, 258)]  # fmt: skip
+    events = [
+        event(
+            m * MINUTE,
+            f"e{m:03d}",
+            random.Random(m).choice(["view", "click", "purchase"]),
+            f"ad-{m % 4}",
+            f"c-{m % 3}",
+        )
+        for m in (0, 10, 25, 70, 71, 99, 128, 200, 229, 258)
+    ]
     whole = add_events([], events)
-    assert spans(whole) == [(0, 25 * MINUTE, 3), (70 * MINUTE, 128 * MINUTE, 4), (200 * MINUTE, 258 * MINUTE, 3)]
+    assert spans(whole) == [
+        (0, 25 * MINUTE, 3),
+        (70 * MINUTE, 128 * MINUTE, 4),
+        (200 * MINUTE, 258 * MINUTE, 3),
+    ]
     for seed in range(20):
         shuffled = random.Random(seed).sample(events, len(events))
         cut = seed % len(events)
@@ -47,15 +68,24 @@ def test_an_out_of_order_event_bridges_two_open_sessions_into_one():
     apart = add_events([], [event(0, "a"), event(50 * MINUTE, "c")])
     assert len(apart) == 2
     (bridged,) = add_events(apart, [event(25 * MINUTE, "b", "purchase")])
-    assert (bridged.start - T0, bridged.end - T0, bridged.events, bridged.purchases) == (0, 50 * MINUTE, 3, 1)
+    assert (bridged.start - T0, bridged.end - T0, bridged.events, bridged.purchases) == (
+        0,
+        50 * MINUTE,
+        3,
+        1,
+    )
 
 
 def test_first_and_last_campaign_follow_event_time_then_event_id_and_distinct_counts_ignore_repeats():
     (session,) = add_events(
         [],
-        [event(0, "b", campaign="c-second"), event(0, "a", campaign="c-first"), event(MINUTE, "y", ad="ad-2", campaign="c-last-but-one"),
-         event(MINUTE, "z", ad="ad-2", campaign="c-last")],
-    )  # fmt: skip
+        [
+            event(0, "b", campaign="c-second"),
+            event(0, "a", campaign="c-first"),
+            event(MINUTE, "y", ad="ad-2", campaign="c-last-but-one"),
+            event(MINUTE, "z", ad="ad-2", campaign="c-last"),
+        ],
+    )
     assert (session.first[2], session.last[2]) == ("c-first", "c-last")
     assert (len(session.ads), len(session.campaigns), session.events, session.views) == (2, 4, 4, 4)
 
@@ -66,7 +96,9 @@ def test_a_session_is_closed_once_the_watermark_reaches_its_last_event_plus_the_
     assert session.closed_at(T0 + MINUTE + SESSION_GAP_MS)
 
 
-def test_a_state_change_the_checkpoint_cannot_take_is_refused_before_the_run_with_the_full_refresh_to_run(tmp_path):
+def test_a_state_change_the_checkpoint_cannot_take_is_refused_before_the_run_with_the_full_refresh_to_run(
+    tmp_path,
+):
     import json
 
     import pytest
@@ -75,7 +107,9 @@ def test_a_state_change_the_checkpoint_cannot_take_is_refused_before_the_run_wit
     from lakehouse.flows import sessions
 
     checkpoint = tmp_path / "gen=0"
-    sessions.check_state_contract(str(checkpoint), "gold.user_sessions")  # a new checkpoint: recorded
+    sessions.check_state_contract(
+        str(checkpoint), "gold.user_sessions"
+    )  # a new checkpoint: recorded
     record = tmp_path / "gen=0.state.json"
     assert json.loads(record.read_text())["state_version"] == sessions.STATE_VERSION
     (checkpoint / "offsets").mkdir(parents=True)

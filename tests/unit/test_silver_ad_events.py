@@ -44,12 +44,15 @@ def event(**overrides) -> str:
 
 @pytest.fixture
 def campaigns(spark):
-    return spark.createDataFrame([("ad-1", "camp-1"), ("ad-2", "camp-2")], "ad_id string, campaign_id string")
+    return spark.createDataFrame(
+        [("ad-1", "camp-1"), ("ad-2", "camp-2")], "ad_id string, campaign_id string"
+    )
 
 
 def bronze(spark, *lines):
     return spark.createDataFrame(
-        [(line, "file:/landing/part-0.jsonl", INGESTED, INGESTED.date()) for line in lines], BRONZE_COLUMNS
+        [(line, "file:/landing/part-0.jsonl", INGESTED, INGESTED.date()) for line in lines],
+        BRONZE_COLUMNS,
     )
 
 
@@ -66,13 +69,41 @@ def test_valid_events_are_typed_and_enriched(spark, campaigns):
 
     expected = spark.createDataFrame(
         [
-            ("e-1", "u-1", "p-1", "ad-1", "banner", "view", datetime(2026, 11, 20, 10, 0, 1, 234000), "10.0.0.1",
-             "camp-1", None, "file:/landing/part-0.jsonl", INGESTED, date(2026, 11, 20), 10),
-            ("e-2", "u-1", "p-1", "ad-2", "banner", "click", datetime(2026, 11, 20, 9, 59, 59, 999000), "10.0.0.1",
-             "camp-2", None, "file:/landing/part-0.jsonl", INGESTED, date(2026, 11, 20), 9),
+            (
+                "e-1",
+                "u-1",
+                "p-1",
+                "ad-1",
+                "banner",
+                "view",
+                datetime(2026, 11, 20, 10, 0, 1, 234000),
+                "10.0.0.1",
+                "camp-1",
+                None,
+                "file:/landing/part-0.jsonl",
+                INGESTED,
+                date(2026, 11, 20),
+                10,
+            ),
+            (
+                "e-2",
+                "u-1",
+                "p-1",
+                "ad-2",
+                "banner",
+                "click",
+                datetime(2026, 11, 20, 9, 59, 59, 999000),
+                "10.0.0.1",
+                "camp-2",
+                None,
+                "file:/landing/part-0.jsonl",
+                INGESTED,
+                date(2026, 11, 20),
+                9,
+            ),
         ],
         catalog.get("silver.ad_events").spark_schema(),
-    )  # fmt: skip
+    )
     assertDataFrameEqual(valid_ad_events(classified), expected)
     assert quarantined_ad_events(classified).count() == 0
 
@@ -103,15 +134,27 @@ BAD_LINES = [
     (event()[:-1] + ', "event_id": "e-2"}', "malformed_json", None),  # duplicate key
     (event()[:-1] + ', "x": {"k": 1, "k": 2}}', "malformed_json", None),  # duplicate key, nested
     (event()[:-1] + ', "x": "\\ud800"}', "malformed_json", None),  # an escaped lone surrogate
-    (event(page_id="p\udda2"), "malformed_json", None),  # a lone low surrogate (json.dumps escapes it)
-    (event(user_id=None).replace('"page_id"', '"user_id": null, "page_id"'), "missing_required_field", "user_id"),
+    (
+        event(page_id="p\udda2"),
+        "malformed_json",
+        None,
+    ),  # a lone low surrogate (json.dumps escapes it)
+    (
+        event(user_id=None).replace('"page_id"', '"user_id": null, "page_id"'),
+        "missing_required_field",
+        "user_id",
+    ),
     (event(event_id=""), "missing_required_field", "event_id"),
     (event(event_id=" \t"), "missing_required_field", "event_id"),
     (event(ad_id="", event_time="\n"), "missing_required_field", "ad_id,event_time"),
     (event().replace('"u-1"', "42"), "wrong_field_type", "user_id"),
     (event().replace('"u-1"', "true"), "wrong_field_type", "user_id"),
     (event().replace('"u-1"', '{"id": "u-1"}'), "wrong_field_type", "user_id"),
-    (event().replace(f'"{TEN_AM_MS + 1234}"', str(TEN_AM_MS + 1234)), "wrong_field_type", "event_time"),
+    (
+        event().replace(f'"{TEN_AM_MS + 1234}"', str(TEN_AM_MS + 1234)),
+        "wrong_field_type",
+        "event_time",
+    ),
     (event().replace(f'"{TEN_AM_MS + 1234}"', "1795168801234.0"), "wrong_field_type", "event_time"),
     (event().replace(f'"{TEN_AM_MS + 1234}"', "1e400"), "wrong_field_type", "event_time"),
     (event().replace('"view"', '["view"]'), "wrong_field_type", "event_type"),
@@ -131,7 +174,11 @@ BAD_LINES = [
     (event(event_time="9" * 16), "invalid_event_time", "9" * 16),
     (event(event_time="9" * 400), "invalid_event_time", "9" * 400),
     (event(event_time="9" * 15), "event_time_in_future", "9" * 15),  # year 33658, no overflow
-    (event(event_time=str(TEN_AM_MS + 3 * 86_400_000)), "event_time_in_future", str(TEN_AM_MS + 3 * 86_400_000)),
+    (
+        event(event_time=str(TEN_AM_MS + 3 * 86_400_000)),
+        "event_time_in_future",
+        str(TEN_AM_MS + 3 * 86_400_000),
+    ),
     (event(event_type="hover"), "unknown_event_type", "hover"),
     (event(ad_type="popup"), "unknown_ad_type", "popup"),
     (event(ad_id="ad-9"), "unknown_ad_id", "ad-9"),
@@ -143,13 +190,18 @@ def test_bad_lines_are_quarantined_with_raw_line_and_reason(spark, campaigns):
     classified = classify_ad_events(bronze(spark, *[line for line, _, _ in BAD_LINES]), campaigns)
 
     expected = spark.createDataFrame(
-        [(line, reason, detail, "file:/landing/part-0.jsonl", INGESTED, INGESTED.date()) for line, reason, detail in BAD_LINES],
+        [
+            (line, reason, detail, "file:/landing/part-0.jsonl", INGESTED, INGESTED.date())
+            for line, reason, detail in BAD_LINES
+        ],
         QUARANTINE_COLUMNS,
     )
     assertDataFrameEqual(quarantine_columns(quarantined_ad_events(classified)), expected)
     assert valid_ad_events(classified).count() == 0
     # Every column is computed, year 33658 included (as strings: that is beyond Python's datetime).
-    computed = classified.select(*[F.col(c).cast("string") for c in ("event_time", "event_date", "event_hour")])
+    computed = classified.select(
+        *[F.col(c).cast("string") for c in ("event_time", "event_date", "event_hour")]
+    )
     assert len(computed.collect()) == len(BAD_LINES)
 
 
@@ -183,7 +235,9 @@ def test_empty_event_ids_do_not_collapse_into_one_event(spark, campaigns):
     classified = classify_ad_events(bronze(spark, *lines), campaigns)
 
     assert deduplicate_ad_events(valid_ad_events(classified)).count() == 0
-    assert [r.reason for r in quarantined_ad_events(classified).collect()] == ["missing_required_field"] * 2
+    assert [r.reason for r in quarantined_ad_events(classified).collect()] == [
+        "missing_required_field"
+    ] * 2
 
 
 def valid_text(line: bytes) -> bytes:
@@ -201,24 +255,37 @@ def test_lines_that_are_not_utf8_or_too_long_are_quarantined_raw(spark, campaign
     old_bronze = spark.createDataFrame(
         [(line.hex(), "f", INGESTED, INGESTED.date()) for line in (invalid_utf8, too_long)],
         "hex string, source_file string, ingested_at timestamp, ingest_date date",
-    ).select(F.unhex("hex").cast("string").alias("raw_line"), "source_file", "ingested_at", "ingest_date")
+    ).select(
+        F.unhex("hex").cast("string").alias("raw_line"), "source_file", "ingested_at", "ingest_date"
+    )
     new_bronze = bronze_ad_events(
         spark.createDataFrame(
             [(line.hex(), "f", INGESTED) for line in (invalid_utf8, truncated_bom)],
             "hex string, source_file string, ingested_at timestamp",
         ).select(F.unhex("hex").cast("string").alias("value"), "source_file", "ingested_at")
     )
-    bronze_rows = new_bronze.select(F.hex(F.col("raw_line").cast("binary")).alias("line"), F.hex("raw_bytes").alias("b"))
-    assert sorted((bytes.fromhex(r.line), r.b and bytes.fromhex(r.b)) for r in bronze_rows.collect()) == sorted(
+    bronze_rows = new_bronze.select(
+        F.hex(F.col("raw_line").cast("binary")).alias("line"), F.hex("raw_bytes").alias("b")
+    )
+    assert sorted(
+        (bytes.fromhex(r.line), r.b and bytes.fromhex(r.b)) for r in bronze_rows.collect()
+    ) == sorted(
         [(valid_text(invalid_utf8), invalid_utf8), (valid_text(truncated_bom), truncated_bom)]
     )
 
-    both = old_bronze.unionByName(new_bronze.select(*old_bronze.columns, "raw_bytes"), allowMissingColumns=True)
+    both = old_bronze.unionByName(
+        new_bronze.select(*old_bronze.columns, "raw_bytes"), allowMissingColumns=True
+    )
     classified = classify_ad_events(both, campaigns)
     rows = classified.select(
-        F.hex(F.col("raw_line").cast("binary")).alias("line"), F.hex("raw_bytes").alias("b"), "reason", "reason_detail"
+        F.hex(F.col("raw_line").cast("binary")).alias("line"),
+        F.hex("raw_bytes").alias("b"),
+        "reason",
+        "reason_detail",
     ).collect()
-    assert sorted((bytes.fromhex(r.line), r.b and bytes.fromhex(r.b), r.reason, r.reason_detail) for r in rows) == sorted(
+    assert sorted(
+        (bytes.fromhex(r.line), r.b and bytes.fromhex(r.b), r.reason, r.reason_detail) for r in rows
+    ) == sorted(
         [
             (valid_text(invalid_utf8), invalid_utf8, "invalid_utf8", None),
             (too_long, None, "line_too_long", str(len(too_long))),
@@ -232,7 +299,9 @@ def test_lines_that_are_not_utf8_or_too_long_are_quarantined_raw(spark, campaign
 def test_a_kafka_record_without_a_value_is_an_empty_line(spark, campaigns):
     classified = classify_ad_events(bronze(spark, None), campaigns)
 
-    assert [(r.raw_line, r.reason) for r in quarantined_ad_events(classified).collect()] == [(None, "empty_line")]
+    assert [(r.raw_line, r.reason) for r in quarantined_ad_events(classified).collect()] == [
+        (None, "empty_line")
+    ]
 
 
 def test_fields_beyond_the_contract_are_rescued_not_lost(spark, campaigns):
@@ -246,7 +315,9 @@ def test_fields_beyond_the_contract_are_rescued_not_lost(spark, campaigns):
 
 def test_duplicates_keep_one_row_per_event_id(spark, campaigns):
     lines = [event(), event(), event(event_id="e-2")]
-    deduplicated = deduplicate_ad_events(valid_ad_events(classify_ad_events(bronze(spark, *lines), campaigns)))
+    deduplicated = deduplicate_ad_events(
+        valid_ad_events(classify_ad_events(bronze(spark, *lines), campaigns))
+    )
 
     assert sorted(row.event_id for row in deduplicated.collect()) == ["e-1", "e-2"]
 
@@ -260,7 +331,9 @@ def test_the_oracle_gives_each_bad_line_the_same_reason(tmp_path):
     for line, reason, _ in BAD_LINES:
         expected = expected_from_lines([line], campaigns_csv, ingested_at=INGESTED)
         assert dict(expected.quarantined) == {reason: 1}, line
-    valid = expected_from_lines(["\ufeff" + event(), event(event_id="e-2") + " \r"], campaigns_csv, INGESTED)
+    valid = expected_from_lines(
+        ["\ufeff" + event(), event(event_id="e-2") + " \r"], campaigns_csv, INGESTED
+    )
     assert (set(valid.events), valid.duplicates, dict(valid.quarantined)) == ({"e-1", "e-2"}, 0, {})
 
 
@@ -276,7 +349,9 @@ NEAR_PRODUCER_FORM = [
     event(event_type="hover"),
     event(ad_type="popup"),
     event(event_time=str(TEN_AM_MS + 3 * 86_400_000)),  # days ahead of ingestion
-    event().replace("10.0.0.1", "10.0.0.1 \u00e9\u4e2d\U0001f600"),  # non-ASCII, unescaped: in the form
+    event().replace(
+        "10.0.0.1", "10.0.0.1 \u00e9\u4e2d\U0001f600"
+    ),  # non-ASCII, unescaped: in the form
     json.dumps(json.loads(event()), separators=(",", ":")),  # compact
     "  " + event() + " \t",
     event().replace(", ", " ,\t"),
@@ -287,7 +362,9 @@ NEAR_PRODUCER_FORM = [
     event() + " x",
     event()[:-1] + ', "extra": "drift"}',
     event()[:-1] + ', "event_id": "e-2"}',  # a duplicate key
-    json.dumps({**{k: v for k, v in json.loads(event()).items() if k != "event_id"}, "event_id": "e-1"}),  # other order
+    json.dumps(
+        {**{k: v for k, v in json.loads(event()).items() if k != "event_id"}, "event_id": "e-1"}
+    ),  # other order
     event().replace('"e-1"', "7"),  # a number
     "\ufeff" + event(),
     "",

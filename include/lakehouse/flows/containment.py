@@ -9,7 +9,7 @@ error, and the rest are classified as usual, in the same micro-batch, so exactly
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
@@ -32,7 +32,7 @@ def _fails(transform: Callable[[DataFrame], DataFrame], rows: DataFrame) -> str 
     """The data error ``transform`` raises on ``rows``, None when it runs through."""
     try:
         transform(rows).write.format("noop").mode("overwrite").save()
-    except Exception as error:  # noqa: BLE001 - only data errors are answered; the rest re-raised
+    except Exception as error:
         if not is_data_error(error):
             raise
         return str(error).strip().splitlines()[0][:MAX_DETAIL_CHARS]
@@ -59,13 +59,18 @@ def failing_keys(rows: DataFrame, transform: Callable[[DataFrame], DataFrame]) -
             culprits[low] = error
             continue
         middle = low + (high - low) // 2
-        pending += [rows.filter(F.col(_KEY).between(low, middle)), rows.filter(F.col(_KEY).between(middle + 1, high))]
+        pending += [
+            rows.filter(F.col(_KEY).between(low, middle)),
+            rows.filter(F.col(_KEY).between(middle + 1, high)),
+        ]
     return culprits
 
 
 def contained(
-    rows: DataFrame, transform: Callable[[DataFrame], DataFrame], quarantined: Callable[[DataFrame, str], DataFrame]
-) -> DataFrame:  # fmt: skip
+    rows: DataFrame,
+    transform: Callable[[DataFrame], DataFrame],
+    quarantined: Callable[[DataFrame, str], DataFrame],
+) -> DataFrame:
     """``transform`` over the lines it can take, beside ``quarantined`` rows for the lines it cannot.
 
     ``rows`` are the batch's upstream lines; ``quarantined(lines, detail)`` gives the transform's
@@ -74,7 +79,9 @@ def contained(
     keyed = rows.withColumn(_KEY, F.xxhash64("source_file", "raw_line")).persist()
     try:
         culprits = failing_keys(keyed, lambda part: transform(part.drop(_KEY)))
-        log.warning("%d line(s) made the batch fail; quarantined as %s", len(culprits), PROCESSING_ERROR)
+        log.warning(
+            "%d line(s) made the batch fail; quarantined as %s", len(culprits), PROCESSING_ERROR
+        )
         good = transform(keyed.filter(~F.col(_KEY).isin(list(culprits))).drop(_KEY))
         bad = [
             quarantined(keyed.filter(F.col(_KEY) == key).drop(_KEY), detail).select(*good.columns)

@@ -42,11 +42,11 @@ from lakehouse.kafka_settings import (
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, log, run_available_now
 from lakehouse.sources import (
+    LANDING_FILES,
     KafkaUnavailableError,
     kafka_lines_stream,
     kafka_source_changed,
     kafka_unavailable,
-    LANDING_FILES,
     landing_lines_stream,
     require_kafka_topic,
 )
@@ -62,7 +62,9 @@ def source_options() -> argparse.ArgumentParser:
     parser.add_argument("--source", choices=SOURCES, default="files")
     parser.add_argument("--kafka-bootstrap-servers", help="default: $KAFKA_BOOTSTRAP_SERVERS")
     parser.add_argument("--kafka-topic", default=DEFAULT_TOPIC)
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=DEFAULT_MAX_OFFSETS_PER_TRIGGER)
+    parser.add_argument(
+        "--max-offsets-per-trigger", type=int, default=DEFAULT_MAX_OFFSETS_PER_TRIGGER
+    )
     return parser
 
 
@@ -70,7 +72,10 @@ def run(table: Table, args: JobArgs, source: argparse.Namespace) -> dict:
     target = args.lakehouse.table(table.name)
     generation = args.generation_of(target)
     if source.source == "kafka":
-        servers, topic = resolve_bootstrap_servers(source.kafka_bootstrap_servers), validate_topic(source.kafka_topic)
+        servers, topic = (
+            resolve_bootstrap_servers(source.kafka_bootstrap_servers),
+            validate_topic(source.kafka_topic),
+        )
         if source.max_offsets_per_trigger < 1:
             raise ConfigError("--max-offsets-per-trigger must be >= 1")
         require_kafka_topic(servers, topic)  # before any JVM starts: a down broker fails in seconds
@@ -80,7 +85,9 @@ def run(table: Table, args: JobArgs, source: argparse.Namespace) -> dict:
     else:
         checkpoint = target.checkpoint(generation)
         spark = build_spark_session(table.task)
-        lines = landing_lines_stream(spark, args.lakehouse.landing(table.source), args.max_files_per_trigger)
+        lines = landing_lines_stream(
+            spark, args.lakehouse.landing(table.source), args.max_files_per_trigger
+        )
 
     # mergeSchema: a table created before columns were added at its end (the Kafka lineage)
     # gains them; the transform's output is the declared schema, so nothing else can slip in.
@@ -91,17 +98,28 @@ def run(table: Table, args: JobArgs, source: argparse.Namespace) -> dict:
         .option("mergeSchema", "true")
         .partitionBy(*table.partition_by)
     )
-    landed = None if source.source == "kafka" else file_source_new_bytes(checkpoint, args.lakehouse.landing(table.source), LANDING_FILES)
+    landed = (
+        None
+        if source.source == "kafka"
+        else file_source_new_bytes(checkpoint, args.lakehouse.landing(table.source), LANDING_FILES)
+    )
     log.info("%s: %s", table.name, fit_code_generation(spark, landed))
     try:
         # The Delta sink's transaction app id is the query id: the check compares the checkpoint's.
         return run_available_now(
-            writer.option("path", target.path), checkpoint, name=table.name, writes=[Written(target)],
+            writer.option("path", target.path),
+            checkpoint,
+            name=table.name,
+            writes=[Written(target)],
             progress_log=ProgressLog(spark, args.lakehouse),
-            caught_up=None if source.source == "kafka" else (
-                lambda: file_source_caught_up(checkpoint, args.lakehouse.landing(table.source), LANDING_FILES)
+            caught_up=None
+            if source.source == "kafka"
+            else (
+                lambda: file_source_caught_up(
+                    checkpoint, args.lakehouse.landing(table.source), LANDING_FILES
+                )
             ),
-        )  # fmt: skip
+        )
     except StreamingQueryException as error:
         if source.source != "kafka":
             raise

@@ -12,7 +12,7 @@ the same transform and replaces exactly those partitions.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -49,7 +49,9 @@ RESOLUTION_COLUMNS = ("resolved_at", "resolved_by")
 
 def accepted(classified: DataFrame, table: Table) -> DataFrame:
     """The rows that passed every check, one per key, in the table's column order."""
-    return one_row_per_key(classified.filter(F.col("reason").isNull()).select(*table.column_names), table.key)
+    return one_row_per_key(
+        classified.filter(F.col("reason").isNull()).select(*table.column_names), table.key
+    )
 
 
 def one_row_per_key(rows: DataFrame, key: str) -> DataFrame:
@@ -60,7 +62,9 @@ def one_row_per_key(rows: DataFrame, key: str) -> DataFrame:
     the rows of repeated keys are deduplicated. dropDuplicates shuffles and sorts every whole row,
     spilling at millions of events. ``rows`` is read three times: pass a cached frame.
     """
-    repeated = F.broadcast(rows.groupBy(key).count().filter("count > 1").select(F.col(key).alias("_repeated")))
+    repeated = F.broadcast(
+        rows.groupBy(key).count().filter("count > 1").select(F.col(key).alias("_repeated"))
+    )
     same_key = F.col(key).eqNullSafe(F.col("_repeated"))
     once = rows.join(repeated, same_key, "left_anti")
     several = rows.join(repeated, same_key, "left_semi").dropDuplicates([key])
@@ -85,7 +89,9 @@ def cacheable(classified: DataFrame, table: Table, quarantine: Table) -> DataFra
     rejected_only = set(rejected_columns(quarantine)) - set(table.column_names) - {"reason"}
     return classified.select(
         *[
-            F.when(F.col("reason").isNotNull(), F.col(c)).alias(c) if c in rejected_only else F.col(c)
+            F.when(F.col("reason").isNotNull(), F.col(c)).alias(c)
+            if c in rejected_only
+            else F.col(c)
             for c in batch_columns(table, quarantine)
         ]
     )
@@ -96,12 +102,17 @@ def failed_lines(lines: DataFrame, detail: str, table: Table, quarantine: Table)
 
     The quarantine's own columns come from the line (raw line, source, ingestion); the table's are null.
     """
-    types = {field.name: field.dataType for field in [*table.spark_schema().fields, *quarantine.spark_schema().fields]}
+    types = {
+        field.name: field.dataType
+        for field in [*table.spark_schema().fields, *quarantine.spark_schema().fields]
+    }
     given = {"reason": F.lit(PROCESSING_ERROR), "reason_detail": F.lit(detail)}
     present = set(lines.columns)
     return lines.select(
         *[
-            (given[c] if c in given else F.col(c) if c in present else F.lit(None).cast(types[c])).alias(c)
+            (
+                given[c] if c in given else F.col(c) if c in present else F.lit(None).cast(types[c])
+            ).alias(c)
             for c in batch_columns(table, quarantine)
         ]
     )
@@ -114,7 +125,7 @@ def rejected(classified: DataFrame, quarantine: Table) -> DataFrame:
 
 def batch_metrics(
     generation: int, batch_id: int, by_reason: dict, unique: int | None, inserted: int | None
-) -> dict:  # fmt: skip
+) -> dict:
     """The stored account of one micro-batch: every line is valid, a duplicate or quarantined.
 
     ``unique`` (the valid lines less the batch's duplicates) and ``inserted`` are None only when
@@ -125,11 +136,13 @@ def batch_metrics(
     return {
         "generation": generation,
         "batch_id": batch_id,
-        "recorded_at": datetime.now(timezone.utc).replace(tzinfo=None),
+        "recorded_at": datetime.now(UTC).replace(tzinfo=None),
         "lines": sum(by_reason.values()),
         "valid_lines": valid_lines,
         "duplicates_in_batch": valid_lines - unique if unique is not None else None,
-        "duplicates_of_earlier_batches": unique - inserted if unique is not None and inserted is not None else None,
+        "duplicates_of_earlier_batches": unique - inserted
+        if unique is not None and inserted is not None
+        else None,
         "inserted": inserted,
         "quarantined": sum(quarantined.values()),
         "quarantined_by_reason": quarantined,
@@ -152,11 +165,16 @@ class MergeBatch:
             name: txn_app_id(lakehouse.table(name), generation, "stream")
             for name in (table.name, self.quarantine.name, self.metrics.name)
         }
-        self.app_ids[self.metrics.name] = txn_app_id(lakehouse.table(self.metrics.name), generation, f"{table.layer}-stream")
+        self.app_ids[self.metrics.name] = txn_app_id(
+            lakehouse.table(self.metrics.name), generation, f"{table.layer}-stream"
+        )
 
     def static_inputs(self, spark: SparkSession) -> list[DataFrame]:
         """The upstream tables after the streamed one, read afresh for every micro-batch."""
-        return [spark.read.format("delta").load(self.lakehouse.table(name).path) for name in self.table.upstream[1:]]
+        return [
+            spark.read.format("delta").load(self.lakehouse.table(name).path)
+            for name in self.table.upstream[1:]
+        ]
 
     def classified(self, rows: DataFrame) -> tuple[DataFrame, list]:
         """The batch classified and cached, and its lines per (reason, event hour of a valid line).
@@ -170,7 +188,9 @@ class MergeBatch:
             return cacheable(self.table.transform(lines, *static), self.table, self.quarantine)
 
         def counted(classified: DataFrame) -> list:
-            hour = F.when(F.col("reason").isNull(), F.date_trunc("hour", "event_time")).alias("hour")
+            hour = F.when(F.col("reason").isNull(), F.date_trunc("hour", "event_time")).alias(
+                "hour"
+            )
             return classified.groupBy("reason", hour).count().collect()
 
         classified = classify(rows)
@@ -183,9 +203,13 @@ class MergeBatch:
             classified.unpersist()
             if not is_data_error(error):
                 raise
-            log.warning("%s: the batch failed on its data (%s); finding the lines", self.table.name, error)
+            log.warning(
+                "%s: the batch failed on its data (%s); finding the lines", self.table.name, error
+            )
         classified = contained(
-            rows, classify, lambda lines, detail: failed_lines(lines, detail, self.table, self.quarantine)
+            rows,
+            classify,
+            lambda lines, detail: failed_lines(lines, detail, self.table, self.quarantine),
         ).persist()
         return classified, counted(classified)
 
@@ -206,11 +230,16 @@ class MergeBatch:
             if hours:
                 merged = with_conflict_retries(
                     lambda: merge_new_rows(
-                        spark, accepted(classified, table), self.target, table.key, hours,
-                        self.app_ids[table.name], batch_id,
+                        spark,
+                        accepted(classified, table),
+                        self.target,
+                        table.key,
+                        hours,
+                        self.app_ids[table.name],
+                        batch_id,
                     ),
                     f"{table.name} batch {batch_id}",
-                )  # fmt: skip
+                )
             fault_point(f"{layer}.after_merge", batch_id)
             append(
                 rejected(classified, self.quarantine),
@@ -223,17 +252,29 @@ class MergeBatch:
         finally:
             classified.unpersist()
         # The MERGE's own record says how many rows it merged (the batch's unique valid rows) and inserted.
-        figures = merge_figures(self.target, self.app_ids[table.name], batch_id) if hours else (0, 0)
+        figures = (
+            merge_figures(self.target, self.app_ids[table.name], batch_id) if hours else (0, 0)
+        )
         unique, inserted = figures if figures is not None else (None, None)
-        if hours and not merged:  # Delta skipped the MERGE: this batch's data was committed before a crash
+        if (
+            hours and not merged
+        ):  # Delta skipped the MERGE: this batch's data was committed before a crash
             metrics_table = self.lakehouse.table(self.metrics.name)
-            if committed_txns(spark, metrics_table).get(self.app_ids[self.metrics.name], -1) >= batch_id:
-                log.info("%s batch %d: already committed before a restart; skipped", table.name, batch_id)
+            if (
+                committed_txns(spark, metrics_table).get(self.app_ids[self.metrics.name], -1)
+                >= batch_id
+            ):
+                log.info(
+                    "%s batch %d: already committed before a restart; skipped", table.name, batch_id
+                )
                 return None
             # The driver died between the MERGE and the metrics append: the row is written now, with
             # the MERGE's own figures (its metrics append carries a txn id too: never written twice).
-            log.info("%s batch %d: data committed before a restart, not its metrics row: writing it",
-                     table.name, batch_id)
+            log.info(
+                "%s batch %d: data committed before a restart, not its metrics row: writing it",
+                table.name,
+                batch_id,
+            )
         metrics = batch_metrics(self.generation, batch_id, by_reason, unique, inserted)
         append(
             spark.createDataFrame([metrics], self.metrics.spark_schema()),
@@ -251,9 +292,13 @@ class MergeBatch:
 
 
 def recompute(
-    spark: SparkSession, lakehouse: Lakehouse, table: Table, hours: HourRange,
-    target: TablePaths | None = None, upstream: dict[str, TablePaths] | None = None,
-) -> int:  # fmt: skip
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    table: Table,
+    hours: HourRange,
+    target: TablePaths | None = None,
+    upstream: dict[str, TablePaths] | None = None,
+) -> int:
     """The batch form: the table's hours recomputed from upstream and replaced; the quarantined lines it admitted.
 
     ``target`` is where to write and ``upstream`` where to read (default: the live tables, whose
@@ -266,7 +311,11 @@ def recompute(
     inputs = [batch_input(spark, where[name], hours) for name in table.upstream]
 
     def valid(lines: DataFrame) -> DataFrame:
-        return table.transform(lines, *inputs[1:]).filter(table.hours_predicate(hours)).filter(F.col("reason").isNull())
+        return (
+            table.transform(lines, *inputs[1:])
+            .filter(table.hours_predicate(hours))
+            .filter(F.col("reason").isNull())
+        )
 
     # Classified once for the dedup's three reads, in the table's columns: with the raw lines (most of
     # a row's bytes) a 3-hour backfill of 5M events filled a 2 GB heap and spent its time in full GCs.
@@ -274,7 +323,9 @@ def recompute(
     try:
         # Not accepted(rows): its filter on `reason`, a column the cached plan lacks, would bypass the cache.
         once = one_row_per_key(rows, table.key)
-        with_conflict_retries(lambda: replace_hours(once, target, table, hours), f"{table.name} {hours}")
+        with_conflict_retries(
+            lambda: replace_hours(once, target, table, hours), f"{table.name} {hours}"
+        )
     finally:
         rows.unpersist()
     if not live:
@@ -289,7 +340,8 @@ def recompute(
     line = ["ingest_date", "source_file", "raw_line"]
     quarantined = inputs[0].join(unresolved.select(*line).distinct(), line, "left_semi")
     return with_conflict_retries(
-        lambda: mark_resolved(spark, valid(quarantined), quarantine, f"recompute of {hours}"), f"{quarantine.name} {hours}"
+        lambda: mark_resolved(spark, valid(quarantined), quarantine, f"recompute of {hours}"),
+        f"{quarantine.name} {hours}",
     )
 
 
@@ -304,9 +356,18 @@ def run(table: Table, args: JobArgs) -> dict:
 
     if args.mode == "batch":
         resolved = recompute(spark, lakehouse, table, args.hours)
-        log.info("%s: recomputed %s from upstream; %d quarantined line(s) now accepted, marked resolved",
-                 table.name, args.hours, resolved)  # fmt: skip
-        return {"table": table.name, "mode": "batch", "hours": str(args.hours), "quarantine_resolved": resolved}
+        log.info(
+            "%s: recomputed %s from upstream; %d quarantined line(s) now accepted, marked resolved",
+            table.name,
+            args.hours,
+            resolved,
+        )
+        return {
+            "table": table.name,
+            "mode": "batch",
+            "hours": str(args.hours),
+            "quarantine_resolved": resolved,
+        }
 
     target = lakehouse.table(table.name)
     generation = args.generation_of(target)
@@ -315,10 +376,14 @@ def run(table: Table, args: JobArgs) -> dict:
     streamed = lakehouse.table(table.upstream[0])
     rows = delta_stream(spark, streamed)
     return run_available_now(
-        lambda lease: rows.writeStream.foreachBatch(guarded_batches(on_batch, checkpoint, lease, table.name)),
+        lambda lease: rows.writeStream.foreachBatch(
+            guarded_batches(on_batch, checkpoint, lease, table.name)
+        ),
         checkpoint,
         name=table.name,
-        writes=[Written(lakehouse.table(name), app_id) for name, app_id in on_batch.app_ids.items()],
+        writes=[
+            Written(lakehouse.table(name), app_id) for name, app_id in on_batch.app_ids.items()
+        ],
         caught_up=lambda: delta_source_caught_up(checkpoint, streamed.path),
         progress_log=ProgressLog(spark, lakehouse),
     )

@@ -41,10 +41,15 @@ def touched_hours(hours: DataFrame) -> HourRange:
 
 
 def recompute(
-    spark: SparkSession, lakehouse: Lakehouse, table: Table, hours: HourRange,
-    target: TablePaths | None = None, upstream: dict[str, TablePaths] | None = None,
-    app_id: str = "", batch_id: int | None = None,
-) -> dict:  # fmt: skip
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    table: Table,
+    hours: HourRange,
+    target: TablePaths | None = None,
+    upstream: dict[str, TablePaths] | None = None,
+    app_id: str = "",
+    batch_id: int | None = None,
+) -> dict:
     """Replace ``hours`` of ``table`` (or ``target``) with the transform of its upstream rows of those hours.
 
     ``upstream`` maps upstream table names to where to read them (default: the live tables; the
@@ -59,8 +64,14 @@ def recompute(
         lambda: replace_hours(table.transform(*inputs), target, table, hours, app_id, batch_id),
         f"{table.name} {hours}",
     )
-    log.info("%s: recomputed %s: %s row(s) written, %s replaced, version %s",
-             table.name, hours, written["rows_written"], written["rows_deleted"], written["version"])
+    log.info(
+        "%s: recomputed %s: %s row(s) written, %s replaced, version %s",
+        table.name,
+        hours,
+        written["rows_written"],
+        written["rows_deleted"],
+        written["version"],
+    )
     return written
 
 
@@ -79,14 +90,24 @@ def run(table: Table, args: JobArgs) -> dict:
     app_id = txn_app_id(target, generation, "stream")
     streamed = catalog.get(table.upstream[0])
 
-    def on_batch(new_rows: DataFrame, batch_id: int) -> dict:  # new_rows: event_hours of upstream's new rows
+    def on_batch(
+        new_rows: DataFrame, batch_id: int
+    ) -> dict:  # new_rows: event_hours of upstream's new rows
         # Runs where foreachBatch runs (the engine's Python worker): the batch's session, not the job's.
         hours = touched_hours(new_rows)
         fault_point(f"{table.layer}.before_replace", batch_id)
-        written = recompute(new_rows.sparkSession, lakehouse, table, hours, app_id=app_id, batch_id=batch_id)
+        written = recompute(
+            new_rows.sparkSession, lakehouse, table, hours, app_id=app_id, batch_id=batch_id
+        )
         fault_point(f"{table.layer}.after_replace", batch_id)
         summary = f"recomputed {hours}: {written['rows_written']} row(s) written, {written['rows_deleted']} replaced, version {written['version']}"
-        return {"batch_id": batch_id, "hours": str(hours), "event_hours": hours.isoformats(), **written, "summary": summary}
+        return {
+            "batch_id": batch_id,
+            "hours": str(hours),
+            "event_hours": hours.isoformats(),
+            **written,
+            "summary": summary,
+        }
 
     checkpoint = target.checkpoint(generation)
     upstream = lakehouse.table(streamed.name)
@@ -94,11 +115,12 @@ def run(table: Table, args: JobArgs) -> dict:
     # past column pruning, so without this every batch was read whole (4-5 CPU-s per task at 5M events).
     rows = event_hours(delta_stream(spark, upstream), streamed)
     return run_available_now(
-        lambda lease: rows.writeStream.foreachBatch(guarded_batches(on_batch, checkpoint, lease, table.name)),
+        lambda lease: rows.writeStream.foreachBatch(
+            guarded_batches(on_batch, checkpoint, lease, table.name)
+        ),
         checkpoint,
         name=table.name,
         writes=[Written(target, app_id)],
         caught_up=lambda: delta_source_caught_up(checkpoint, upstream.path),
         progress_log=ProgressLog(spark, lakehouse),
     )
-

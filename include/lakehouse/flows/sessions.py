@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
@@ -41,13 +41,31 @@ from lakehouse.faults import fault_point
 from lakehouse.freshness import delta_source_caught_up, job_input_bytes
 from lakehouse.hours import HourRange
 from lakehouse.progress import ProgressLog
-from lakehouse.runtime import JobArgs, Written, guarded_batches, log, refresh_advice, run_available_now
-from lakehouse.sinks import append, ensure_table, replace_where, txn_app_id, upsert, with_conflict_retries
+from lakehouse.runtime import (
+    JobArgs,
+    Written,
+    guarded_batches,
+    log,
+    refresh_advice,
+    run_available_now,
+)
+from lakehouse.sinks import (
+    append,
+    ensure_table,
+    replace_where,
+    txn_app_id,
+    upsert,
+    with_conflict_retries,
+)
 from lakehouse.sources import delta_stream
 from lakehouse.spark import build_spark_session, fit_code_generation
 from lakehouse.tables.gold_user_sessions import (
-    SESSION_GAP_MS, WATERMARK_DELAY, WATERMARK_DELAY_MS, Session, add_events,
-)  # fmt: skip
+    SESSION_GAP_MS,
+    WATERMARK_DELAY,
+    WATERMARK_DELAY_MS,
+    Session,
+    add_events,
+)
 
 FAULT_POINTS = ("before_sessions_write", "after_sessions_write", "before_open_sessions")
 
@@ -76,19 +94,69 @@ EVENT_FIELDS = ["event_ms", "event_id", "event_type", "ad_id", "campaign_id"]
 
 
 def _to_state(s: Session) -> tuple:
-    return (s.start, s.end, *s.first, *s.last, s.events, s.views, s.clicks, s.purchases, sorted(s.ads), sorted(s.campaigns))
+    return (
+        s.start,
+        s.end,
+        *s.first,
+        *s.last,
+        s.events,
+        s.views,
+        s.clicks,
+        s.purchases,
+        sorted(s.ads),
+        sorted(s.campaigns),
+    )
 
 
 def _from_state(row) -> Session:
-    (start, end, first_ms, first_id, first_campaign, last_ms, last_id, last_campaign,
-     events, views, clicks, purchases, ads, campaigns) = row  # fmt: skip
-    return Session(int(start), int(end), (int(first_ms), first_id, first_campaign), (int(last_ms), last_id, last_campaign),
-                   int(events), int(views), int(clicks), int(purchases), set(ads), set(campaigns))  # fmt: skip
+    (
+        start,
+        end,
+        first_ms,
+        first_id,
+        first_campaign,
+        last_ms,
+        last_id,
+        last_campaign,
+        events,
+        views,
+        clicks,
+        purchases,
+        ads,
+        campaigns,
+    ) = row
+    return Session(
+        int(start),
+        int(end),
+        (int(first_ms), first_id, first_campaign),
+        (int(last_ms), last_id, last_campaign),
+        int(events),
+        int(views),
+        int(clicks),
+        int(purchases),
+        set(ads),
+        set(campaigns),
+    )
 
 
 def _output(kind: str, user_id: str, s: Session) -> tuple:
-    return (kind, user_id, s.start, s.end, s.events, s.views, s.clicks, s.purchases, len(s.ads), len(s.campaigns),
-            s.first[2], s.last[2], None, None, None)  # fmt: skip
+    return (
+        kind,
+        user_id,
+        s.start,
+        s.end,
+        s.events,
+        s.views,
+        s.clicks,
+        s.purchases,
+        len(s.ads),
+        len(s.campaigns),
+        s.first[2],
+        s.last[2],
+        None,
+        None,
+        None,
+    )
 
 
 def _late(user_id: str, event: tuple, watermark_ms: int) -> tuple:
@@ -115,7 +183,9 @@ class UserSessions(StatefulProcessor):
             (late if event[0] < watermark else on_time).append(event)
         self._keep(add_events(self._sessions(), on_time))
         if late:
-            yield pd.DataFrame([_late(user_id, event, watermark) for event in late], columns=OUTPUT_COLUMNS)
+            yield pd.DataFrame(
+                [_late(user_id, event, watermark) for event in late], columns=OUTPUT_COLUMNS
+            )
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
         (user_id,) = key
@@ -124,7 +194,9 @@ class UserSessions(StatefulProcessor):
         closed = [s for s in sessions if s.closed_at(watermark)]
         self._keep([s for s in sessions if not s.closed_at(watermark)])
         if closed:
-            yield pd.DataFrame([_output("session", user_id, s) for s in closed], columns=OUTPUT_COLUMNS)
+            yield pd.DataFrame(
+                [_output("session", user_id, s) for s in closed], columns=OUTPUT_COLUMNS
+            )
 
     def _sessions(self) -> list[Session]:
         return [_from_state(row) for row in self.open.get()] if self.open.exists() else []
@@ -148,7 +220,10 @@ def sessions_of_users(watermark_ms: int):
     def per_user(key, events):  # no type hints: pandas' grouped-map form is chosen by applyInPandas
         (user_id,) = key
         sessions = add_events([], events[EVENT_FIELDS].itertuples(index=False, name=None))
-        rows = [_output("session" if s.closed_at(watermark_ms) else "open", user_id, s) for s in sessions]
+        rows = [
+            _output("session" if s.closed_at(watermark_ms) else "open", user_id, s)
+            for s in sessions
+        ]
         return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
 
     return per_user
@@ -163,10 +238,16 @@ def table_rows(output: DataFrame, with_closes_at: bool = False) -> DataFrame:
         start.alias("session_start"),
         F.timestamp_millis("end_ms").alias("session_end"),
         ((F.col("end_ms") - F.col("start_ms")) / 1000).cast("double").alias("duration_seconds"),
-        "events", "views", "clicks", "purchases", "distinct_ads", "distinct_campaigns",
-        "first_campaign_id", "last_campaign_id",
+        "events",
+        "views",
+        "clicks",
+        "purchases",
+        "distinct_ads",
+        "distinct_campaigns",
+        "first_campaign_id",
+        "last_campaign_id",
         F.to_date(start).alias("session_date"),
-    ]  # fmt: skip
+    ]
     if with_closes_at:
         columns.append(F.timestamp_millis(F.col("end_ms") + SESSION_GAP_MS).alias("closes_at"))
     return output.select(*columns)
@@ -180,22 +261,33 @@ INITIAL_MARGIN_MS = 2 * 3_600_000
 MAX_MARGIN_MS = 32 * 24 * 3_600_000
 
 
-def _silver_events(spark: SparkSession, silver: TablePaths, table: Table, from_ms: int, to_ms: int | None, users) -> DataFrame:
+def _silver_events(
+    spark: SparkSession, silver: TablePaths, table: Table, from_ms: int, to_ms: int | None, users
+) -> DataFrame:
     rows = spark.read.format("delta").load(silver.path)
     after = _utc(from_ms)
-    rows = rows.where(F.col("event_date") >= F.lit(after.date())).where(F.unix_millis("event_time") >= from_ms)
+    rows = rows.where(F.col("event_date") >= F.lit(after.date())).where(
+        F.unix_millis("event_time") >= from_ms
+    )
     if to_ms is not None:
         before = _utc(to_ms)
-        rows = rows.where(F.col("event_date") <= F.lit(before.date())).where(F.unix_millis("event_time") < to_ms)
+        rows = rows.where(F.col("event_date") <= F.lit(before.date())).where(
+            F.unix_millis("event_time") < to_ms
+        )
     if users is not None:
         rows = rows.where(F.col("user_id").isin(sorted(users)))
     return table.transform(rows)
 
 
 def recomputed_sessions(
-    spark: SparkSession, silver: TablePaths, table: Table, watermark_ms: int, start_ms: int, end_ms: int | None = None,
+    spark: SparkSession,
+    silver: TablePaths,
+    table: Table,
+    watermark_ms: int,
+    start_ms: int,
+    end_ms: int | None = None,
     users: set[str] | None = None,
-) -> DataFrame:  # fmt: skip
+) -> DataFrame:
     """Every session (closed or open as of ``watermark_ms``) overlapping [start_ms, end_ms), whole.
 
     Silver is read with a margin around the interval, doubled while a session could reach past
@@ -206,15 +298,20 @@ def recomputed_sessions(
     while True:
         read_from, read_to = start_ms - margin, (end_ms + margin if end_ms is not None else None)
         events = _silver_events(spark, silver, table, read_from, read_to, users)
-        sessions = events.groupBy("user_id").applyInPandas(sessions_of_users(watermark_ms), OUTPUT_SCHEMA)
+        sessions = events.groupBy("user_id").applyInPandas(
+            sessions_of_users(watermark_ms), OUTPUT_SCHEMA
+        )
         overlapping = sessions.where(F.col("end_ms") >= start_ms)
         if end_ms is not None:
             overlapping = overlapping.where(F.col("start_ms") < end_ms)
         overlapping = overlapping.persist()
-        reach = overlapping.agg(F.min("start_ms").alias("first"), F.max("end_ms").alias("last")).first()
+        reach = overlapping.agg(
+            F.min("start_ms").alias("first"), F.max("end_ms").alias("last")
+        ).first()
         first, last = reach["first"], reach["last"]
         whole = first is None or (
-            first - SESSION_GAP_MS >= read_from and (read_to is None or last + SESSION_GAP_MS < read_to)
+            first - SESSION_GAP_MS >= read_from
+            and (read_to is None or last + SESSION_GAP_MS < read_to)
         )
         if whole:
             return overlapping
@@ -246,9 +343,15 @@ def _quoted(value: str) -> str:
 
 
 def replace_sessions(
-    spark: SparkSession, target: TablePaths, table: Table, sessions: DataFrame, watermark_ms: int, start_ms: int,
-    end_ms: int | None, users: set[str] | None = None,
-) -> None:  # fmt: skip
+    spark: SparkSession,
+    target: TablePaths,
+    table: Table,
+    sessions: DataFrame,
+    watermark_ms: int,
+    start_ms: int,
+    end_ms: int | None,
+    users: set[str] | None = None,
+) -> None:
     """Replace the target's sessions overlapping [start_ms, end_ms) (of ``users``) with the closed ones of ``sessions``.
 
     ``sessions`` are every recomputed session overlapping the interval, closed or open as of
@@ -258,7 +361,9 @@ def replace_sessions(
     that the stream closed since (beside a backfill that read an older watermark) is newer than
     this recomputation, which saw it open and would delete it without writing it back.
     """
-    overlapping = f"session_end >= {_ts(start_ms)}" + (f" AND session_start < {_ts(end_ms)}" if end_ms is not None else "")
+    overlapping = f"session_end >= {_ts(start_ms)}" + (
+        f" AND session_start < {_ts(end_ms)}" if end_ms is not None else ""
+    )
     if users is not None:
         overlapping += f" AND user_id IN ({', '.join(_quoted(user) for user in sorted(users))})"
     reaching_out = F.col("start_ms") < start_ms
@@ -268,10 +373,14 @@ def replace_sessions(
         f"(user_id = {_quoted(row.user_id)} AND session_end >= {_ts(row.start_ms)} AND session_start <= {_ts(row.end_ms)})"
         for row in sessions.where(reaching_out).select("user_id", "start_ms", "end_ms").collect()
     ]
-    closed_by_then = f"session_end <= {_ts(watermark_ms - SESSION_GAP_MS)}"  # Session.closed_at, as SQL
+    closed_by_then = (
+        f"session_end <= {_ts(watermark_ms - SESSION_GAP_MS)}"  # Session.closed_at, as SQL
+    )
     predicate = f"({' OR '.join([f'({overlapping})', *extents])}) AND {closed_by_then}"
     closed = table_rows(sessions.where(F.col("kind") == "session"))
-    with_conflict_retries(lambda: replace_where(closed, target, table, predicate), f"{table.name} sessions")
+    with_conflict_retries(
+        lambda: replace_where(closed, target, table, predicate), f"{table.name} sessions"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,8 +416,10 @@ def final_watermark(silver: DataFrame) -> int:
 
 def whole_sessions(silver: DataFrame, table: Table) -> tuple[DataFrame, DataFrame]:
     """Every session of ``silver`` as of :func:`final_watermark`: (closed rows, open rows); no stream, no state."""
-    sessions = table.transform(silver).groupBy("user_id").applyInPandas(
-        sessions_of_users(final_watermark(silver)), OUTPUT_SCHEMA
+    sessions = (
+        table.transform(silver)
+        .groupBy("user_id")
+        .applyInPandas(sessions_of_users(final_watermark(silver)), OUTPUT_SCHEMA)
     )
     return table_rows(sessions.where(F.col("kind") == "session")), table_rows(
         sessions.where(F.col("kind") == "open"), with_closes_at=True
@@ -316,8 +427,12 @@ def whole_sessions(silver: DataFrame, table: Table) -> tuple[DataFrame, DataFram
 
 
 def _contract() -> dict:
-    return {"state_version": STATE_VERSION, "state_schema": STATE_SCHEMA.simpleString(),
-            "session_gap_ms": SESSION_GAP_MS, "watermark_delay": WATERMARK_DELAY}  # fmt: skip
+    return {
+        "state_version": STATE_VERSION,
+        "state_schema": STATE_SCHEMA.simpleString(),
+        "session_gap_ms": SESSION_GAP_MS,
+        "watermark_delay": WATERMARK_DELAY,
+    }
 
 
 def check_state_contract(checkpoint: str, name: str) -> None:
@@ -332,7 +447,11 @@ def check_state_contract(checkpoint: str, name: str) -> None:
     if has_state and record.exists():
         recorded = json.loads(record.read_text())
         if recorded != wanted:
-            changed = ", ".join(f"{k} {recorded.get(k)!r} -> {v!r}" for k, v in wanted.items() if recorded.get(k) != v)
+            changed = ", ".join(
+                f"{k} {recorded.get(k)!r} -> {v!r}"
+                for k, v in wanted.items()
+                if recorded.get(k) != v
+            )
             raise ConfigError(
                 f"{name}: the sessions query changed in a way its checkpoint's state cannot take ({changed}; "
                 f"state recorded in {record}). Nothing was written. The state is rebuilt from silver by a new "
@@ -351,13 +470,22 @@ def open_sessions_in_state(spark: SparkSession, checkpoint: str) -> DataFrame:
     state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(checkpoint)
     s = F.col("list_element")
     return state.select(
-        F.lit("open").alias("kind"), F.col("key.user_id").alias("user_id"), s.start_ms.alias("start_ms"),
-        s.end_ms.alias("end_ms"), s.events.alias("events"), s.views.alias("views"), s.clicks.alias("clicks"),
-        s.purchases.alias("purchases"), F.size(s.ads).cast("bigint").alias("distinct_ads"),
-        F.size(s.campaigns).cast("bigint").alias("distinct_campaigns"), s.first_campaign_id.alias("first_campaign_id"),
-        s.last_campaign_id.alias("last_campaign_id"), F.lit(None).cast("string").alias("event_id"),
-        F.lit(None).cast("bigint").alias("event_ms"), F.lit(None).cast("bigint").alias("watermark_ms"),
-    )  # fmt: skip
+        F.lit("open").alias("kind"),
+        F.col("key.user_id").alias("user_id"),
+        s.start_ms.alias("start_ms"),
+        s.end_ms.alias("end_ms"),
+        s.events.alias("events"),
+        s.views.alias("views"),
+        s.clicks.alias("clicks"),
+        s.purchases.alias("purchases"),
+        F.size(s.ads).cast("bigint").alias("distinct_ads"),
+        F.size(s.campaigns).cast("bigint").alias("distinct_campaigns"),
+        s.first_campaign_id.alias("first_campaign_id"),
+        s.last_campaign_id.alias("last_campaign_id"),
+        F.lit(None).cast("string").alias("event_id"),
+        F.lit(None).cast("bigint").alias("event_ms"),
+        F.lit(None).cast("bigint").alias("watermark_ms"),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,9 +497,13 @@ RECOMPUTE_ATTEMPTS = 5
 
 
 def recompute(
-    spark: SparkSession, lakehouse: Lakehouse, table: Table, hours: HourRange,
-    target: TablePaths | None = None, upstream: dict[str, TablePaths] | None = None,  # noqa: ARG001
-) -> dict:  # fmt: skip
+    spark: SparkSession,
+    lakehouse: Lakehouse,
+    table: Table,
+    hours: HourRange,
+    target: TablePaths | None = None,
+    upstream: dict[str, TablePaths] | None = None,
+) -> dict:
     """Replace every session overlapping ``hours`` (first to last) with its recomputation from live silver.
 
     Always from the live silver, even for the consistency check's scratch copy: sessions need
@@ -399,14 +531,26 @@ def recompute(
             sessions.unpersist()
         if read_from is None or not delta_log.data_changed_since(silver.path, read_from + 1):
             break
-        log.info("%s: silver gained rows while the sessions overlapping %s were recomputed (attempt %d of %d); "
-                 "recomputing them again", table.name, hours, attempt, RECOMPUTE_ATTEMPTS)  # fmt: skip
+        log.info(
+            "%s: silver gained rows while the sessions overlapping %s were recomputed (attempt %d of %d); "
+            "recomputing them again",
+            table.name,
+            hours,
+            attempt,
+            RECOMPUTE_ATTEMPTS,
+        )
     else:
         raise ConfigError(
             f"{table.name}: silver gained rows during each of {RECOMPUTE_ATTEMPTS} recomputations of the sessions "
             f"overlapping {hours}; what was written may miss the newest. Rerun this backfill when the hourly run is idle."
         )
-    log.info("%s: recomputed %d closed session(s) overlapping %s (watermark %s)", table.name, written, hours, _iso(watermark))
+    log.info(
+        "%s: recomputed %d closed session(s) overlapping %s (watermark %s)",
+        table.name,
+        written,
+        hours,
+        _iso(watermark),
+    )
     return {"sessions": written, "watermark": _iso(watermark)}
 
 
@@ -416,16 +560,21 @@ def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: Table, run_label
     if not delta_log.may_hold_nulls(late_table.path, "reconciled_at"):  # from the log: no Spark job
         return {"late_pending": 0, "late_reconciled": 0}
     pending = (
-        spark.read.format("delta").load(late_table.path).where(F.col("reconciled_at").isNull())
-        .select("event_id", "user_id", F.unix_millis("event_time").alias("event_ms")).collect()
-    )  # fmt: skip
+        spark.read.format("delta")
+        .load(late_table.path)
+        .where(F.col("reconciled_at").isNull())
+        .select("event_id", "user_id", F.unix_millis("event_time").alias("event_ms"))
+        .collect()
+    )
     if not pending:
         return {"late_pending": 0, "late_reconciled": 0}
     users = {row.user_id for row in pending}
     start_ms = min(row.event_ms for row in pending) - SESSION_GAP_MS
     watermark = watermark_for(spark, lakehouse, table)
     target = lakehouse.table(table.name)
-    sessions = recomputed_sessions(spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, None, users)
+    sessions = recomputed_sessions(
+        spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, None, users
+    )
     try:
         replace_sessions(spark, target, table, sessions, watermark, start_ms, None, users)
         recomputed = sessions.collect()  # a few sessions per user with a late event
@@ -433,9 +582,13 @@ def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: Table, run_label
         sessions.unpersist()
     closed = [row for row in recomputed if row.kind == "session"]
     settled = [
-        late.event_id for late in pending
-        if any(row.user_id == late.user_id and row.start_ms <= late.event_ms <= row.end_ms for row in closed)
-    ]  # fmt: skip
+        late.event_id
+        for late in pending
+        if any(
+            row.user_id == late.user_id and row.start_ms <= late.event_ms <= row.end_ms
+            for row in closed
+        )
+    ]
     open_truth = [row for row in recomputed if row.kind == "open"]
     if settled:
         ids = ", ".join(f"'{event_id}'" for event_id in settled)
@@ -444,9 +597,19 @@ def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: Table, run_label
             f"WHERE reconciled_at IS NULL AND event_id IN ({ids})"
         )
     still = len(pending) - len(settled)
-    log.info("%s: %d late event(s) of %d user(s) reconciled (%d wait for their session to close)",
-             table.name, len(settled), len(users), still)  # fmt: skip
-    return {"late_pending": still, "late_reconciled": len(settled), "dirty_users": users, "open_truth": open_truth}
+    log.info(
+        "%s: %d late event(s) of %d user(s) reconciled (%d wait for their session to close)",
+        table.name,
+        len(settled),
+        len(users),
+        still,
+    )
+    return {
+        "late_pending": still,
+        "late_reconciled": len(settled),
+        "dirty_users": users,
+        "open_truth": open_truth,
+    }
 
 
 def _state_tag(checkpoint: str) -> str:
@@ -464,14 +627,18 @@ def open_sessions_current(lakehouse: Lakehouse, table: Table, checkpoint: str) -
     return written.get("userMetadata") == _state_tag(checkpoint)
 
 
-def refresh_open_sessions(spark: SparkSession, lakehouse: Lakehouse, table: Table, checkpoint: str, reconciled: dict) -> int:
+def refresh_open_sessions(
+    spark: SparkSession, lakehouse: Lakehouse, table: Table, checkpoint: str, reconciled: dict
+) -> int:
     """Rewrite ``gold.open_sessions``: the state's open sessions, the recomputed ones for users with late events.
 
     The commit is tagged with the batch whose state it holds (:func:`open_sessions_current`).
     """
     target = lakehouse.table(catalog.side(table, "open").name)
     ensure_table(spark, target, catalog.side(table, "open"))
-    opened = open_sessions_in_state(spark, checkpoint) if (Path(checkpoint) / "state").is_dir() else None
+    opened = (
+        open_sessions_in_state(spark, checkpoint) if (Path(checkpoint) / "state").is_dir() else None
+    )
     dirty = reconciled.get("dirty_users")
     if opened is not None and dirty:
         opened = opened.where(~F.col("user_id").isin(sorted(dirty)))
@@ -481,15 +648,23 @@ def refresh_open_sessions(spark: SparkSession, lakehouse: Lakehouse, table: Tabl
     if opened is None:
         return 0
     rows = table_rows(opened, with_closes_at=True)
-    rows.write.format("delta").mode("overwrite").option("userMetadata", _state_tag(checkpoint)).save(target.path)
-    return int(delta_log.latest_commit_info(target.path).get("operationMetrics", {}).get("numOutputRows", 0))
+    rows.write.format("delta").mode("overwrite").option(
+        "userMetadata", _state_tag(checkpoint)
+    ).save(target.path)
+    return int(
+        delta_log.latest_commit_info(target.path)
+        .get("operationMetrics", {})
+        .get("numOutputRows", 0)
+    )
 
 
 def sessions_stream(spark: SparkSession, lakehouse: Lakehouse, table: Table) -> DataFrame:
     """The stateful query: silver's events as a stream, per user, into closed sessions (kind "session")
     and late events (kind "late"); open sessions stay in its state."""
     silver = lakehouse.table(table.upstream[0])
-    events = table.transform(delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY))
+    events = table.transform(
+        delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY)
+    )
     return events.groupBy("user_id").transformWithStateInPandas(
         UserSessions(), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="EventTime"
     )
@@ -520,71 +695,122 @@ def run(table: Table, args: JobArgs) -> dict:
         output = output.persist()
         try:
             # One job counts each kind and finds the earliest late event (late_rows reads sessions from its day).
-            kinds = output.groupBy("kind").agg(F.count("*").alias("count"), F.min("event_ms").alias("earliest")).collect()
+            kinds = (
+                output.groupBy("kind")
+                .agg(F.count("*").alias("count"), F.min("event_ms").alias("earliest"))
+                .collect()
+            )
             counts = {row.kind: row["count"] for row in kinds}
             fault_point(f"{table.layer}.before_sessions_write", batch_id)
             spark_ = output.sparkSession
-            if counts.get("session"):  # most batches with data close nothing: their sessions are still open
+            if counts.get(
+                "session"
+            ):  # most batches with data close nothing: their sessions are still open
                 closed = table_rows(output.where(F.col("kind") == "session"))
-                with_conflict_retries(lambda: upsert(spark_, closed, target, table, app_id, batch_id), f"{table.name} batch {batch_id}")
+                with_conflict_retries(
+                    lambda: upsert(spark_, closed, target, table, app_id, batch_id),
+                    f"{table.name} batch {batch_id}",
+                )
             late = output.where(F.col("kind") == "late")
             if counts.get("late"):
                 earliest = next(row.earliest for row in kinds if row.kind == "late")
-                append(late_rows(spark_, late, target, batch_id, earliest), late_table, late_app_id, batch_id)
+                append(
+                    late_rows(spark_, late, target, batch_id, earliest),
+                    late_table,
+                    late_app_id,
+                    batch_id,
+                )
             fault_point(f"{table.layer}.after_sessions_write", batch_id)
         finally:
             output.unpersist()
         sessions, late_events = counts.get("session", 0), counts.get("late", 0)
-        return {"batch_id": batch_id, "sessions": sessions, "late": late_events,
-                "summary": f"{sessions} session(s) closed, {late_events} late event(s) recorded"}  # fmt: skip
+        return {
+            "batch_id": batch_id,
+            "sessions": sessions,
+            "late": late_events,
+            "summary": f"{sessions} session(s) closed, {late_events} late event(s) recorded",
+        }
 
     silver = lakehouse.table(table.upstream[0])
     sessions = sessions_stream(spark, lakehouse, table)
     summary = run_available_now(
-        lambda lease: sessions.writeStream.foreachBatch(guarded_batches(on_batch, checkpoint, lease, table.name)),
+        lambda lease: sessions.writeStream.foreachBatch(
+            guarded_batches(on_batch, checkpoint, lease, table.name)
+        ),
         checkpoint,
         name=table.name,
         writes=[Written(target, app_id), Written(late_table, late_app_id)],
         caught_up=lambda: delta_source_caught_up(checkpoint, silver.path),
         progress_log=ProgressLog(spark, lakehouse),
     )
-    run_label = f"sessions run of {datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
+    run_label = f"sessions run of {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
     reconciled = reconcile(spark, lakehouse, table, run_label)
     fault_point(f"{table.layer}.before_open_sessions")
-    if "not_started" not in summary or reconciled.get("dirty_users") or not open_sessions_current(lakehouse, table, checkpoint):
-        summary["open_sessions"] = refresh_open_sessions(spark, lakehouse, table, checkpoint, reconciled)
-    summary.update({k: v for k, v in reconciled.items() if k in ("late_pending", "late_reconciled")})
+    if (
+        "not_started" not in summary
+        or reconciled.get("dirty_users")
+        or not open_sessions_current(lakehouse, table, checkpoint)
+    ):
+        summary["open_sessions"] = refresh_open_sessions(
+            spark, lakehouse, table, checkpoint, reconciled
+        )
+    summary.update(
+        {k: v for k, v in reconciled.items() if k in ("late_pending", "late_reconciled")}
+    )
     watermark = checkpoint_watermark_ms(checkpoint)
     summary["watermark"] = _iso(watermark) if watermark is not None else None
-    log.info("%s: watermark %s, %s open session(s), late events: %d reconciled, %d pending", table.name,
-             summary["watermark"], summary.get("open_sessions", "unchanged"), summary["late_reconciled"],
-             summary["late_pending"])  # fmt: skip
+    log.info(
+        "%s: watermark %s, %s open session(s), late events: %d reconciled, %d pending",
+        table.name,
+        summary["watermark"],
+        summary.get("open_sessions", "unchanged"),
+        summary["late_reconciled"],
+        summary["late_pending"],
+    )
     return summary
 
 
-def late_rows(spark: SparkSession, late: DataFrame, sessions: TablePaths, batch_id: int, earliest_ms: int) -> DataFrame:
+def late_rows(
+    spark: SparkSession, late: DataFrame, sessions: TablePaths, batch_id: int, earliest_ms: int
+) -> DataFrame:
     """Late events as ``ops.late_session_events`` rows, each with the emitted session it falls within the gap of.
 
     ``earliest_ms``: the earliest late event's time; only the session dates it can reach are read
     (a session touched ends within the gap of the event).
     """
     since = (_utc(earliest_ms) - timedelta(days=1)).date()
-    stored = spark.read.format("delta").load(sessions.path).where(F.col("session_date") >= F.lit(since)).select(
-        F.col("user_id").alias("s_user"), F.col("session_id"), F.unix_millis("session_start").alias("s_start"),
-        F.unix_millis("session_end").alias("s_end"),
-    )  # fmt: skip
-    near = (F.col("s_user") == F.col("user_id")) & (F.col("event_ms") > F.col("s_start") - SESSION_GAP_MS) & (
-        F.col("event_ms") < F.col("s_end") + SESSION_GAP_MS
+    stored = (
+        spark.read.format("delta")
+        .load(sessions.path)
+        .where(F.col("session_date") >= F.lit(since))
+        .select(
+            F.col("user_id").alias("s_user"),
+            F.col("session_id"),
+            F.unix_millis("session_start").alias("s_start"),
+            F.unix_millis("session_end").alias("s_end"),
+        )
     )
-    touched = late.join(stored, near, "left").groupBy("event_id", "user_id", "event_ms", "watermark_ms").agg(
-        F.min("session_id").alias("touches_session_id")
+    near = (
+        (F.col("s_user") == F.col("user_id"))
+        & (F.col("event_ms") > F.col("s_start") - SESSION_GAP_MS)
+        & (F.col("event_ms") < F.col("s_end") + SESSION_GAP_MS)
+    )
+    touched = (
+        late.join(stored, near, "left")
+        .groupBy("event_id", "user_id", "event_ms", "watermark_ms")
+        .agg(F.min("session_id").alias("touches_session_id"))
     )
     return touched.select(
-        "event_id", "user_id", F.timestamp_millis("event_ms").alias("event_time"), F.lit(batch_id).cast("bigint").alias("batch_id"),
-        F.timestamp_millis("watermark_ms").alias("watermark"), "touches_session_id",
-        F.current_timestamp().alias("recorded_at"), F.lit(None).cast("timestamp").alias("reconciled_at"),
+        "event_id",
+        "user_id",
+        F.timestamp_millis("event_ms").alias("event_time"),
+        F.lit(batch_id).cast("bigint").alias("batch_id"),
+        F.timestamp_millis("watermark_ms").alias("watermark"),
+        "touches_session_id",
+        F.current_timestamp().alias("recorded_at"),
+        F.lit(None).cast("timestamp").alias("reconciled_at"),
         F.lit(None).cast("string").alias("reconciled_by"),
-    )  # fmt: skip
+    )
 
 
 def show_state(argv: list[str] | None = None) -> None:
@@ -602,17 +828,25 @@ def show_state(argv: list[str] | None = None) -> None:
     target = Lakehouse.from_env(args.lakehouse_root).table(table.name)
     checkpoint = target.checkpoint(target.current_generation())
     if not (Path(checkpoint) / "state").is_dir():
-        raise ConfigError(f"{table.name}: no state in {checkpoint} yet: run the {table.task} task first")
+        raise ConfigError(
+            f"{table.name}: no state in {checkpoint} yet: run the {table.task} task first"
+        )
     spark = build_spark_session("session_state")
     spark.read.format("state-metadata").load(checkpoint).select(
         "operatorName", "numPartitions", "minBatchId", "maxBatchId"
     ).show(truncate=False)
     opened = table_rows(open_sessions_in_state(spark, checkpoint), with_closes_at=True)
-    figures = opened.agg(F.count("*").alias("sessions"), F.countDistinct("user_id").alias("users"),
-                         F.min("session_start").alias("oldest_start"), F.max("session_end").alias("newest_event")).first()  # fmt: skip
+    figures = opened.agg(
+        F.count("*").alias("sessions"),
+        F.countDistinct("user_id").alias("users"),
+        F.min("session_start").alias("oldest_start"),
+        F.max("session_end").alias("newest_event"),
+    ).first()
     watermark = checkpoint_watermark_ms(checkpoint)
-    print(f"{table.name}: checkpoint {checkpoint}\n  watermark {_iso(watermark) if watermark is not None else 'none'}; "
-          f"{figures.sessions} open session(s) of {figures.users} user(s); oldest start {figures.oldest_start}, "
-          f"newest event {figures.newest_event}")  # fmt: skip
+    print(
+        f"{table.name}: checkpoint {checkpoint}\n  watermark {_iso(watermark) if watermark is not None else 'none'}; "
+        f"{figures.sessions} open session(s) of {figures.users} user(s); oldest start {figures.oldest_start}, "
+        f"newest event {figures.newest_event}"
+    )
     if args.user:
         opened.where(F.col("user_id") == args.user).orderBy("session_start").show(truncate=False)

@@ -27,13 +27,19 @@ def check_csv_shape(source: str | Path, columns: Sequence[str]) -> int:
     expected = ",".join(columns)
     data_rows = 0
     try:
-        with open(source, newline="", encoding="utf-8-sig") as file:  # utf-8-sig: a byte-order mark is not a name
+        with open(
+            source, newline="", encoding="utf-8-sig"
+        ) as file:  # utf-8-sig: a byte-order mark is not a name
             rows = csv.reader(file)
             header = next(rows, None)
             if header is None:
-                raise ConfigError(f"{source} is empty: it needs the header {expected!r} and a row per key.")
+                raise ConfigError(
+                    f"{source} is empty: it needs the header {expected!r} and a row per key."
+                )
             if [name.strip() for name in header] != list(columns):
-                raise ConfigError(f"{source}: the header is {','.join(header)!r}, not {expected!r}; fix the file.")
+                raise ConfigError(
+                    f"{source}: the header is {','.join(header)!r}, not {expected!r}; fix the file."
+                )
             for row in rows:
                 if row and len(row) != len(columns):
                     raise ConfigError(
@@ -42,16 +48,22 @@ def check_csv_shape(source: str | Path, columns: Sequence[str]) -> int:
                     )
                 data_rows += bool(row)
     except UnicodeDecodeError as error:
-        raise ConfigError(f"{source} is not UTF-8 text (byte {error.start}); fix the file.") from None
+        raise ConfigError(
+            f"{source} is not UTF-8 text (byte {error.start}); fix the file."
+        ) from None
     if not data_rows:
-        raise ConfigError(f"{source} has a header and no rows: every event would be quarantined; fix the file.")
+        raise ConfigError(
+            f"{source} has a header and no rows: every event would be quarantined; fix the file."
+        )
     return data_rows
 
 
 def run(table: Table, args: JobArgs) -> dict:
     source = args.lakehouse.landing(table.source)
     if not Path(source).is_file():
-        raise ConfigError(f"{table.name}: source file {source} not found: run the generator or copy the file there.")
+        raise ConfigError(
+            f"{table.name}: source file {source} not found: run the generator or copy the file there."
+        )
     check_csv_shape(source, table.column_names)
     target = args.lakehouse.table(table.name)
     fingerprint = file_fingerprint(source)
@@ -68,12 +80,16 @@ def run(table: Table, args: JobArgs) -> dict:
     if table.reject is not None:
         bad = table.reject(rows).limit(5).collect()
         if bad:
-            raise ConfigError(f"{source}: rows that make {table.name} ambiguous, e.g. {[tuple(r) for r in bad]}; fix the file.")
+            raise ConfigError(
+                f"{source}: rows that make {table.name} ambiguous, e.g. {[tuple(r) for r in bad]}; fix the file."
+            )
     (
-        rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+        rows.write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
         .option("userMetadata", f"source sha256 {fingerprint}")
         .save(target.path)
-    )  # fmt: skip
+    )
     count = spark.read.format("delta").load(target.path).count()
     log.info("%s: %d row(s) loaded from %s into %s", table.name, count, source, target.path)
     return {"table": table.name, "rows_written": count}

@@ -45,7 +45,9 @@ def bronze_ad_events(lines: DataFrame) -> DataFrame:
     """
     from_kafka = "kafka_offset" in lines.columns
     if from_kafka:
-        source_file = F.format_string("kafka://%s/%d/%d", "kafka_topic", "kafka_partition", "kafka_offset")
+        source_file = F.format_string(
+            "kafka://%s/%d/%d", "kafka_topic", "kafka_partition", "kafka_offset"
+        )
         lineage = [F.col(name) for name in KAFKA_LINEAGE_COLUMNS]
     else:
         source_file = F.col("source_file")

@@ -17,12 +17,21 @@ def invalid_campaign_rows(campaigns: DataFrame) -> DataFrame:
     """Rows that make the dimension ambiguous: a blank id, or an ad mapped more than once."""
     repeated = campaigns.groupBy("ad_id").count().filter("count > 1").select("ad_id")
     blank = campaigns.filter(
-        F.col("ad_id").isNull() | (F.col("ad_id") == "") | F.col("campaign_id").isNull() | (F.col("campaign_id") == "")
+        F.col("ad_id").isNull()
+        | (F.col("ad_id") == "")
+        | F.col("campaign_id").isNull()
+        | (F.col("campaign_id") == "")
     )
     return blank.select("ad_id").unionByName(repeated)
 
 
-@table("dims.campaigns", source="campaigns/campaigns.csv", schema=SCHEMA, write=Write.OVERWRITE, reject=invalid_campaign_rows)
+@table(
+    "dims.campaigns",
+    source="campaigns/campaigns.csv",
+    schema=SCHEMA,
+    write=Write.OVERWRITE,
+    reject=invalid_campaign_rows,
+)
 def campaigns_from_csv(raw: DataFrame) -> DataFrame:
     """Trimmed (ad_id, campaign_id) rows; the job refuses a file with blank or repeated ads."""
     return raw.select(

@@ -28,7 +28,9 @@ def count_of(event_type: str):
     partition_by=["event_date"],
     write=Write.REPLACE_HOURS,
     batch=True,
-    expect=[expect("no negative count", "count_if(views < 0 OR clicks < 0 OR purchases < 0)", "= 0")],
+    expect=[
+        expect("no negative count", "count_if(views < 0 OR clicks < 0 OR purchases < 0)", "= 0")
+    ],
 )
 def campaign_hourly(silver: DataFrame) -> DataFrame:
     """Views, clicks, purchases, distinct users and click-through rate per campaign and event hour.
@@ -36,7 +38,9 @@ def campaign_hourly(silver: DataFrame) -> DataFrame:
     ``ctr`` is clicks / views, null for an hour without views (not zero: there was nothing to
     click through from). Distinct users are exact, not approximate: an hour is small.
     """
-    hourly = silver.groupBy("campaign_id", F.date_trunc("hour", "event_time").alias("hour_start")).agg(
+    hourly = silver.groupBy(
+        "campaign_id", F.date_trunc("hour", "event_time").alias("hour_start")
+    ).agg(
         count_of("view").alias("views"),
         count_of("click").alias("clicks"),
         count_of("purchase").alias("purchases"),

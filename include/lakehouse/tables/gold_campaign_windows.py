@@ -33,9 +33,9 @@ def campaign_windows(silver: DataFrame) -> DataFrame:
     a whole hour of windows can be recomputed and replaced on its own.
     """
     views = silver.filter(F.col("event_type") == "view")
-    counted = views.groupBy("campaign_id", F.window("event_time", WINDOW_DURATION).alias("window")).agg(
-        F.count(F.lit(1)).alias("views")
-    )
+    counted = views.groupBy(
+        "campaign_id", F.window("event_time", WINDOW_DURATION).alias("window")
+    ).agg(F.count(F.lit(1)).alias("views"))
     return counted.select(
         "campaign_id",
         F.col("window.start").alias("window_start"),

@@ -17,8 +17,8 @@ Semantics (the oracle states them independently):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from lakehouse.catalog import Write, side_table, table
 from lakehouse.tables import F
@@ -56,12 +56,21 @@ EVENT_COLUMNS = ("user_id", "event_time", "event_id", "event_type", "ad_id", "ca
 )
 def user_session_events(silver):
     """Silver reduced to what sessions need, event time as epoch millis (what the session logic reads)."""
-    return silver.select("user_id", F.unix_millis("event_time").alias("event_ms"), *EVENT_COLUMNS[2:])
+    return silver.select(
+        "user_id", F.unix_millis("event_time").alias("event_ms"), *EVENT_COLUMNS[2:]
+    )
 
 
-side_table("gold.open_sessions", written_by="gold.user_sessions", role="open", schema=OPEN_SCHEMA,
-           write=Write.OVERWRITE)  # fmt: skip
-side_table("ops.late_session_events", written_by="gold.user_sessions", role="late", schema=LATE_SCHEMA)
+side_table(
+    "gold.open_sessions",
+    written_by="gold.user_sessions",
+    role="open",
+    schema=OPEN_SCHEMA,
+    write=Write.OVERWRITE,
+)
+side_table(
+    "ops.late_session_events", written_by="gold.user_sessions", role="late", schema=LATE_SCHEMA
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -84,18 +93,36 @@ class Session:
     campaigns: set[str] = field(default_factory=set)
 
     @classmethod
-    def of_event(cls, event_ms: int, event_id: str, event_type: str, ad_id: str, campaign_id: str) -> "Session":
+    def of_event(
+        cls, event_ms: int, event_id: str, event_type: str, ad_id: str, campaign_id: str
+    ) -> Session:
         mark = (event_ms, event_id, campaign_id)
-        return cls(event_ms, event_ms, mark, mark, 1, int(event_type == "view"), int(event_type == "click"),
-                   int(event_type == "purchase"), {ad_id}, {campaign_id})  # fmt: skip
+        return cls(
+            event_ms,
+            event_ms,
+            mark,
+            mark,
+            1,
+            int(event_type == "view"),
+            int(event_type == "click"),
+            int(event_type == "purchase"),
+            {ad_id},
+            {campaign_id},
+        )
 
-    def merged(self, other: "Session") -> "Session":
+    def merged(self, other: Session) -> Session:
         return Session(
-            min(self.start, other.start), max(self.end, other.end), min(self.first, other.first),
-            max(self.last, other.last), self.events + other.events, self.views + other.views,
-            self.clicks + other.clicks, self.purchases + other.purchases, self.ads | other.ads,
+            min(self.start, other.start),
+            max(self.end, other.end),
+            min(self.first, other.first),
+            max(self.last, other.last),
+            self.events + other.events,
+            self.views + other.views,
+            self.clicks + other.clicks,
+            self.purchases + other.purchases,
+            self.ads | other.ads,
             self.campaigns | other.campaigns,
-        )  # fmt: skip
+        )
 
     def closed_at(self, watermark_ms: int) -> bool:
         return self.end + SESSION_GAP_MS <= watermark_ms
@@ -109,7 +136,9 @@ def add_events(sessions: list[Session], events: Iterable[tuple]) -> list[Session
     sessions bridges them into one.
     """
     merged: list[Session] = []
-    for session in sorted([*sessions, *(Session.of_event(*event) for event in events)], key=lambda s: s.start):
+    for session in sorted(
+        [*sessions, *(Session.of_event(*event) for event in events)], key=lambda s: s.start
+    ):
         if merged and session.start - merged[-1].end < SESSION_GAP_MS:
             merged[-1] = merged[-1].merged(session)
         else:

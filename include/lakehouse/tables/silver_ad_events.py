@@ -112,7 +112,9 @@ PRODUCER_FORM = _producer_form()
     # Classification quarantines an unknown ad; a row without a campaign got here some other way.
     expect=[expect("every event has a campaign", "count_if(campaign_id IS NULL)", "= 0")],
 )
-def classify_ad_events(bronze: DataFrame, campaigns: DataFrame, *, shortcut: bool = True) -> DataFrame:
+def classify_ad_events(
+    bronze: DataFrame, campaigns: DataFrame, *, shortcut: bool = True
+) -> DataFrame:
     """Bronze rows parsed and checked, with ``reason`` null for a valid event.
 
     Output columns: every silver column, plus ``raw_line`` (valid UTF-8), ``raw_bytes`` (the
@@ -146,9 +148,15 @@ def classify_ad_events(bronze: DataFrame, campaigns: DataFrame, *, shortcut: boo
     path; ``shortcut=False`` sends every line there (the tests compare the two).
     """
     # Bronze rows written before raw_bytes existed still hold invalid UTF-8 in raw_line itself.
-    stored_bytes = F.col("raw_bytes") if "raw_bytes" in bronze.columns else F.lit(None).cast("binary")
-    raw_bytes = F.coalesce(stored_bytes, F.when(~F.is_valid_utf8("raw_line"), F.col("raw_line").cast("binary")))
-    in_producer_form = F.col("_raw_bytes").isNull() & F.coalesce(F.col("raw_line").rlike(PRODUCER_FORM), F.lit(False))
+    stored_bytes = (
+        F.col("raw_bytes") if "raw_bytes" in bronze.columns else F.lit(None).cast("binary")
+    )
+    raw_bytes = F.coalesce(
+        stored_bytes, F.when(~F.is_valid_utf8("raw_line"), F.col("raw_line").cast("binary"))
+    )
+    in_producer_form = F.col("_raw_bytes").isNull() & F.coalesce(
+        F.col("raw_line").rlike(PRODUCER_FORM), F.lit(False)
+    )
     lines = bronze.withColumn("_raw_bytes", raw_bytes).withColumn(
         "_plain", in_producer_form if shortcut else F.lit(False)
     )
@@ -159,7 +167,9 @@ def classify_ad_events(bronze: DataFrame, campaigns: DataFrame, *, shortcut: boo
         "left",
     )
     # Only digits reach the cast (and it is a try_cast anyway); 15 digits fit timestamp_millis.
-    millis = F.when(F.col("_event_time").rlike(EVENT_TIME_PATTERN), F.col("_event_time").try_cast("long"))
+    millis = F.when(
+        F.col("_event_time").rlike(EVENT_TIME_PATTERN), F.col("_event_time").try_cast("long")
+    )
     latest_accepted = F.try_add(F.col("ingested_at"), F.expr(f"INTERVAL {MAX_FUTURE_SKEW}"))
     # A column of its own, so that it is computed once per row, not once per use.
     checked = enriched.withColumn("_event_ts", F.timestamp_millis(millis))
@@ -195,7 +205,9 @@ def classify_ad_events(bronze: DataFrame, campaigns: DataFrame, *, shortcut: boo
         F.col("_text").alias("raw_line"),
         "ingest_date",
         "reason",
-        F.when(F.col("_line_reason").isNotNull(), F.col("_line_detail")).otherwise(value_detail).alias("reason_detail"),
+        F.when(F.col("_line_reason").isNotNull(), F.col("_line_detail"))
+        .otherwise(value_detail)
+        .alias("reason_detail"),
         F.col("_raw_bytes").alias("raw_bytes"),
     )
 
@@ -214,7 +226,9 @@ def _fields_of_lines(lines: DataFrame) -> DataFrame:
     """
     plain = F.col("_plain")
     text = F.when(plain, F.col("raw_line")).otherwise(F.make_valid_utf8("raw_line"))
-    line = F.when(F.col("_text").startswith(BOM), F.substr("_text", F.lit(2))).otherwise(F.col("_text"))
+    line = F.when(F.col("_text").startswith(BOM), F.substr("_text", F.lit(2))).otherwise(
+        F.col("_text")
+    )
     # parse_json reads the first JSON value of a line and ignores whatever follows it. Wrapped in
     # an array and, separately, as an object's value, a line parses both ways only when it is one
     # value and whitespace: after the value, "]" breaks the object, "}" the array, "," needs a key
@@ -231,9 +245,9 @@ def _fields_of_lines(lines: DataFrame) -> DataFrame:
         .withColumns(
             {
                 **{
-                    f"_{name}": F.when(plain, F.try_element_at("_quoted", F.lit(4 * i + 4))).otherwise(
-                        F.try_variant_get("_event", f"$.{name}", "string")
-                    )
+                    f"_{name}": F.when(
+                        plain, F.try_element_at("_quoted", F.lit(4 * i + 4))
+                    ).otherwise(F.try_variant_get("_event", f"$.{name}", "string"))
                     for i, name in enumerate(RAW_EVENT_FIELDS)
                 },
                 **{
@@ -259,7 +273,8 @@ def _fields_of_lines(lines: DataFrame) -> DataFrame:
             # A null line (a Kafka record without a value) is empty too.
             (~plain & F.coalesce(_blank(F.col("_line")), F.lit(True)), Reason.EMPTY_LINE),
             (
-                ~plain & (F.col("_event").isNull() | ~F.schema_of_variant("_event").startswith("OBJECT")),
+                ~plain
+                & (F.col("_event").isNull() | ~F.schema_of_variant("_event").startswith("OBJECT")),
                 Reason.MALFORMED_JSON,
             ),
             (missing != "", Reason.MISSING_FIELD),
@@ -276,9 +291,14 @@ def _fields_of_lines(lines: DataFrame) -> DataFrame:
     )
     extra_fields = F.when(
         ~plain,
-        F.map_filter(F.try_variant_get("_event", "$", "map<string,string>"), lambda key, _: ~key.isin(*RAW_EVENT_FIELDS)),
+        F.map_filter(
+            F.try_variant_get("_event", "$", "map<string,string>"),
+            lambda key, _: ~key.isin(*RAW_EVENT_FIELDS),
+        ),
     )
-    return parsed.withColumn("_line_reason", reason).withColumns({"_line_detail": detail, "_extra_fields": extra_fields})
+    return parsed.withColumn("_line_reason", reason).withColumns(
+        {"_line_detail": detail, "_extra_fields": extra_fields}
+    )
 
 
 side_table(
@@ -295,8 +315,15 @@ side_table(
     role="metrics",
     schema=BATCH_METRICS_SCHEMA,
     # The generator's producer spoils 0.5 % of lines; far more means a producer or contract change.
-    expect=[expect("at most 5% of a batch's lines quarantined", "sum(quarantined) / sum(lines)", "<= 0.05",
-                   on_failure="warn", per="batch")],  # fmt: skip
+    expect=[
+        expect(
+            "at most 5% of a batch's lines quarantined",
+            "sum(quarantined) / sum(lines)",
+            "<= 0.05",
+            on_failure="warn",
+            per="batch",
+        )
+    ],
 )
 
 
