@@ -62,7 +62,7 @@ $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements.txt -c constraints.txt
 	@# The project itself (pyproject.toml): importable everywhere, and the `lakehouse` command.
-	$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
+	$(VENV)/bin/pip install --quiet --no-deps -e .
 	touch $@
 
 lint: venv  ## ruff: the formatter's check and the linter (rules in pyproject.toml)
