@@ -26,12 +26,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT_DIR / "tests"))  # helpers: the pipeline's tasks run in this process
+from bench.compare.processes import proc_stats
+from bench.sections import markers, publish
+from lakehouse.spark import GENERATED_CODE_FROM_BYTES
 
-from bench.compare.processes import proc_stats  # noqa: E402
-from bench.sections import markers, publish  # noqa: E402
-from lakehouse.spark import GENERATED_CODE_FROM_BYTES  # noqa: E402
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+START = datetime(2026, 11, 20, 0, tzinfo=UTC)
 
 WORK = PROJECT_DIR / ".local" / "bench" / "codegen"
 BEGIN, END = markers("bench/code_generation.py")
@@ -51,9 +51,8 @@ def engine_cpu() -> float:
 
 def one_way(way: str, hours: int) -> list[tuple[float, float]]:
     """(wall s, engine CPU s) of each new hour's pipeline run, on a fresh engine, ``way`` chosen."""
-    from helpers import PIPELINE, START, run_job
-
     import lakehouse.spark
+    from lakehouse import catalog, runner
     from lakehouse.config import Lakehouse
     from lakehouse_tools.generator import write_campaigns, write_hours
 
@@ -69,14 +68,17 @@ def one_way(way: str, hours: int) -> list[tuple[float, float]]:
         [sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True, capture_output=True
     )
     try:
-        for task in PIPELINE:
-            run_job(task, lake)
+        pipeline = [
+            spec.task for spec in catalog.tasks()
+        ]  # every task, in DAG order, in this process
+        for task in pipeline:
+            runner.run(task, ["--lakehouse-root", lake.root])
         figures = []
         for hour in range(3, 3 + hours):
             write_hours(lake, START + timedelta(hours=hour), 1, events_per_second=0.2, seed=31)
             cpu, started = engine_cpu(), time.monotonic()
-            for task in PIPELINE:
-                run_job(task, lake)
+            for task in pipeline:
+                runner.run(task, ["--lakehouse-root", lake.root])
             figures.append((time.monotonic() - started, engine_cpu() - cpu))
             log(
                 f"{way}: new hour {hour - 2}: {figures[-1][0]:.1f} s wall, engine {figures[-1][1]:.1f} CPU-s"

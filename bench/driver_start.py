@@ -9,8 +9,8 @@ the DAG's tasks and the fault-injection harness run them: one ``spark-submit --m
 jobs/run.py <task>`` per task. CPU seconds are the job's processes' user + system time (the JVM and the Python
 driver); on a shared machine they move far less than wall time, so they are the figure to compare.
 
-``--out`` replaces the section between this script's markers in that file (bench/ysb_bench.py
-keeps the section when it rewrites the rest).
+``--out`` saves the section as ``bench/results/driver_start.json`` and renders that file
+(BENCHMARKS.md) from the results (:mod:`bench.render`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.sections import markers, replace_section
+from bench.sections import markers, publish
 from bench.ysb.measuring import run_measured
 from lakehouse import catalog
 from lakehouse.config import Lakehouse, jar_paths
@@ -174,10 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", help="replace this script's section in that Markdown file")
     options = parser.parse_args(argv)
     started, load = datetime.now(UTC), os.getloadavg()
-    section = render(measure(options), options, started, load)
-    print(section)
-    if options.out:
-        replace_section(Path(options.out), section, BEGIN, END)
+    publish(render(measure(options), options, started, load), options.out, None, {})
 
 
 if __name__ == "__main__":

@@ -1,33 +1,37 @@
-"""What every benchmark writes besides its own results: its section of BENCHMARKS.md and its keys of summary.json.
+"""What every benchmark leaves behind: its results file and its keys of summary.json.
 
-A benchmark owns the text between its two marker comments in BENCHMARKS.md (its section, rendered
-from its results) and its keys of ``bench/results/summary.json`` (a flat JSON object of medians);
-rerunning it replaces those and leaves every other benchmark's section and keys as they are.
+A benchmark saves what it measured as ``bench/results/<benchmark>.json`` (:func:`save_results`)
+and updates its keys of ``bench/results/summary.json`` (a flat JSON object of medians), leaving
+every other benchmark's file and keys as they are. BENCHMARKS.md is then rendered from those files
+alone (``make benchmarks-md``, :mod:`bench.render`): rendering never reruns a benchmark.
+
+A results file holds ``results`` (what the benchmark's ``render`` reads) or, for a benchmark that
+renders its own Markdown, that ``section``; and ``catalog``, the tables the catalog declared when
+it was measured, so the report can say which of today's tables a figure leaves out.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from datetime import UTC, datetime
 from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+RESULTS = PROJECT_DIR / "bench" / "results"
+SUMMARY = "summary.json"
 
 
 def markers(script: str) -> tuple[str, str]:
-    """The begin and end comments around the section of ``script`` (e.g. ``bench/engine_compare.py``)."""
+    """The comments that open and close ``script``'s section (e.g. ``bench/engine_compare.py``)."""
     return f"<!-- {script}: begin -->", f"<!-- {script}: end -->"
 
 
-def replace_section(path: Path, section: str, begin: str, end: str) -> None:
-    """Put ``section`` (which starts with ``begin`` and ends with ``end``) in place of the text between them in ``path``.
+def declared_tables() -> list[str]:
+    """The tables the catalog declares now."""
+    from lakehouse import catalog
 
-    Appended at the end when the markers are absent.
-    """
-    text = path.read_text() if path.exists() else ""
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        text = head + section.rstrip("\n") + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
+    return [spec.name for spec in catalog.tables()]
 
 
 def update_summary(path: Path, figures: dict) -> None:
@@ -38,11 +42,67 @@ def update_summary(path: Path, figures: dict) -> None:
     path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
 
 
-def publish(section: str, out: str | None, summary: str | None, figures: dict) -> None:
-    """Print a benchmark's section; put it in the Markdown file ``out`` and its figures in ``summary`` when given."""
+def save_results(
+    benchmark: str,
+    results_dir: Path,
+    *,
+    results: dict | None = None,
+    section: str | None = None,
+    figures: dict | None = None,
+    catalog: list[str] | None = None,
+) -> Path:
+    """Write ``results_dir/<benchmark>.json`` and ``benchmark``'s ``figures`` into its summary.json."""
+    figures = figures or {}
+    saved = {
+        "benchmark": benchmark,
+        "saved_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "catalog": catalog if catalog is not None else declared_tables(),
+        "summary_keys": sorted(figures),
+    }
+    if results is not None:
+        saved["results"] = results
+    if section is not None:
+        saved["section"] = section
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / f"{benchmark}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(saved, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
+    if figures:
+        update_summary(results_dir / SUMMARY, figures)
+    return path
+
+
+def publish(
+    section: str,
+    out: str | None,
+    summary: str | None,
+    figures: dict,
+    *,
+    benchmark: str | None = None,
+    results: dict | None = None,
+) -> None:
+    """Print a benchmark's section, keep its results beside ``summary`` and render ``out`` from them.
+
+    The results go to the folder of ``summary`` (default: bench/results when ``out`` is given).
+    ``benchmark`` defaults to the script named by the section's opening marker; with ``results``
+    the saved file holds them (the benchmark's ``render`` reads them back), else the section itself.
+    """
     print(section)
-    begin, end = section.splitlines()[0], section.rstrip("\n").splitlines()[-1]
+    if benchmark is None:
+        first = section.lstrip().splitlines()[0]
+        benchmark = Path(first.removeprefix("<!-- ").split(":")[0]).stem
+    if summary is None and out is None:
+        return
+    results_dir = Path(summary).parent if summary else RESULTS
+    save_results(
+        benchmark,
+        results_dir,
+        results=results,
+        section=None if results is not None else section,
+        figures=figures,
+    )
     if out:
-        replace_section(Path(out), section, begin, end)
-    if summary:
-        update_summary(Path(summary), figures)
+        from bench.render import write
+
+        write(Path(out), results_dir)

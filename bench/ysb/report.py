@@ -6,6 +6,7 @@ a section whose measurements are missing (a run cut short) says so instead of it
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 
@@ -24,8 +25,6 @@ from bench.ysb.tasks import (
 )
 from bench.ysb.worker import BENCH_SPARK_CONF
 
-# bench/driver_start.py maintains its own section of the same file, after this marker.
-DRIVER_START_BEGIN = "<!-- bench/driver_start.py: begin -->"
 # The Structured Streaming paper (Armbrust et al., SIGMOD 2018), Figure 6a: YSB, Kafka to Kafka.
 PAPER_RECORDS_PER_S, PAPER_VCPUS = 65e6, 40
 
@@ -48,17 +47,27 @@ def fmt_summary(s: dict, digits: int = 1) -> str:
 
 
 def write_report(results: dict, out: Path) -> None:
-    """Render ``results`` into ``out``, keeping the section bench/driver_start.py maintains there."""
-    report = render_report(results)
-    previous = out.read_text() if out.exists() else ""
-    if DRIVER_START_BEGIN in previous:
-        report = (
-            report.rstrip("\n")
-            + "\n\n"
-            + DRIVER_START_BEGIN
-            + previous.split(DRIVER_START_BEGIN, 1)[1]
-        )
-    out.write_text(report)
+    """Save the report as this benchmark's section beside ``out``'s results, then render ``out``.
+
+    ``out`` is the project's BENCHMARKS.md (results in bench/results/) or another file, whose
+    results go to a ``results`` folder beside it (``--smoke``).
+    """
+    from bench.render import write
+    from bench.sections import RESULTS, save_results
+
+    project_report = out.absolute() == RESULTS.parent.parent / "BENCHMARKS.md"
+    results_dir = RESULTS if project_report else out.parent / "results"
+    save_results("ysb_bench", results_dir, section=as_section(render_report(results)))
+    write(out, results_dir)
+
+
+def as_section(report: str) -> str:
+    """The report as one section of BENCHMARKS.md: its title and preamble's heading dropped, its
+    numbered sections one level down."""
+    lines = report.splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    return "\n".join(re.sub(r"^## \d+\. ", "### ", line) for line in lines)
 
 
 SECTION_TITLES = {

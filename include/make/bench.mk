@@ -1,38 +1,65 @@
-# Benchmarks (issue 6): YSB throughput per layer and end to end, incremental vs batch, cost growth,
-# fixed overhead, backfill, driver memory, tuning. bench/ysb_bench.py is the command line (its
-# docstring has the options), bench/ysb/ does the work; the tasks and tables it runs and reports come
-# from the table catalog. Data is generated once into .local/bench/data and reused.
+# Benchmarks. Each one saves what it measured in bench/results/<benchmark>.json (and its keys of
+# bench/results/summary.json); BENCHMARKS.md is rendered from those files alone by one command:
 #
-#   make bench                                   # the full run, writes BENCHMARKS.md (about 40 minutes on 2 quiet cores)
+#   make benchmarks-md                           # BENCHMARKS.md from bench/results/ (seconds: renders, measures nothing)
+#
+# The benchmarks (each renders BENCHMARKS.md when it ends; the times are for 2 quiet cores):
+#
+#   make bench-compare                           # per-event CPU beside a minimal Spark job, DuckDB and Polars at 1M and
+#                                                # 5M events, every catalog table counted (about 30 minutes; the first
+#                                                # run also generates 5M events)
+#   make bench-engine                            # DAG runs on the warm engine vs spark-submit (about 45 minutes)
+#   make bench-sessions                          # the sessions query on hourly runs
+#   make bench-codegen                           # small runs with queries interpreted vs compiled (about 15 minutes)
+#   make bench-ops-records                       # ops records appended by Spark vs delta-rs (minutes)
+#   make bench-driver-start                      # driver JVM options of short runs
+#   make bench                                   # YSB throughput per layer, incremental vs batch, growth, overhead (about 40 minutes)
 #   make bench BENCH_ARGS='--sizes 2M,10M'       # other sizes / repetitions / stages
-#   make bench-smoke                             # the benchmark code on tiny data (also in `make test`)
-#   make bench-driver-start                      # driver JVM options of short runs: section 10 of BENCHMARKS.md
-#   make bench-engine                            # DAG runs on the warm engine vs spark-submit: section 11 (about 45 minutes on 2 quiet cores)
-#   make bench-compare                           # per-event CPU beside a minimal Spark job, DuckDB and Polars at 1M and 5M events:
-#                                                # section 12 (about 25 minutes on 2 quiet cores, 30 with --baseline; the first run also generates 5M events)
+#   make bench-smoke                             # the benchmark code on tiny data (tests/bench)
+#
+# bench.engine_runs builds its Airflow homes with the tests' tests/airflow_env.py and
+# bench.sessions_runs takes the tests' Spark settings (tests/conftest.py): tests/ is on the
+# benchmarks' PYTHONPATH (pytest has it from pyproject.toml), so no bench module edits sys.path.
 
 BENCH_ARGS ?= --sizes 100k,300k --reps 3 --growth-runs 50 --backfill-eps 2 --tune-growth-runs 3
 
 DRIVER_START_ARGS ?= --reps 3
 ENGINE_BENCH_ARGS ?= --reps 3
 COMPARE_ARGS ?= --sizes 1M,5M --reps 2
+CODEGEN_ARGS ?= --reps 2 --hours 3
+OPS_RECORDS_ARGS ?= --reps 4 --appends 20
 
-.PHONY: bench bench-smoke bench-driver-start bench-engine bench-compare bench-sessions
+BENCH_OUT := --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
+BENCH_TARGETS := bench bench-smoke bench-driver-start bench-engine bench-compare bench-sessions \
+                 bench-codegen bench-ops-records benchmarks-md
 
-bench: setup  ## the benchmarks: BENCHMARKS.md from a full run (BENCH_ARGS to change sizes, repetitions, stages)
+.PHONY: $(BENCH_TARGETS)
+
+$(BENCH_TARGETS): export PYTHONPATH := $(ROOT)/tests:$(PYTHONPATH)
+
+benchmarks-md: venv  ## BENCHMARKS.md from the results files in bench/results/ (renders only; reruns nothing)
+	python -m bench.render --results $(ROOT)/bench/results --out $(ROOT)/BENCHMARKS.md
+
+bench: setup  ## the YSB benchmarks (BENCH_ARGS to change sizes, repetitions, stages), then BENCHMARKS.md
 	python -m bench.ysb_bench $(BENCH_ARGS) --out $(ROOT)/BENCHMARKS.md
 
 bench-smoke: setup  ## the benchmark's smoke test on tiny data (tests/bench, about two minutes)
 	python -m pytest tests/bench -q -ra
 
-bench-driver-start: setup driver-cds  ## CPU and wall time of a pipeline pass per driver JVM option set (BENCHMARKS.md section 10)
+bench-driver-start: setup driver-cds  ## CPU and wall time of a pipeline pass per driver JVM option set
 	python -m bench.driver_start $(DRIVER_START_ARGS) --out $(ROOT)/BENCHMARKS.md
 
-bench-engine: setup  ## Airflow DAG runs on the warm engine vs spark-submit (BENCHMARKS.md section 11, bench/results/summary.json)
-	python -m bench.engine_runs $(ENGINE_BENCH_ARGS) --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
+bench-engine: setup  ## Airflow DAG runs on the warm engine vs spark-submit (bench/results/engine_runs.json)
+	python -m bench.engine_runs $(ENGINE_BENCH_ARGS) $(BENCH_OUT)
 
-bench-compare: setup  ## the project's CPU per event beside a minimal Spark job, DuckDB and Polars (BENCHMARKS.md section 12, summary.json)
-	python -m bench.engine_compare $(COMPARE_ARGS) --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
+bench-compare: setup  ## the project's CPU per event beside a minimal Spark job, DuckDB and Polars, every table
+	python -m bench.engine_compare $(COMPARE_ARGS) $(BENCH_OUT)
 
-bench-sessions: setup  ## the sessions query on hourly runs: cost beside silver, state size, late events (BENCHMARKS.md section 13)
-	python -m bench.sessions_runs $(SESSIONS_BENCH_ARGS) --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
+bench-sessions: setup  ## the sessions query on hourly runs: cost beside silver, state size, late events
+	python -m bench.sessions_runs $(SESSIONS_BENCH_ARGS) $(BENCH_OUT)
+
+bench-codegen: setup  ## small runs on the warm engine: queries interpreted (the jobs' choice) vs compiled
+	python -m bench.code_generation $(CODEGEN_ARGS) --out $(ROOT)/BENCHMARKS.md
+
+bench-ops-records: setup  ## ops records appended by Spark on the engine vs by delta-rs
+	python -m bench.ops_records $(OPS_RECORDS_ARGS) --out $(ROOT)/BENCHMARKS.md
