@@ -1,7 +1,7 @@
 # Fault injection: SIGKILL the Spark driver of every streaming job (at random moments and at the
 # named fault points of include/lakehouse/faults.py), rerun it as an Airflow retry would, and check
-# that bronze, silver, the quarantine and gold hold every row exactly once (include/
-# lakehouse_tools/fault_injection.py). One trial runs 8 spark-submits: minutes on a 2-core machine.
+# that bronze, silver, the quarantine and gold hold every row exactly once (the package
+# include/lakehouse_tools/fault_harness/). One trial runs 8 spark-submits: minutes on a 2-core machine.
 #   make faults TRIALS=10 FAULTS_ARGS="--seed 7 --report .local/faults/seed7.json"
 # A long run can be stopped and continued: the trials already in the report are kept. Reports
 # live under .local/faults/ (git-ignored: the 100-trial report is 400 KB of per-trial detail);
@@ -23,4 +23,4 @@ FAULTS_ARGS   ?=
 # The harness needs the packages and the jars (no Airflow DB); the drivers' class-data-sharing archive
 # serves spark-submit mode only (engine clients start no JVM).
 faults: venv jars $(if $(filter connect,$(FAULTS_ENGINE)),,driver-cds)  ## fault injection: kill every layer's driver, rerun, check exactly-once (TRIALS=3, FAULTS_ENGINE=connect)
-	python -m lakehouse_tools.fault_injection --engine $(FAULTS_ENGINE) --trials $(TRIALS) $(FAULTS_ARGS)
+	python -m lakehouse_tools.fault_harness --engine $(FAULTS_ENGINE) --trials $(TRIALS) $(FAULTS_ARGS)

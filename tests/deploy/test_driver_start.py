@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lakehouse import catalog
 from lakehouse.spark import driver_cds_archive, fast_start_java_options
-from lakehouse_tools.fault_injection import spark_submit_command
+from lakehouse_tools.fault_harness.launch import spark_submit_command
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")

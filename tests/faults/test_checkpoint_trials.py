@@ -1,8 +1,9 @@
 """Checkpoints and tables must agree, or the job refuses; the recovery it prints, followed to the letter, is safe.
 
 Every damage is refused before anything is written (exit status 2, a ConfigError in process), the
-harness does exactly what the message says (``fault_injection.follow_recovery``), runs the pipeline
-again, and the tables are compared with the landing files and the plain-Python oracle.
+harness does exactly what the message says (``fault_harness.checkpoint_trials.follow_recovery``),
+runs the pipeline again, and the tables are compared with the landing files and the plain-Python
+oracle.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ from lakehouse.config import ConfigError, Lakehouse
 from lakehouse.flows.merge import MergeBatch
 from lakehouse.runtime import Written, run_available_now
 from lakehouse.sources import delta_stream
-from lakehouse_tools import fault_injection
-from lakehouse_tools.fault_injection import (
-    REFUSED,
-    TaskRunner,
-    check_tables,
+from lakehouse_tools.fault_harness import cli
+from lakehouse_tools.fault_harness.checkpoint_trials import (
     follow_recovery,
     refusal_message,
     run_pipeline,
 )
+from lakehouse_tools.fault_harness.launch import REFUSED, TaskRunner
+from lakehouse_tools.fault_harness.plan import plan_checkpoint_trials
+from lakehouse_tools.fault_harness.verdict import PROBLEMS, check_tables
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 # A seed whose plan gives each kind of damage once, on the job where it hurt most when found by hand:
@@ -49,7 +50,6 @@ FOUND = {
     "offsets_truncated": r"damaged \(truncated or not Spark's format\): offsets/\d+",
     "restored_older": r"the checkpoint is older than its tables",
 }
-PROBLEMS = fault_injection.PROBLEMS
 
 
 def assert_whole(spark, lakehouse: Lakehouse) -> None:
@@ -63,8 +63,8 @@ def assert_whole(spark, lakehouse: Lakehouse) -> None:
 def test_each_kind_of_checkpoint_damage_is_refused_and_its_recovery_restores_the_oracle(
     spark, tmp_path
 ):
-    assert fault_injection.plan_checkpoint_trials(SEED, len(PLAN)) == PLAN
-    options = fault_injection.parse_args(
+    assert plan_checkpoint_trials(SEED, len(PLAN)) == PLAN
+    options = cli.parse_args(
         [
             "--trials",
             "0",
@@ -82,7 +82,7 @@ def test_each_kind_of_checkpoint_damage_is_refused_and_its_recovery_restores_the
             str(tmp_path),
         ]
     )
-    summary = fault_injection.run(options, spark=spark)
+    summary = cli.run(options, spark=spark)
 
     trials = summary["checkpoint_trials"]
     details = "\n".join(str(t) for t in trials)

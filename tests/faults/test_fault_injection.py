@@ -14,13 +14,16 @@ from helpers import START, oracle, run_job, table, table_version
 
 from lakehouse import catalog
 from lakehouse.runtime import checkpoint_lock
-from lakehouse_tools import fault_injection
-from lakehouse_tools.fault_injection import (
-    Attempt,
-    BatchClock,
-    job_environment,
-    run_attempt,
-    spark_submit_command,
+from lakehouse_tools.fault_harness import cli
+from lakehouse_tools.fault_harness.attempt import Attempt, BatchClock, run_attempt
+from lakehouse_tools.fault_harness.launch import job_environment, spark_submit_command
+from lakehouse_tools.fault_harness.plan import (
+    CONNECT_KILL_MODES,
+    ENGINE,
+    KILL_MODES,
+    LAYER,
+    RANDOM,
+    plan_trial,
 )
 from lakehouse_tools.generator import write_campaigns, write_hours
 
@@ -34,10 +37,8 @@ HARNESS_ARGS = ("--trials", "1", "--seed", "116", "--hours", "1", "--events-per-
 @pytest.mark.long  # CI's budget; kills in silver, sessions and the engine stay in the suite (tests/faults)
 def test_harness_kills_every_layer_and_nothing_is_lost_or_doubled(spark, tmp_path):
     report = tmp_path / "report.json"
-    options = fault_injection.parse_args(
-        [*HARNESS_ARGS, "--workdir", str(tmp_path), "--report", str(report)]
-    )
-    summary = fault_injection.run(options, spark=spark)
+    options = cli.parse_args([*HARNESS_ARGS, "--workdir", str(tmp_path), "--report", str(report)])
+    summary = cli.run(options, spark=spark)
 
     details = "\n".join(str(trial) for trial in summary["trials"])
     assert summary["trials_run"] == 1 and summary["trials_failed"] == [], details
@@ -47,16 +48,12 @@ def test_harness_kills_every_layer_and_nothing_is_lost_or_doubled(spark, tmp_pat
     # A harness that never kills would pass vacuously: every job of every trial was killed.
     for trial in summary["trials"]:
         killed = sorted(attempt["job"] for attempt in trial["attempts"] if attempt["killed"])
-        assert killed == sorted(fault_injection.KILL_MODES), trial
+        assert killed == sorted(KILL_MODES), trial
     # Each job was killed as the trial's plan (a function of the seed alone) said.
-    plan = {p.job: p.mode for p in fault_injection.plan_trial(116, 0, landing_files=4)[1]}
-    layer = fault_injection.LAYER
-    assert summary["kills_per_layer"] == dict(Counter(layer[job] for job in plan)), summary
+    plan = {p.job: p.mode for p in plan_trial(116, 0, landing_files=4)[1]}
+    assert summary["kills_per_layer"] == dict(Counter(LAYER[job] for job in plan)), summary
     assert summary["kills_per_fault_point"] == dict(
-        Counter(
-            mode if mode != fault_injection.RANDOM else f"random ({layer[job]})"
-            for job, mode in plan.items()
-        )
+        Counter(mode if mode != RANDOM else f"random ({LAYER[job]})" for job, mode in plan.items())
     ), summary
     # The fault points landed between a Delta commit and the checkpoint's.
     landed = summary["kills_landed"]
@@ -100,10 +97,8 @@ CONNECT_ARGS = (
 @pytest.mark.long  # client and server kills on the engine are covered by tests/faults/test_engine_faults.py
 def test_connect_mode_kills_clients_and_the_engine_and_nothing_is_lost_or_doubled(tmp_path):
     report = tmp_path / "report.json"
-    options = fault_injection.parse_args(
-        [*CONNECT_ARGS, "--workdir", str(tmp_path), "--report", str(report)]
-    )
-    summary = fault_injection.run(options)
+    options = cli.parse_args([*CONNECT_ARGS, "--workdir", str(tmp_path), "--report", str(report)])
+    summary = cli.run(options)
 
     details = "\n".join(str(trial) for trial in summary["trials"])
     assert summary["engine"] == "connect"
@@ -112,20 +107,16 @@ def test_connect_mode_kills_clients_and_the_engine_and_nothing_is_lost_or_double
         summary["rows"]
     )
     # Every job was killed once, as the plan said: its client, or the engine's server under it.
-    plan = {
-        p.job: p.mode
-        for p in fault_injection.plan_trial(186, 0, landing_files=4, engine="connect")[1]
-    }
+    plan = {p.job: p.mode for p in plan_trial(186, 0, landing_files=4, engine="connect")[1]}
     assert Counter(plan.values()) == {
-        fault_injection.ENGINE: 1,
-        fault_injection.RANDOM: len(plan) - 1,
+        ENGINE: 1,
+        RANDOM: len(plan) - 1,
     }, plan
     trial = summary["trials"][0]
     killed = sorted(attempt["job"] for attempt in trial["attempts"] if attempt["killed"])
-    assert killed == sorted(fault_injection.CONNECT_KILL_MODES), details
-    layer = fault_injection.LAYER
+    assert killed == sorted(CONNECT_KILL_MODES), details
     assert summary["kills_per_fault_point"] == dict(
-        Counter(f"{mode} ({layer[job]})" for job, mode in plan.items())
+        Counter(f"{mode} ({LAYER[job]})" for job, mode in plan.items())
     )
     # The engine kill happened: the server was killed once, and its supervisor started a new one.
     assert summary["engine_kills"] == 1, summary

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from helpers import START, oracle, run_job, table
 
-from lakehouse_tools.fault_injection import Attempt, BatchClock, run_attempt
+from lakehouse_tools.fault_harness.attempt import Attempt, BatchClock, run_attempt
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 

@@ -13,7 +13,8 @@ from pyspark.sql import functions as F
 from lakehouse.config import ConfigError
 from lakehouse.runtime import run_available_now
 from lakehouse.sources import delta_stream
-from lakehouse_tools.fault_injection import TaskRunner, follow_recovery
+from lakehouse_tools.fault_harness.checkpoint_trials import follow_recovery
+from lakehouse_tools.fault_harness.launch import TaskRunner
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 

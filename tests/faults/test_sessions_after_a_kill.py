@@ -22,7 +22,7 @@ from lakehouse import catalog, checkpoint_log
 from lakehouse.flows.sessions import sessions_stream
 from lakehouse.freshness import watermark_advance_pending
 from lakehouse.runtime import record_identity
-from lakehouse_tools.fault_injection import Attempt, BatchClock, run_attempt
+from lakehouse_tools.fault_harness.attempt import Attempt, BatchClock, run_attempt
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 SESSIONS = "gold.user_sessions"
