@@ -57,7 +57,7 @@ SOURCE_ARGS = [
 ]  # fmt: skip
 
 
-def asset(table: catalog.Table) -> Asset:
+def asset(table: catalog.TableSpec) -> Asset:
     return Asset(name=table.name, uri=table.asset_uri, group="lakehouse")
 
 
@@ -66,7 +66,7 @@ def spark_job(name: str, job: str, args: list[str], **kwargs) -> SparkJobOperato
     return SparkJobOperator(task_id=name, job=job, application_args=args, **kwargs)
 
 
-def table_job(table: catalog.Table, **kwargs) -> SparkJobOperator:
+def table_job(table: catalog.TableSpec, **kwargs) -> SparkJobOperator:
     """The task that runs ``table``'s query (``jobs/run.py <task>``), with its tables as Assets."""
     args = (
         RUN_ARGS

@@ -82,7 +82,7 @@ def run_pipeline(lakehouse: Lakehouse, *args: str, up_to: str | tuple[str, ...] 
         run_job(entry.task, lakehouse, *(args if entry.batch else ()))
 
 
-def tasks_up_to(*names: str) -> list[catalog.Table]:
+def tasks_up_to(*names: str) -> list[catalog.TableSpec]:
     """The tasks writing ``names`` and every task they read from, directly or not, in DAG order."""
     needed = {catalog.task(catalog.get(name).written_by or name).name for name in names}
     for entry in reversed(
@@ -93,7 +93,7 @@ def tasks_up_to(*names: str) -> list[catalog.Table]:
     return [entry for entry in catalog.tasks() if entry.name in needed]
 
 
-def gold_tables() -> list[catalog.Table]:
+def gold_tables() -> list[catalog.TableSpec]:
     return [entry for entry in catalog.tables() if entry.layer == "gold"]
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cache
 
-from lakehouse.config import ConfigError
+from lakehouse.errors import ConfigError
 
 # Layers in the order data flows through them; ops holds the pipeline's own records.
 LAYERS = ("dims", "bronze", "silver", "gold", "ops")
@@ -43,12 +43,10 @@ class Write(str, Enum):  # noqa: UP042 (str() of a member stays its name, as log
 
     OVERWRITE = "overwrite"  # the whole table replaced by each run (a small dimension from a file)
     APPEND = "append"  # new rows appended once per micro-batch (bronze, side outputs)
-    MERGE_NEW = (
-        "insert-only merge"  # rows with a new key inserted, in the event hours a batch touches
-    )
-    REPLACE_HOURS = (
-        "replace hours"  # the event hours a batch touches recomputed from upstream and replaced
-    )
+    # rows with a new key inserted, in the event hours a batch touches
+    MERGE_NEW = "insert-only merge"
+    # the event hours a batch touches recomputed from upstream and replaced
+    REPLACE_HOURS = "replace hours"
     SESSIONS = "sessions"  # a stateful query emits each session once, when the watermark closes it
 
 
@@ -185,38 +183,41 @@ def expect(
 
 
 @dataclass(frozen=True)
-class Table:
-    """One Delta table: where it sits, what it is computed from, and how it is written."""
+class TableSpec:
+    """A table's declaration: what it is computed from and how it is written.
+
+    Where it is stored belongs to a lakehouse: ``spec.at(lakehouse)`` is the live table
+    (:class:`lakehouse.config.Table`), its declaration and its paths in one value.
+    """
 
     name: str  # layer.table, e.g. silver.ad_events
     schema: str  # DDL
     write: Write
     task: str  # the job / DAG task that writes it: the module of its transform
     upstream: tuple[str, ...] = ()  # tables the transform reads, in argument order
-    source: str | None = (
-        None  # what feeds a table with no upstream table (a landing folder, a topic)
-    )
+    # what feeds a table with no upstream table (a landing folder, a topic)
+    source: str | None = None
     partition_by: tuple[str, ...] = ()
     batch: bool = False  # has a batch form: a backfill recomputes its event hours [start, end)
     key: str | None = None  # MERGE_NEW: the column that identifies a row
     transform: Callable | None = field(default=None, compare=False)
     written_by: str | None = None  # a side table: the table whose query writes it
     role: str | None = None  # a side table's role in that query (e.g. quarantine)
-    lineage: tuple[
-        str, ...
-    ] = ()  # columns that may differ between two correct runs (where a row came from)
+    # columns that may differ between two correct runs (where a row came from)
+    lineage: tuple[str, ...] = ()
     reject: Callable | None = field(
         default=None, compare=False
     )  # OVERWRITE: rows that make the input unusable
-    event_time: str | None = (
-        None  # the column that places a row in event time (default: hour_start or event_time)
-    )
-    operation: str | None = (
-        None  # an ops record written by an operation (e.g. maintenance), not by a query
-    )
-    expectations: tuple[
-        Expectation, ...
-    ] = ()  # data-quality rules checked after each run that writes it
+    # the column that places a row in event time (default: hour_start or event_time)
+    event_time: str | None = None
+    # an ops record written by an operation (e.g. maintenance), not by a query
+    operation: str | None = None
+    # data-quality rules checked after each run that writes it
+    expectations: tuple[Expectation, ...] = ()
+
+    def at(self, lakehouse):
+        """This table in ``lakehouse`` (a :class:`lakehouse.config.Lakehouse`): the live table."""
+        return lakehouse.table(self.name)
 
     @property
     def layer(self) -> str:
@@ -270,16 +271,16 @@ class Table:
         )
 
 
-_DECLARED: dict[str, Table] = {}
+_DECLARED: dict[str, TableSpec] = {}
 
 
-def _declare(entry: Table) -> Table:
-    if entry.name in _DECLARED:
+def _declare(spec: TableSpec) -> TableSpec:
+    if spec.name in _DECLARED:
         raise CatalogError(
-            f"Table {entry.name} is declared twice (in {_DECLARED[entry.name].task} and {entry.task})"
+            f"Table {spec.name} is declared twice (in {_DECLARED[spec.name].task} and {spec.task})"
         )
-    _DECLARED[entry.name] = entry
-    return entry
+    _DECLARED[spec.name] = spec
+    return spec
 
 
 def table(
@@ -301,7 +302,7 @@ def table(
 
     def register(transform: Callable) -> Callable:
         _declare(
-            Table(
+            TableSpec(
                 name=name,
                 schema=schema,
                 write=write,
@@ -332,13 +333,13 @@ def side_table(
     partition_by: list[str] | tuple[str, ...] = (),
     write: Write = Write.APPEND,
     expect: list[Expectation] | tuple[Expectation, ...] = (),
-) -> Table:
+) -> TableSpec:
     """Declare a table that ``written_by``'s query writes beside its own (e.g. its quarantine).
 
     ``write``: APPEND (rows added once per micro-batch) or OVERWRITE (replaced by every run).
     """
     return _declare(
-        Table(
+        TableSpec(
             name=name,
             schema=schema,
             write=write,
@@ -353,10 +354,10 @@ def side_table(
 
 def ops_table(
     name: str, *, operation: str, schema: str, partition_by: list[str] | tuple[str, ...] = ()
-) -> Table:
+) -> TableSpec:
     """Declare an ops table that ``operation`` (a job that is not a table's query) appends its records to."""
     return _declare(
-        Table(
+        TableSpec(
             name=name,
             schema=schema,
             write=Write.APPEND,
@@ -372,25 +373,25 @@ def ops_table(
 
 
 @cache
-def _load() -> dict[str, Table]:
+def _load() -> dict[str, TableSpec]:
     """Import every table module once, check the declarations, and order tables upstream-first."""
     package = importlib.import_module(TABLES_PACKAGE)
     for module in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{TABLES_PACKAGE}.{module.name}")
     _check(_DECLARED)
     # A side table belongs to the task of the table whose query writes it.
-    for name, entry in list(_DECLARED.items()):
-        if entry.written_by:
-            _DECLARED[name] = replace(entry, task=_DECLARED[entry.written_by].task)
+    for name, spec in list(_DECLARED.items()):
+        if spec.written_by:
+            _DECLARED[name] = replace(spec, task=_DECLARED[spec.written_by].task)
     return {name: _DECLARED[name] for name in _topological(_DECLARED)}
 
 
-def tables() -> list[Table]:
+def tables() -> list[TableSpec]:
     """Every table, upstream tables first."""
     return list(_load().values())
 
 
-def get(name: str) -> Table:
+def get(name: str) -> TableSpec:
     """The table ``name`` (``layer.table``); an unknown name fails with the known ones."""
     catalog = _load()
     if name not in catalog:
@@ -398,127 +399,127 @@ def get(name: str) -> Table:
     return catalog[name]
 
 
-def tasks() -> list[Table]:
+def tasks() -> list[TableSpec]:
     """The tables that have a query of their own (one job, one DAG task each), upstream first."""
-    return [entry for entry in tables() if entry.written_by is None and entry.operation is None]
+    return [spec for spec in tables() if spec.written_by is None and spec.operation is None]
 
 
-def task(name: str) -> Table:
+def task(name: str) -> TableSpec:
     """The table written by task ``name`` (``silver_ad_events``), or by table name."""
-    for entry in tasks():
-        if name in (entry.task, entry.name):
-            return entry
+    for spec in tasks():
+        if name in (spec.task, spec.name):
+            return spec
     raise ConfigError(f"Unknown task {name!r}; known tasks: {', '.join(t.task for t in tasks())}")
 
 
-def written_by_task(entry: Table) -> list[Table]:
+def written_by_task(spec: TableSpec) -> list[TableSpec]:
     """The tables a task's query writes: its own, then its side tables."""
-    return [entry, *(t for t in tables() if t.written_by == entry.name)]
+    return [spec, *(t for t in tables() if t.written_by == spec.name)]
 
 
-def side(entry: Table, role: str) -> Table:
-    """The side table of ``entry`` with ``role`` (e.g. its quarantine)."""
+def side(spec: TableSpec, role: str) -> TableSpec:
+    """The side table of ``spec`` with ``role`` (e.g. its quarantine)."""
     for candidate in tables():
-        if candidate.written_by == entry.name and candidate.role == role:
+        if candidate.written_by == spec.name and candidate.role == role:
             return candidate
-    raise CatalogError(f"{entry.name} declares no side table with role {role!r}")
+    raise CatalogError(f"{spec.name} declares no side table with role {role!r}")
 
 
-def upstream_tasks(entry: Table) -> list[Table]:
-    """The tasks whose tables ``entry`` reads."""
-    return [task(get(name).written_by or name) for name in entry.upstream]
+def upstream_tasks(spec: TableSpec) -> list[TableSpec]:
+    """The tasks whose tables ``spec`` reads."""
+    return [task(get(name).written_by or name) for name in spec.upstream]
 
 
-def downstream(name: str) -> list[Table]:
+def downstream(name: str) -> list[TableSpec]:
     """Every table computed, directly or not, from ``name`` (its side tables included), upstream first."""
     found = {name}
-    for entry in tables():
-        if entry.written_by in found or found & set(entry.upstream):
-            found.add(entry.name)
-    return [entry for entry in tables() if entry.name in found and entry.name != name]
+    for spec in tables():
+        if spec.written_by in found or found & set(spec.upstream):
+            found.add(spec.name)
+    return [spec for spec in tables() if spec.name in found and spec.name != name]
 
 
-def batch_tables() -> list[Table]:
+def batch_tables() -> list[TableSpec]:
     """The tables a backfill recomputes, upstream first."""
-    return [entry for entry in tables() if entry.batch]
+    return [spec for spec in tables() if spec.batch]
 
 
-def data_tables_of(layer: str) -> list[Table]:
+def data_tables_of(layer: str) -> list[TableSpec]:
     """A layer's streamed data tables (not the ops records)."""
-    return [entry for entry in tables() if entry.layer == layer and entry.streamed]
+    return [spec for spec in tables() if spec.layer == layer and spec.streamed]
 
 
 # --------------------------------------------------------------------------------------------
 # Checks at import time
 
 
-def _check(declared: dict[str, Table]) -> None:
-    for entry in declared.values():
-        where = f"{entry.name} (lakehouse/tables/{entry.task or declared.get(entry.written_by, entry).task}.py)"
-        if entry.layer not in LAYERS or not re.fullmatch(r"[a-z]+\.[a-z_]+", entry.name):
+def _check(declared: dict[str, TableSpec]) -> None:
+    for spec in declared.values():
+        where = f"{spec.name} (lakehouse/tables/{spec.task or declared.get(spec.written_by, spec).task}.py)"
+        if spec.layer not in LAYERS or not re.fullmatch(r"[a-z]+\.[a-z_]+", spec.name):
             raise CatalogError(
                 f"{where}: a table name is <layer>.<table> with layer one of {', '.join(LAYERS)}"
             )
-        names = entry.column_names
-        for column in entry.columns:
+        names = spec.column_names
+        for column in spec.columns:
             _json_type(column.type)
         declared_columns = (
-            *entry.partition_by,
-            *entry.lineage,
-            *(c for c in (entry.key, entry.event_time) if c),
+            *spec.partition_by,
+            *spec.lineage,
+            *(c for c in (spec.key, spec.event_time) if c),
         )
         missing = [c for c in declared_columns if c not in names]
         if missing:
             raise CatalogError(
                 f"{where}: partition, key or lineage column(s) {missing} are not in its schema"
             )
-        for name in entry.upstream:
+        for name in spec.upstream:
             if name not in declared:
                 raise CatalogError(
                     f"{where}: upstream table {name!r} is not declared; known: {', '.join(declared)}"
                 )
-        if entry.written_by is not None:
-            writer = declared.get(entry.written_by)
+        if spec.written_by is not None:
+            writer = declared.get(spec.written_by)
             if writer is None or writer.written_by is not None:
                 raise CatalogError(
-                    f"{where}: written_by {entry.written_by!r} is not a table with a query of its own"
+                    f"{where}: written_by {spec.written_by!r} is not a table with a query of its own"
                 )
-        elif not entry.upstream and not entry.source and not entry.operation:
+        elif not spec.upstream and not spec.source and not spec.operation:
             raise CatalogError(f"{where}: a table needs upstream tables or a source")
-        layout = HOUR_LAYOUTS.get(entry.write)
+        layout = HOUR_LAYOUTS.get(spec.write)
         if layout:
             needed = [c for c in (*layout["partition_by"], *layout["columns"]) if c not in names]
-            if needed or entry.partition_by != layout["partition_by"]:
+            if needed or spec.partition_by != layout["partition_by"]:
                 raise CatalogError(
-                    f"{where}: a {entry.write.value} table must be partitioned by {list(layout['partition_by'])} "
+                    f"{where}: a {spec.write.value} table must be partitioned by {list(layout['partition_by'])} "
                     f"and have the column(s) {list(layout['columns'])} that select whole event hours "
                     f"(missing: {needed or 'the partitioning'})"
                 )
-        if entry.write is Write.MERGE_NEW and not entry.key:
-            raise CatalogError(f"{where}: an {entry.write.value} table needs key=<column>")
-        if entry.write is Write.SESSIONS and not (entry.key and entry.event_time in names):
+        if spec.write is Write.MERGE_NEW and not spec.key:
+            raise CatalogError(f"{where}: an {spec.write.value} table needs key=<column>")
+        if spec.write is Write.SESSIONS and not (spec.key and spec.event_time in names):
             raise CatalogError(
-                f"{where}: a {entry.write.value} table needs key=<session id column> and event_time=<its start>"
+                f"{where}: a {spec.write.value} table needs key=<session id column> and event_time=<its start>"
             )
-        if entry.batch and not (layout or entry.write is Write.SESSIONS):
+        if spec.batch and not (layout or spec.write is Write.SESSIONS):
             kinds = ", ".join(w.value for w in (*HOUR_LAYOUTS, Write.SESSIONS))
             raise CatalogError(
                 f"{where}: only hour-addressed tables and sessions ({kinds}) have a batch form"
             )
-        _check_expectations(entry, where, layout)
+        _check_expectations(spec, where, layout)
     tasks_seen: dict[str, str] = {}
-    for entry in declared.values():
-        if entry.written_by is None and entry.operation is None:
-            if entry.task in tasks_seen:
+    for spec in declared.values():
+        if spec.written_by is None and spec.operation is None:
+            if spec.task in tasks_seen:
                 raise CatalogError(
-                    f"Module {entry.task} declares two tables with queries ({tasks_seen[entry.task]}, {entry.name})"
+                    f"Module {spec.task} declares two tables with queries ({tasks_seen[spec.task]}, {spec.name})"
                 )
-            tasks_seen[entry.task] = entry.name
+            tasks_seen[spec.task] = spec.name
 
 
-def _check_expectations(entry: Table, where: str, layout: dict | None) -> None:
-    rules = [e.rule for e in entry.expectations]
-    for rule in entry.expectations:
+def _check_expectations(spec: TableSpec, where: str, layout: dict | None) -> None:
+    rules = [e.rule for e in spec.expectations]
+    for rule in spec.expectations:
         rule.bound  # noqa: B018 - raises on a holds= that is not '<op> <number>'
         if rule.on_failure not in ("warn", "fail"):
             raise CatalogError(
@@ -533,7 +534,7 @@ def _check_expectations(entry: Table, where: str, layout: dict | None) -> None:
                 f"{where}: rule {rule.rule!r} is per hour, but only hour-addressed tables are written by the hour"
             )
         if rule.per == "batch" and (
-            "batch_id" not in entry.column_names or rule.on_failure != "warn"
+            "batch_id" not in spec.column_names or rule.on_failure != "warn"
         ):
             # A batch is checked once, when it is written; a failure a retry cannot see again cannot gate.
             raise CatalogError(
@@ -543,7 +544,7 @@ def _check_expectations(entry: Table, where: str, layout: dict | None) -> None:
             raise CatalogError(f"{where}: two rules are named {rule.rule!r}")
 
 
-def _topological(declared: dict[str, Table]) -> list[str]:
+def _topological(declared: dict[str, TableSpec]) -> list[str]:
     """Names ordered so every table comes after its upstream tables and its writer; fails on a cycle."""
     order: list[str] = []
     state: dict[str, str] = {}
@@ -556,8 +557,8 @@ def _topological(declared: dict[str, Table]) -> list[str]:
                 f"Tables depend on each other in a cycle: {' -> '.join((*path, name))}"
             )
         state[name] = "visiting"
-        entry = declared[name]
-        for before in (*entry.upstream, *([entry.written_by] if entry.written_by else [])):
+        spec = declared[name]
+        for before in (*spec.upstream, *([spec.written_by] if spec.written_by else [])):
             visit(before, (*path, name))
         state[name] = "done"
         order.append(name)
@@ -573,11 +574,11 @@ def _topological(declared: dict[str, Table]) -> list[str]:
 def describe() -> str:
     """The catalog as a table for people: one line per table."""
     lines = [f"{'table':<30} {'task':<24} {'write':<18} {'batch':<5} upstream"]
-    for entry in tables():
-        writer = entry.written_by or entry.operation
-        upstream = ", ".join(entry.upstream) or (f"written by {writer}" if writer else entry.source)
+    for spec in tables():
+        writer = spec.written_by or spec.operation
+        upstream = ", ".join(spec.upstream) or (f"written by {writer}" if writer else spec.source)
         lines.append(
-            f"{entry.name:<30} {entry.task:<24} {entry.write.value:<18} {'yes' if entry.batch else '':<5} {upstream}"
+            f"{spec.name:<30} {spec.task:<24} {spec.write.value:<18} {'yes' if spec.batch else '':<5} {upstream}"
         )
     return "\n".join(lines)
 
@@ -588,3 +589,7 @@ if __name__ == "__main__":
     )
 
     print(catalog.describe())
+
+
+# The declaration's former name, kept while modules move to ``TableSpec``.
+Table = TableSpec

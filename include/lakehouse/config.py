@@ -9,21 +9,54 @@ from __future__ import annotations
 import glob
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from lakehouse import catalog
+from lakehouse.catalog import TableSpec
+from lakehouse.errors import ConfigError
 
-class ConfigError(RuntimeError):
-    """A setting is missing or wrong; the message says what to fix."""
+__all__ = ["ConfigError", "EngineSettings", "Lakehouse", "Table", "engine_settings", "jar_paths"]
 
 
 @dataclass(frozen=True)
-class TablePaths:
-    """The storage of one Delta table and the checkpoints of the query that writes it."""
+class Table:
+    """A live table: its declaration (``spec``) and where it is stored in one lakehouse.
 
-    name: str
+    What the declaration says (``write``, ``upstream``, ``column_names``, ...) reads through:
+    ``table.write`` is ``table.spec.write``. ``lakehouse.table(name)`` or ``spec.at(lakehouse)``
+    make one; a scratch copy elsewhere is ``dataclasses.replace(table, path=..., checkpoint_root=...)``.
+    """
+
+    spec: TableSpec
     path: str
     checkpoint_root: str
+    # The lakehouse it belongs to: where its upstream and side tables are (None for a table built
+    # by hand in a test).
+    lakehouse: Lakehouse | None = field(default=None, compare=False, repr=False)
+
+    def __getattr__(self, attribute: str):
+        # Only for what the dataclass lacks; the guard keeps unpickling (before ``spec`` is set)
+        # from recursing.
+        if attribute == "spec" or attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return getattr(self.spec, attribute)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def upstream_tables(self) -> list[Table]:
+        """The live tables this table's transform reads, in argument order."""
+        return [self.lakehouse.table(name) for name in self.spec.upstream]
+
+    def side(self, role: str) -> Table:
+        """The live side table of ``role`` written by this table's query (e.g. its quarantine)."""
+        return catalog.side(self.spec, role).at(self.lakehouse)
+
+    def written_by_its_task(self) -> list[Table]:
+        """This table and its side tables: what its task's query writes."""
+        return [spec.at(self.lakehouse) for spec in catalog.written_by_task(self.spec)]
 
     def checkpoint(self, generation: int | None = None) -> str:
         """Checkpoint folder of a generation (default: the current one; a full refresh starts a new one)."""
@@ -81,16 +114,15 @@ class Lakehouse:
     def landing_campaigns(self) -> str:
         return self.landing("campaigns/campaigns.csv")
 
-    def table(self, name: str) -> TablePaths:
-        """Paths of a catalog table named ``layer.table``, e.g. ``silver.ad_events``."""
-        from lakehouse import catalog  # the catalog imports this module
-
-        catalog.get(name)  # an unknown name fails here, listing the known ones
+    def table(self, name: str) -> Table:
+        """The live catalog table named ``layer.table`` (e.g. ``silver.ad_events``) of this lakehouse."""
+        spec = catalog.get(name)  # an unknown name fails here, listing the known ones
         layer, table = name.split(".")
-        return TablePaths(
-            name=name,
+        return Table(
+            spec=spec,
             path=f"{self.root}/tables/{layer}/{table}",
             checkpoint_root=f"{self.root}/checkpoints/{layer}/{table}",
+            lakehouse=self,
         )
 
 

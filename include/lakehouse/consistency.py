@@ -14,12 +14,13 @@ legitimately differ).
 
 import argparse
 import sys
+from dataclasses import replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse import catalog
-from lakehouse.config import Lakehouse, TablePaths
+from lakehouse.config import Lakehouse, Table
 from lakehouse.hours import HourRange, parse_instant
 from lakehouse.runner import flow
 from lakehouse.runtime import log
@@ -58,9 +59,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     spark = build_spark_session("consistency_check")
 
-    def scratch(name: str) -> TablePaths:
+    def scratch(name: str) -> Table:
         layer, table = name.split(".")
-        return TablePaths(name, f"{scratch_root}/{layer}/{table}", f"{scratch_root}/_no_checkpoint")
+        return replace(
+            lakehouse.table(name),
+            path=f"{scratch_root}/{layer}/{table}",
+            checkpoint_root=f"{scratch_root}/_no_checkpoint",
+        )
 
     # Every table with a batch form, upstream first, each computed from the scratch copies of its
     # recomputed upstream tables (and the live ones it does not recompute, such as bronze).

@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse import catalog, delta_log
-from lakehouse.catalog import Expectation, ExpectationFailed, Table
+from lakehouse.catalog import Expectation, ExpectationFailed, TableSpec
 from lakehouse.config import Lakehouse
 from lakehouse.hours import HourRange
 from lakehouse.runtime import airflow_run, log
@@ -43,7 +43,7 @@ def touched_hours(summary: dict) -> HourRange:
     )
 
 
-def check(lakehouse: Lakehouse, table: Table, hours: HourRange, summary: dict) -> dict | None:
+def check(lakehouse: Lakehouse, table: TableSpec, hours: HourRange, summary: dict) -> dict | None:
     """Measure the rules of ``table`` and its side tables over ``hours`` and the run's batches; record and judge.
 
     ``summary`` is the run's (its micro-batches' notes, its mode). Returns the number of results
@@ -136,7 +136,7 @@ def describe(row: dict) -> str:
     return f"{row['table_name']} {where}: rule {row['rule']!r} ({row['measure']} {row['holds']}) measured {observed}"
 
 
-def still_failing(lakehouse: Lakehouse, entry: Table) -> list[datetime]:
+def still_failing(lakehouse: Lakehouse, entry: TableSpec) -> list[datetime]:
     """The hours of ``entry`` whose last check of one of its current ``fail`` rules failed.
 
     Read with delta-rs, not Spark: every run of a gated task asks, and most runs find nothing.
@@ -163,7 +163,7 @@ def still_failing(lakehouse: Lakehouse, entry: Table) -> list[datetime]:
 def _measure_hours(
     spark: SparkSession,
     lakehouse: Lakehouse,
-    entry: Table,
+    entry: TableSpec,
     rules: list[Expectation],
     hours: HourRange,
 ) -> list[dict]:
@@ -188,7 +188,7 @@ def _measure_hours(
 def _measure_batches(
     spark: SparkSession,
     lakehouse: Lakehouse,
-    entry: Table,
+    entry: TableSpec,
     rules: list[Expectation],
     notes: list[dict],
 ) -> list[dict]:
@@ -219,7 +219,7 @@ def _measure_batches(
     ]
 
 
-def _result(entry: Table, rule: Expectation, observed, hour_start=None, batch_id=None) -> dict:
+def _result(entry: TableSpec, rule: Expectation, observed, hour_start=None, batch_id=None) -> dict:
     return {
         "table_name": entry.name,
         "rule": rule.rule,

@@ -93,8 +93,13 @@ def _files_read(checkpoint: str) -> set[str] | None:
 
 def _landed(pattern_root: str, pattern: str) -> dict[str, Path]:
     """The non-hidden files ``pattern`` matches under ``pattern_root``, by URI (as the source logs them)."""
+    from lakehouse.landing import hidden, spark_uri
+
+    root = Path(pattern_root)
     return {
-        p.as_uri(): p for p in Path(pattern_root).glob(pattern) if not p.name.startswith((".", "_"))
+        spark_uri(p): p
+        for p in root.glob(pattern)
+        if p.is_file() and not hidden(p.relative_to(root))
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from lakehouse.config import ConfigError
+from lakehouse.errors import ConfigError
 
 HOUR = timedelta(hours=1)
 

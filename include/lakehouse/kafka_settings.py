@@ -13,7 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from lakehouse.config import ConfigError, TablePaths
+from lakehouse.config import Table
+from lakehouse.errors import ConfigError
 
 SOURCES = ("files", "kafka")
 DEFAULT_TOPIC = "ysb-ad-events"
@@ -69,7 +70,7 @@ def bootstrap_servers_from_connection(
     return host if ":" in host or not port else f"{host}:{port}"
 
 
-def kafka_checkpoint_root(table: TablePaths, topic: str) -> str:
+def kafka_checkpoint_root(table: Table, topic: str) -> str:
     """Where the Kafka query writing ``table`` from ``topic`` keeps its checkpoint generations.
 
     Beside the file source's (``<root>/gen=N``), never inside it, and one per topic: a checkpoint
@@ -78,7 +79,7 @@ def kafka_checkpoint_root(table: TablePaths, topic: str) -> str:
     return f"{table.checkpoint_root}/kafka/{validate_topic(topic)}"
 
 
-def kafka_checkpoint(table: TablePaths, topic: str, generation: int) -> str:
+def kafka_checkpoint(table: Table, topic: str, generation: int) -> str:
     """The Kafka query's checkpoint folder of one generation (a full refresh starts a new one)."""
     return f"{kafka_checkpoint_root(table, topic)}/gen={generation}"
 

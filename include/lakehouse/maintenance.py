@@ -27,7 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lakehouse import catalog, checkpoint_log, delta_log
-from lakehouse.config import ConfigError, Lakehouse
+from lakehouse.config import Lakehouse
+from lakehouse.errors import ConfigError
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's own default (delta.deletedFileRetentionDuration, 7 days)
 MARGIN_HOURS = 1  # a reader may be starting while VACUUM lists files

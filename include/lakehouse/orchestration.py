@@ -16,7 +16,8 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from lakehouse.config import ConfigError, Lakehouse, jar_paths
+from lakehouse.config import Lakehouse, jar_paths
+from lakehouse.errors import ConfigError
 from lakehouse.hours import HourRange, as_utc, parse_instant
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ from datetime import datetime
 from pyspark.sql import SparkSession
 
 from lakehouse import catalog, delta_log
-from lakehouse.config import Lakehouse, TablePaths
-from lakehouse.runtime import airflow_run
+from lakehouse.config import Lakehouse, Table
+from lakehouse.runtime.job_args import airflow_run
 from lakehouse.sinks import append_records, ensure_table, with_conflict_retries
 
 PROGRESS_TABLE = "ops.query_progress"
@@ -31,7 +31,7 @@ class ProgressLog:
     lakehouse: Lakehouse
 
     def record(
-        self, name: str, query_id: str, progress: list, target: TablePaths, app_id: str | None
+        self, name: str, query_id: str, progress: list, target: Table, app_id: str | None
     ) -> int:
         """Append one row per report in ``progress`` (batches that ran); the number of rows written.
 

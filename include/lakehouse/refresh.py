@@ -14,7 +14,8 @@ incremental run then re-reads its source from the beginning.
 import argparse
 
 from lakehouse import catalog, delta_log
-from lakehouse.config import ConfigError, Lakehouse
+from lakehouse.config import Lakehouse
+from lakehouse.errors import ConfigError
 from lakehouse.runtime import log
 from lakehouse.spark import build_spark_session
 

@@ -17,7 +17,7 @@ import importlib
 
 from lakehouse import catalog, expectations
 from lakehouse.catalog import Write
-from lakehouse.config import ConfigError
+from lakehouse.errors import ConfigError
 from lakehouse.runtime import log, parse_job_args
 from lakehouse.spark import release_engine_sessions
 
@@ -30,24 +30,26 @@ FLOWS = {
 }
 
 
-def flow(table: catalog.Table):
-    """The module that writes tables of ``table``'s write kind (its ``run`` and batch ``recompute``)."""
-    return importlib.import_module(FLOWS[table.write])
+def flow(spec: catalog.TableSpec):
+    """The module that writes tables of ``spec``'s write kind (its ``run`` and batch ``recompute``)."""
+    return importlib.import_module(FLOWS[spec.write])
 
 
 def run(task: str, argv: list[str]) -> dict:
     """Run task ``task`` (a table's module name, or the table's name) with job arguments ``argv``."""
-    table = catalog.task(task)
-    flow_module = flow(table)
-    description = f"{table.name}: {flow_module.__doc__.splitlines()[0]}"
+    spec = catalog.task(task)
+    flow_module = flow(spec)
+    description = f"{spec.name}: {flow_module.__doc__.splitlines()[0]}"
     try:
-        if table.write is Write.APPEND:
+        if spec.write is Write.APPEND:
             source, rest = flow_module.source_options().parse_known_args(argv)
-            return flow_module.run(table, parse_job_args(description, rest, batch=False), source)
-        args = parse_job_args(description, argv, batch=table.batch)
+            args = parse_job_args(description, rest, batch=False)
+            return flow_module.run(spec.at(args.lakehouse), args, source)
+        args = parse_job_args(description, argv, batch=spec.batch)
+        table = spec.at(args.lakehouse)
         summary = flow_module.run(table, args)
         hours = args.hours if args.mode == "batch" else expectations.touched_hours(summary)
-        if table.write in catalog.HOUR_LAYOUTS:  # the Airflow task's Asset events carry them
+        if spec.write in catalog.HOUR_LAYOUTS:  # the Airflow task's Asset events carry them
             summary = {**summary, "event_hours": hours.isoformats()}
         checked = expectations.check(args.lakehouse, table, hours, summary)
         return {**summary, "expectations": checked} if checked else summary

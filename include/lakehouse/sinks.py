@@ -24,8 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse import delta_log
-from lakehouse.catalog import Table
-from lakehouse.config import TablePaths
+from lakehouse.catalog import TableSpec
+from lakehouse.config import Table
 from lakehouse.hours import HourRange
 
 log = logging.getLogger(__name__)
@@ -37,12 +37,12 @@ _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 _REPARTITION_BEFORE_MERGE_WRITE = "spark.databricks.delta.merge.repartitionBeforeWrite.enabled"
 
 
-def txn_app_id(table: TablePaths, generation: int, writer: str) -> str:
+def txn_app_id(table: Table, generation: int, writer: str) -> str:
     """The Delta transaction app id of ``writer`` into ``table`` for a checkpoint generation."""
     return f"{writer}->{table.name}@gen{generation}"
 
 
-def committed_txns(spark: SparkSession, table: TablePaths) -> dict[str, int]:
+def committed_txns(spark: SparkSession, table: Table) -> dict[str, int]:
     """The Delta transaction versions ``table`` holds, per app id ({} when the table does not exist).
 
     Delta's own ``SetTransaction`` state (checkpoints of the log included), read from the log
@@ -58,7 +58,7 @@ def txn_tag(app_id: str, batch_id: int) -> str:
     return f"txn {app_id} {batch_id}"
 
 
-def merge_figures(table: TablePaths, app_id: str, batch_id: int) -> tuple[int, int] | None:
+def merge_figures(table: Table, app_id: str, batch_id: int) -> tuple[int, int] | None:
     """(source rows, rows inserted) of the MERGE committed under (``app_id``, ``batch_id``).
 
     Read from the commit's own record in the table's log (its ``operationMetrics``), found by its
@@ -72,13 +72,14 @@ def merge_figures(table: TablePaths, app_id: str, batch_id: int) -> tuple[int, i
     return int(metrics.get("numSourceRows", 0)), int(metrics.get("numTargetRowsInserted", 0))
 
 
-def ensure_table(spark: SparkSession, table: TablePaths, declared: Table) -> None:
+def ensure_table(spark: SparkSession, table: Table, declared: TableSpec | None = None) -> None:
     """Create the empty Delta table as the catalog declares it, unless it exists (readers need it from day one).
 
     Delta's SQL, not its Python API: the same statement works in a local session and over Spark Connect.
     """
     if delta_log.is_delta_table(table.path):
         return
+    declared = declared or table.spec
     columns = ", ".join(
         f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in declared.columns
     )
@@ -91,7 +92,7 @@ def ensure_table(spark: SparkSession, table: TablePaths, declared: Table) -> Non
 
 
 def append(
-    df: DataFrame, table: TablePaths, app_id: str, batch_id: int, partition_by: Sequence[str] = ()
+    df: DataFrame, table: Table, app_id: str, batch_id: int, partition_by: Sequence[str] = ()
 ) -> None:
     """Append ``df`` once per (app id, batch id); columns declared since the table was created are added.
 
@@ -105,7 +106,7 @@ def append(
     ).save(table.path)
 
 
-def append_records(rows: list[dict], table: TablePaths, declared: Table) -> None:
+def append_records(rows: list[dict], table: Table, declared: TableSpec | None = None) -> None:
     """Append ``rows`` (a dict per row, by column) from this process, by delta-rs, not by Spark.
 
     For the ops tables' records of what a run did (progress reports, check results): each is
@@ -124,7 +125,7 @@ def append_records(rows: list[dict], table: TablePaths, declared: Table) -> None
         {k: v.astimezone(UTC) if isinstance(v, datetime) else v for k, v in row.items()}
         for row in rows
     ]
-    schema = to_arrow_schema(declared.spark_schema(), timezone="UTC")
+    schema = to_arrow_schema((declared or table.spec).spark_schema(), timezone="UTC")
     write_deltalake(
         table.path, pa.Table.from_pylist(rows, schema=schema), mode="append", schema_mode="merge"
     )
@@ -157,7 +158,7 @@ def _dml_transaction(
 def merge_new_rows(
     spark: SparkSession,
     rows: DataFrame,
-    table: TablePaths,
+    table: Table,
     key: str,
     hours: HourRange,
     app_id: str,
@@ -187,8 +188,8 @@ def merge_new_rows(
 def upsert(
     spark: SparkSession,
     rows: DataFrame,
-    table: TablePaths,
-    declared: Table,
+    table: Table,
+    declared: TableSpec,
     app_id: str,
     batch_id: int,
 ) -> None:
@@ -208,7 +209,7 @@ def upsert(
         ).collect()
 
 
-def replace_where(df: DataFrame, table: TablePaths, declared: Table, predicate: str) -> None:
+def replace_where(df: DataFrame, table: Table, declared: TableSpec, predicate: str) -> None:
     """Replace the rows matching ``predicate`` with ``df`` (whose rows must all match it) in one commit."""
     df.write.format("delta").mode("overwrite").option("replaceWhere", predicate).partitionBy(
         *declared.partition_by
@@ -216,7 +217,7 @@ def replace_where(df: DataFrame, table: TablePaths, declared: Table, predicate: 
 
 
 def mark_resolved(
-    spark: SparkSession, admitted: DataFrame, quarantine: TablePaths, resolved_by: str
+    spark: SparkSession, admitted: DataFrame, quarantine: Table, resolved_by: str
 ) -> int:
     """Mark the quarantine's unresolved rows whose line is in ``admitted`` as resolved; the rows marked.
 
@@ -246,8 +247,8 @@ def mark_resolved(
 
 def replace_hours(
     df: DataFrame,
-    table: TablePaths,
-    declared: Table,
+    table: Table,
+    declared: TableSpec,
     hours: HourRange,
     app_id: str = "",
     batch_id: int | None = None,

@@ -21,7 +21,8 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
-from lakehouse.config import ConfigError, engine_settings, jar_paths, jars_dir
+from lakehouse.config import engine_settings, jar_paths, jars_dir
+from lakehouse.errors import ConfigError
 
 ENGINES = ("connect", "local")
 

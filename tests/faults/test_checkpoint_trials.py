@@ -203,10 +203,10 @@ def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse)
     # CONCURRENT_STREAM_LOG_UPDATE, translated. Silver's own micro-batch, then the other driver's commit.
     add_hour()
     assert run_task("bronze_ad_events")[0] == 0
-    table = catalog.get("silver.ad_events")
-    generation = lakehouse.table(table.name).current_generation()
-    silver = Path(lakehouse.table(table.name).checkpoint())
-    on_batch = MergeBatch(lakehouse, table, generation)
+    table = lakehouse.table("silver.ad_events")
+    generation = table.current_generation()
+    silver = Path(table.checkpoint())
+    on_batch = MergeBatch(table, generation)
 
     def batch_then_another_driver_commits(rows, batch_id: int) -> None:
         on_batch(rows, batch_id)

@@ -13,14 +13,14 @@ from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse.catalog import Table, Write
-from lakehouse.config import TablePaths
+from lakehouse.catalog import TableSpec, Write
+from lakehouse.config import Table
 from lakehouse.hours import HourRange
 from lakehouse.sinks import replace_hours, with_conflict_retries
 
 DAY = date(2026, 11, 20)
 # A gold table of the catalog's replace-hours kind (not registered: the test owns it).
-GOLD_TEST = Table(
+GOLD_TEST = TableSpec(
     name="gold.test",
     schema="event_date DATE, hour_start TIMESTAMP, campaign_id STRING, events BIGINT",
     write=Write.REPLACE_HOURS,
@@ -87,7 +87,5 @@ def test_a_commit_landing_during_a_replace_where_is_retried_and_nothing_is_lost(
     assertDataFrameEqual(spark.read.format("delta").load(gold), expected)
 
 
-def _paths(path: str) -> TablePaths:
-    return TablePaths(
-        name="gold.test", path=path, checkpoint_root=str(Path(path).parent / "checkpoints")
-    )
+def _paths(path: str) -> Table:
+    return Table(spec=GOLD_TEST, path=path, checkpoint_root=str(Path(path).parent / "checkpoints"))

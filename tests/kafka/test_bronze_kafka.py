@@ -26,7 +26,8 @@ from kafka_helpers import (
 )
 from pyspark.sql import functions as F
 
-from lakehouse.config import ConfigError, jar_paths
+from lakehouse.config import jar_paths
+from lakehouse.errors import ConfigError
 from lakehouse.kafka_settings import kafka_checkpoint
 from lakehouse.sources import KafkaUnavailableError
 from lakehouse_tools.generator import write_campaigns, write_hours

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lakehouse.config import ConfigError, Lakehouse
+from lakehouse.config import Lakehouse
+from lakehouse.errors import ConfigError
 from lakehouse.kafka_settings import (
     bootstrap_servers_arg,
     bootstrap_servers_from_connection,

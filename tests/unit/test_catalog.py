@@ -9,13 +9,13 @@ import sys
 import pytest
 
 from lakehouse import catalog
-from lakehouse.catalog import CatalogError, Column, Table, Write, expect
+from lakehouse.catalog import CatalogError, Column, TableSpec, Write, expect
 from lakehouse_tools import oracle
 
 GOLD_SCHEMA = "campaign_id STRING, hour_start TIMESTAMP, views BIGINT NOT NULL, event_date DATE"
 
 
-def gold(name: str = "gold.test", **changes) -> Table:
+def gold(name: str = "gold.test", **changes) -> TableSpec:
     fields = dict(
         name=name,
         schema=GOLD_SCHEMA,
@@ -25,10 +25,10 @@ def gold(name: str = "gold.test", **changes) -> Table:
         partition_by=("event_date",),
         batch=True,
     )
-    return Table(**{**fields, **changes})
+    return TableSpec(**{**fields, **changes})
 
 
-SILVER = Table(
+SILVER = TableSpec(
     name="silver.test",
     schema="event_id STRING, event_time TIMESTAMP, event_date DATE, event_hour INT",
     write=Write.MERGE_NEW,
@@ -40,7 +40,7 @@ SILVER = Table(
 )
 
 
-def check(*tables: Table) -> list[str]:
+def check(*tables: TableSpec) -> list[str]:
     declared = {table.name: table for table in tables}
     catalog._check(declared)
     return catalog._topological(declared)
@@ -100,7 +100,7 @@ def test_a_consistent_pair_passes():
             "have the column(s) ['hour_start']",
         ),
         ((gold(partition_by=("campaign_id",)), SILVER), "must be partitioned by ['event_date']"),
-        ((gold(), Table(**{**SILVER.__dict__, "key": None})), "needs key=<column>"),
+        ((gold(), TableSpec(**{**SILVER.__dict__, "key": None})), "needs key=<column>"),
         ((gold(partition_by=("event_date", "nope")), SILVER), "['nope'] are not in its schema"),
         ((gold(write=Write.APPEND, partition_by=()), SILVER), "only hour-addressed tables"),
         ((gold(name="platinum.test"), SILVER), "<layer>.<table>"),

@@ -46,7 +46,7 @@ def silver_tables_with_one_ad(spark, lakehouse) -> str:
 
 def test_a_merge_batch_inserts_quarantines_and_accounts_once_even_when_replayed(spark, lakehouse):
     ad = silver_tables_with_one_ad(spark, lakehouse)
-    on_batch = MergeBatch(lakehouse, SILVER, generation=0)
+    on_batch = MergeBatch(SILVER.at(lakehouse), generation=0)
     batch = bronze_rows(spark, event("e-1", ad), event("e-1", ad), event("e-2", ad), "not json")
 
     notes = [
@@ -133,7 +133,10 @@ def test_a_batch_that_fails_on_its_data_quarantines_the_failing_lines_and_keeps_
         ).otherwise(line)
         return SILVER.transform(lines.withColumn("raw_line", fragile_line), campaigns)
 
-    on_batch = MergeBatch(lakehouse, dataclasses.replace(SILVER, transform=fragile), generation=0)
+    fragile_silver = dataclasses.replace(
+        SILVER.at(lakehouse), spec=dataclasses.replace(SILVER, transform=fragile)
+    )
+    on_batch = MergeBatch(fragile_silver, generation=0)
     poison = [event(f"boom-{n}", ad) for n in range(3)]
     lines = [
         event("e-1", ad),

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lakehouse.config import ConfigError
+from lakehouse.errors import ConfigError
 from lakehouse.hours import HourRange, parse_instant
 from lakehouse.orchestration import end_arg, mode_arg, owned_hour, run_interval, start_arg
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lakehouse.config import ConfigError
+from lakehouse.errors import ConfigError
 from lakehouse.maintenance import NeededVersion, reader_position, safe_retention_hours
 
 TABLE_ID = "8e1e4d3a-0000-4000-8000-000000000001"

@@ -18,8 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse import catalog
-from lakehouse.catalog import Table
-from lakehouse.config import Lakehouse, TablePaths
+from lakehouse.catalog import TableSpec
+from lakehouse.config import Lakehouse, Table
 from lakehouse.faults import fault_point
 from lakehouse.flows.containment import PROCESSING_ERROR, contained, is_data_error
 from lakehouse.freshness import delta_source_caught_up, job_input_bytes
@@ -47,7 +47,7 @@ FAULT_POINTS = ("before_merge", "after_merge", "after_quarantine")
 RESOLUTION_COLUMNS = ("resolved_at", "resolved_by")
 
 
-def accepted(classified: DataFrame, table: Table) -> DataFrame:
+def accepted(classified: DataFrame, table: TableSpec) -> DataFrame:
     """The rows that passed every check, one per key, in the table's column order."""
     return one_row_per_key(
         classified.filter(F.col("reason").isNull()).select(*table.column_names), table.key
@@ -71,17 +71,17 @@ def one_row_per_key(rows: DataFrame, key: str) -> DataFrame:
     return once.unionByName(several)
 
 
-def rejected_columns(quarantine: Table) -> list[str]:
+def rejected_columns(quarantine: TableSpec) -> list[str]:
     """The quarantine's columns that classification fills (all but the resolution)."""
     return [name for name in quarantine.column_names if name not in RESOLUTION_COLUMNS]
 
 
-def batch_columns(table: Table, quarantine: Table) -> list[str]:
+def batch_columns(table: TableSpec, quarantine: TableSpec) -> list[str]:
     """What a micro-batch writes of a classified row: the table's columns, the quarantine's, the reason."""
     return list(dict.fromkeys([*table.column_names, *rejected_columns(quarantine), "reason"]))
 
 
-def cacheable(classified: DataFrame, table: Table, quarantine: Table) -> DataFrame:
+def cacheable(classified: DataFrame, table: TableSpec, quarantine: TableSpec) -> DataFrame:
     """The columns a batch writes; a valid row's quarantine-only columns (its raw line) nulled.
 
     What a micro-batch caches: the raw line is most of a row's bytes and only a rejected row keeps it.
@@ -97,7 +97,9 @@ def cacheable(classified: DataFrame, table: Table, quarantine: Table) -> DataFra
     )
 
 
-def failed_lines(lines: DataFrame, detail: str, table: Table, quarantine: Table) -> DataFrame:
+def failed_lines(
+    lines: DataFrame, detail: str, table: TableSpec, quarantine: TableSpec
+) -> DataFrame:
     """Upstream lines the transform cannot take, as batch rows of reason ``processing_error``.
 
     The quarantine's own columns come from the line (raw line, source, ingestion); the table's are null.
@@ -118,7 +120,7 @@ def failed_lines(lines: DataFrame, detail: str, table: Table, quarantine: Table)
     )
 
 
-def rejected(classified: DataFrame, quarantine: Table) -> DataFrame:
+def rejected(classified: DataFrame, quarantine: TableSpec) -> DataFrame:
     """The rows that failed a check, with their raw line and reason, in the quarantine's columns."""
     return classified.filter(F.col("reason").isNotNull()).select(*rejected_columns(quarantine))
 
@@ -156,24 +158,21 @@ class MergeBatch:
     uses the batch's), it returns the batch's metrics row as its note, None for a batch it skipped.
     """
 
-    def __init__(self, lakehouse: Lakehouse, table: Table, generation: int) -> None:
-        self.lakehouse, self.table, self.generation = lakehouse, table, generation
-        self.target = lakehouse.table(table.name)
-        self.quarantine = catalog.side(table, "quarantine")
-        self.metrics = catalog.side(table, "metrics")
+    def __init__(self, table: Table, generation: int) -> None:
+        self.table, self.generation = table, generation
+        self.quarantine = table.side("quarantine")
+        self.metrics = table.side("metrics")
         self.app_ids = {
-            name: txn_app_id(lakehouse.table(name), generation, "stream")
-            for name in (table.name, self.quarantine.name, self.metrics.name)
+            table.name: txn_app_id(table, generation, "stream"),
+            self.quarantine.name: txn_app_id(self.quarantine, generation, "stream"),
+            self.metrics.name: txn_app_id(self.metrics, generation, f"{table.layer}-stream"),
         }
-        self.app_ids[self.metrics.name] = txn_app_id(
-            lakehouse.table(self.metrics.name), generation, f"{table.layer}-stream"
-        )
 
     def static_inputs(self, spark: SparkSession) -> list[DataFrame]:
         """The upstream tables after the streamed one, read afresh for every micro-batch."""
         return [
-            spark.read.format("delta").load(self.lakehouse.table(name).path)
-            for name in self.table.upstream[1:]
+            spark.read.format("delta").load(upstream.path)
+            for upstream in self.table.upstream_tables()[1:]
         ]
 
     def classified(self, rows: DataFrame) -> tuple[DataFrame, list]:
@@ -232,7 +231,7 @@ class MergeBatch:
                     lambda: merge_new_rows(
                         spark,
                         accepted(classified, table),
-                        self.target,
+                        self.table,
                         table.key,
                         hours,
                         self.app_ids[table.name],
@@ -243,7 +242,7 @@ class MergeBatch:
             fault_point(f"{layer}.after_merge", batch_id)
             append(
                 rejected(classified, self.quarantine),
-                self.lakehouse.table(self.quarantine.name),
+                self.quarantine,
                 self.app_ids[self.quarantine.name],
                 batch_id,
                 self.quarantine.partition_by,
@@ -252,14 +251,11 @@ class MergeBatch:
         finally:
             classified.unpersist()
         # The MERGE's own record says how many rows it merged (the batch's unique valid rows) and inserted.
-        figures = (
-            merge_figures(self.target, self.app_ids[table.name], batch_id) if hours else (0, 0)
-        )
+        figures = merge_figures(self.table, self.app_ids[table.name], batch_id) if hours else (0, 0)
         unique, inserted = figures if figures is not None else (None, None)
-        if (
-            hours and not merged
-        ):  # Delta skipped the MERGE: this batch's data was committed before a crash
-            metrics_table = self.lakehouse.table(self.metrics.name)
+        # Delta skipped the MERGE: this batch's data was committed before a crash.
+        if hours and not merged:
+            metrics_table = self.metrics
             if (
                 committed_txns(spark, metrics_table).get(self.app_ids[self.metrics.name], -1)
                 >= batch_id
@@ -278,7 +274,7 @@ class MergeBatch:
         metrics = batch_metrics(self.generation, batch_id, by_reason, unique, inserted)
         append(
             spark.createDataFrame([metrics], self.metrics.spark_schema()),
-            self.lakehouse.table(self.metrics.name),
+            self.metrics,
             self.app_ids[self.metrics.name],
             batch_id,
         )
@@ -294,10 +290,10 @@ class MergeBatch:
 def recompute(
     spark: SparkSession,
     lakehouse: Lakehouse,
-    table: Table,
+    table: TableSpec,
     hours: HourRange,
-    target: TablePaths | None = None,
-    upstream: dict[str, TablePaths] | None = None,
+    target: Table | None = None,
+    upstream: dict[str, Table] | None = None,
 ) -> int:
     """The batch form: the table's hours recomputed from upstream and replaced; the quarantined lines it admitted.
 
@@ -347,15 +343,17 @@ def recompute(
 
 def run(table: Table, args: JobArgs) -> dict:
     spark = build_spark_session(table.task)
-    lakehouse = args.lakehouse
-    for name in table.upstream[1:]:
-        require_table(spark, lakehouse.table(name))
-    for declared in catalog.written_by_task(table):
-        ensure_table(spark, lakehouse.table(declared.name), declared)
-    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(lakehouse, table)))
+    streamed, *static = table.upstream_tables()
+    for upstream in static:
+        require_table(spark, upstream)
+    for written in table.written_by_its_task():
+        ensure_table(spark, written)
+    log.info(
+        "%s: %s", table.name, fit_code_generation(spark, job_input_bytes(table.lakehouse, table))
+    )
 
     if args.mode == "batch":
-        resolved = recompute(spark, lakehouse, table, args.hours)
+        resolved = recompute(spark, table.lakehouse, table, args.hours)
         log.info(
             "%s: recomputed %s from upstream; %d quarantined line(s) now accepted, marked resolved",
             table.name,
@@ -369,11 +367,9 @@ def run(table: Table, args: JobArgs) -> dict:
             "quarantine_resolved": resolved,
         }
 
-    target = lakehouse.table(table.name)
-    generation = args.generation_of(target)
-    on_batch = MergeBatch(lakehouse, table, generation)
-    checkpoint = target.checkpoint(generation)
-    streamed = lakehouse.table(table.upstream[0])
+    generation = args.generation_of(table)
+    on_batch = MergeBatch(table, generation)
+    checkpoint = table.checkpoint(generation)
     rows = delta_stream(spark, streamed)
     return run_available_now(
         lambda lease: rows.writeStream.foreachBatch(
@@ -382,8 +378,9 @@ def run(table: Table, args: JobArgs) -> dict:
         checkpoint,
         name=table.name,
         writes=[
-            Written(lakehouse.table(name), app_id) for name, app_id in on_batch.app_ids.items()
+            Written(written, on_batch.app_ids[written.name])
+            for written in (table, on_batch.quarantine, on_batch.metrics)
         ],
         caught_up=lambda: delta_source_caught_up(checkpoint, streamed.path),
-        progress_log=ProgressLog(spark, lakehouse),
+        progress_log=ProgressLog(spark, table.lakehouse),
     )

@@ -14,9 +14,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse import catalog
-from lakehouse.catalog import Table
-from lakehouse.config import Lakehouse, TablePaths
+from lakehouse.catalog import TableSpec
+from lakehouse.config import Lakehouse, Table
 from lakehouse.faults import fault_point
 from lakehouse.freshness import delta_source_caught_up, job_input_bytes
 from lakehouse.hours import HourRange
@@ -30,7 +29,7 @@ from lakehouse.spark import build_spark_session, fit_code_generation
 FAULT_POINTS = ("before_replace", "after_replace")
 
 
-def event_hours(rows: DataFrame, upstream: Table) -> DataFrame:
+def event_hours(rows: DataFrame, upstream: TableSpec) -> DataFrame:
     """The event hour of each of ``rows`` of ``upstream``: one column, ``hour``."""
     return rows.select(F.expr(upstream.hour_sql).alias("hour"))
 
@@ -43,10 +42,10 @@ def touched_hours(hours: DataFrame) -> HourRange:
 def recompute(
     spark: SparkSession,
     lakehouse: Lakehouse,
-    table: Table,
+    table: TableSpec,
     hours: HourRange,
-    target: TablePaths | None = None,
-    upstream: dict[str, TablePaths] | None = None,
+    target: Table | None = None,
+    upstream: dict[str, Table] | None = None,
     app_id: str = "",
     batch_id: int | None = None,
 ) -> dict:
@@ -57,7 +56,7 @@ def recompute(
     """
     if not hours:
         return {"version": None, "rows_written": 0, "rows_deleted": 0}
-    target = target or lakehouse.table(table.name)
+    target = target or table.at(lakehouse)
     where = {name: lakehouse.table(name) for name in table.upstream} | (upstream or {})
     inputs = [batch_input(spark, where[name], hours) for name in table.upstream]
     written = with_conflict_retries(
@@ -77,30 +76,31 @@ def recompute(
 
 def run(table: Table, args: JobArgs) -> dict:
     spark = build_spark_session(table.task)
-    lakehouse = args.lakehouse
-    target = lakehouse.table(table.name)
-    ensure_table(spark, target, table)
+    lakehouse = table.lakehouse
+    ensure_table(spark, table)
     log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(lakehouse, table)))
 
     if args.mode == "batch":
         written = recompute(spark, lakehouse, table, args.hours)
         return {"table": table.name, "mode": "batch", "hours": str(args.hours), **written}
 
-    generation = args.generation_of(target)
-    app_id = txn_app_id(target, generation, "stream")
-    streamed = catalog.get(table.upstream[0])
+    generation = args.generation_of(table)
+    app_id = txn_app_id(table, generation, "stream")
+    streamed = table.upstream_tables()[0]
 
-    def on_batch(
-        new_rows: DataFrame, batch_id: int
-    ) -> dict:  # new_rows: event_hours of upstream's new rows
-        # Runs where foreachBatch runs (the engine's Python worker): the batch's session, not the job's.
+    # new_rows: the event hour of each new upstream row. Runs where foreachBatch runs (the engine's
+    # Python worker): the batch's session, not the job's.
+    def on_batch(new_rows: DataFrame, batch_id: int) -> dict:
         hours = touched_hours(new_rows)
         fault_point(f"{table.layer}.before_replace", batch_id)
         written = recompute(
             new_rows.sparkSession, lakehouse, table, hours, app_id=app_id, batch_id=batch_id
         )
         fault_point(f"{table.layer}.after_replace", batch_id)
-        summary = f"recomputed {hours}: {written['rows_written']} row(s) written, {written['rows_deleted']} replaced, version {written['version']}"
+        summary = (
+            f"recomputed {hours}: {written['rows_written']} row(s) written, "
+            f"{written['rows_deleted']} replaced, version {written['version']}"
+        )
         return {
             "batch_id": batch_id,
             "hours": str(hours),
@@ -109,18 +109,17 @@ def run(table: Table, args: JobArgs) -> dict:
             "summary": summary,
         }
 
-    checkpoint = target.checkpoint(generation)
-    upstream = lakehouse.table(streamed.name)
+    checkpoint = table.checkpoint(generation)
     # The stream carries only each new row's event hour: foreachBatch hands a batch over as an RDD,
     # past column pruning, so without this every batch was read whole (4-5 CPU-s per task at 5M events).
-    rows = event_hours(delta_stream(spark, upstream), streamed)
+    rows = event_hours(delta_stream(spark, streamed), streamed)
     return run_available_now(
         lambda lease: rows.writeStream.foreachBatch(
             guarded_batches(on_batch, checkpoint, lease, table.name)
         ),
         checkpoint,
         name=table.name,
-        writes=[Written(target, app_id)],
-        caught_up=lambda: delta_source_caught_up(checkpoint, upstream.path),
+        writes=[Written(table, app_id)],
+        caught_up=lambda: delta_source_caught_up(checkpoint, streamed.path),
         progress_log=ProgressLog(spark, lakehouse),
     )

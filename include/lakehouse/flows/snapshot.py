@@ -11,8 +11,8 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
-from lakehouse.catalog import Table
-from lakehouse.config import ConfigError
+from lakehouse.catalog import TableSpec
+from lakehouse.errors import ConfigError
 from lakehouse.freshness import file_fingerprint, snapshot_unchanged
 from lakehouse.runtime import JobArgs, log
 from lakehouse.spark import build_spark_session
@@ -58,7 +58,7 @@ def check_csv_shape(source: str | Path, columns: Sequence[str]) -> int:
     return data_rows
 
 
-def run(table: Table, args: JobArgs) -> dict:
+def run(table: TableSpec, args: JobArgs) -> dict:
     source = args.lakehouse.landing(table.source)
     if not Path(source).is_file():
         raise ConfigError(

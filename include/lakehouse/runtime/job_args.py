@@ -1,0 +1,90 @@
+"""A job's command line: its arguments (``--lakehouse-root``, ``--mode``, hours), logging, and the Airflow run it serves."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakehouse.config import Lakehouse, Table
+from lakehouse.hours import HourRange, parse_instant
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger("lakehouse")
+
+
+@dataclass(frozen=True)
+class JobArgs:
+    """The run parameters every job accepts (Airflow passes them as ``application_args``)."""
+
+    lakehouse: Lakehouse
+    mode: str  # "incremental" (a streaming availableNow run) or "batch" (recompute an interval)
+    hours: HourRange | None  # the interval of a batch run
+    generation: int | None  # checkpoint generation; None: the target table's current one
+    max_files_per_trigger: int
+
+    def generation_of(self, table: Table) -> int:
+        return self.generation if self.generation is not None else table.current_generation()
+
+
+def parse_job_args(description: str, argv: list[str] | None = None, batch: bool = True) -> JobArgs:
+    """Parse a job's command line; a bad combination fails with a message that says what to fix."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
+    parser.add_argument(
+        "--mode",
+        choices=("incremental", "batch") if batch else ("incremental",),
+        default="incremental",
+    )
+    parser.add_argument(
+        "--start", help="batch mode: first event hour, ISO-8601 (e.g. 2026-11-20T13:00Z)"
+    )
+    parser.add_argument("--end", help="batch mode: end of the interval, exclusive")
+    parser.add_argument(
+        "--generation",
+        type=int,
+        help="checkpoint generation (default: the table's current one; a full refresh moves it)",
+    )
+    parser.add_argument("--max-files-per-trigger", type=int, default=1000)
+    args = parser.parse_args(argv)
+
+    # Airflow renders the interval args of an incremental run as empty strings.
+    args.start, args.end = args.start or None, args.end or None
+    hours = None
+    if args.mode == "batch":
+        if not (args.start and args.end):
+            parser.error(
+                "--mode batch needs --start and --end (an event-time interval [start, end))"
+            )
+        hours = HourRange.between(parse_instant(args.start), parse_instant(args.end))
+    elif args.start or args.end:
+        parser.error("--start/--end only apply to --mode batch")
+    return JobArgs(
+        lakehouse=Lakehouse.from_env(args.lakehouse_root),
+        mode=args.mode,
+        hours=hours,
+        generation=args.generation,
+        max_files_per_trigger=args.max_files_per_trigger,
+    )
+
+
+def configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def airflow_run() -> tuple[str | None, int | None]:
+    """The Airflow dag run id and try number of the task running this job (None outside Airflow)."""
+    try:
+        airflow_try = int(os.environ["AIRFLOW_CTX_TRY_NUMBER"])
+    except (KeyError, ValueError):
+        airflow_try = None
+    return os.environ.get("AIRFLOW_CTX_DAG_RUN_ID"), airflow_try
