@@ -10,12 +10,23 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse import catalog, delta_log
-from lakehouse.config import ConfigError, TablePaths
+from lakehouse.config import ConfigError, Table
 from lakehouse.hours import HourRange
 from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S
+from lakehouse.landing import EVENTS_SUFFIX
 
-# The landing zone's layout: <date>/<hour>/<part>.jsonl.
+# The producer's layout under the landing folder, <date>/<hour>/<part>.jsonl: where lakehouse status
+# finds a file's producer hour. The source reads every visible *.jsonl at any depth (lakehouse.landing).
 LANDING_FILES = "*/*/*.jsonl"
+# Read without Hadoop's glob or checksummed local file system: both build a file's path from its
+# bare name, which fails on a colon ("Relative path in absolute URI") and made Spark's glob re-match
+# names with [x], {x}, ? or * against other files. Options reach only this source's Hadoop conf.
+_ANY_NAME_OPTIONS = {
+    "recursiveFileLookup": "true",
+    "pathGlobFilter": f"*{EVENTS_SUFFIX}",
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
 
 
 def landing_lines_stream(
@@ -23,10 +34,12 @@ def landing_lines_stream(
 ) -> DataFrame:
     """New landing files as text lines (``value``, ``source_file``, ``ingested_at``).
 
-    The file source remembers every file it has read in its checkpoint, so a rerun reads only
-    files that appeared since. Hidden (``.``-prefixed) temporary files are ignored until renamed.
-    A file is read whatever its modification time: one copied in late with an old mtime (a
-    re-delivered hour, a restored backup) is new data, not something to skip.
+    Every visible ``*.jsonl`` file under ``landing_dir``, at any depth, whatever its name (colons,
+    spaces, glob characters, Unicode: :mod:`lakehouse.landing`). The file source remembers every
+    file it has read in its checkpoint, so a rerun reads only files that appeared since. Hidden
+    (``.``- or ``_``-prefixed) files and folders are ignored until renamed. A file is read whatever
+    its modification time: one copied in late with an old mtime (a re-delivered hour, a restored
+    backup) is new data, not something to skip.
     """
     if not Path(landing_dir).is_dir():
         raise ConfigError(
@@ -41,7 +54,8 @@ def landing_lines_stream(
         # has read in memory, as its checkpoint log already does. (latestFirst stays false: with
         # it, maxFilesPerTrigger would also disable the age limit, but read newest files first.)
         .option("maxFileAge", "100000d")
-        .load(f"{landing_dir}/{LANDING_FILES}")
+        .options(**_ANY_NAME_OPTIONS)
+        .load(landing_dir)
     )
     return lines.select(
         "value",
@@ -164,7 +178,7 @@ def kafka_unavailable(error: BaseException) -> bool:
     return any(marker in _error_text(error) for marker in _KAFKA_UNAVAILABLE)
 
 
-def require_table(spark: SparkSession, table: TablePaths) -> None:
+def require_table(spark: SparkSession, table: Table) -> None:
     """Fail fast, naming the job to run, when an upstream Delta table does not exist yet."""
     if not delta_log.is_delta_table(table.path):
         raise ConfigError(
@@ -173,7 +187,7 @@ def require_table(spark: SparkSession, table: TablePaths) -> None:
         )
 
 
-def delta_stream(spark: SparkSession, table: TablePaths) -> DataFrame:
+def delta_stream(spark: SparkSession, table: Table) -> DataFrame:
     """New rows appended to a Delta table since the last run.
 
     Commits that rewrite data (a backfill's ``replaceWhere``) are skipped: the backfill itself
@@ -184,14 +198,14 @@ def delta_stream(spark: SparkSession, table: TablePaths) -> DataFrame:
 
 
 def delta_hours(
-    spark: SparkSession, table: TablePaths, hours: HourRange, predicate: str | None = None
+    spark: SparkSession, table: Table, hours: HourRange, predicate: str | None = None
 ) -> DataFrame:
     """A partitioned table's rows for ``hours`` (default: by event_date/event_hour), read in batch and pruned."""
     require_table(spark, table)
     return spark.read.format("delta").load(table.path).filter(predicate or hours.silver_predicate())
 
 
-def bronze_lines_for(spark: SparkSession, bronze: TablePaths, hours: HourRange) -> DataFrame:
+def bronze_lines_for(spark: SparkSession, bronze: Table, hours: HourRange) -> DataFrame:
     """The bronze lines that can hold events of ``hours``, read in batch.
 
     Bronze is partitioned by ingestion date, and an event is never ingested before its event time
@@ -207,7 +221,7 @@ def bronze_lines_for(spark: SparkSession, bronze: TablePaths, hours: HourRange) 
     )
 
 
-def batch_input(spark: SparkSession, upstream: TablePaths, hours: HourRange) -> DataFrame:
+def batch_input(spark: SparkSession, upstream: Table, hours: HourRange) -> DataFrame:
     """An upstream table's rows that can hold events of ``hours``, read in batch and pruned.
 
     Hour-partitioned tables are read for those hours, bronze (partitioned by ingestion date) from

@@ -28,7 +28,7 @@ import argparse
 
 from pyspark.errors import StreamingQueryException
 
-from lakehouse.catalog import Table
+from lakehouse.catalog import TableSpec
 from lakehouse.config import ConfigError
 from lakehouse.freshness import file_source_caught_up, file_source_new_bytes
 from lakehouse.kafka_settings import (
@@ -39,10 +39,10 @@ from lakehouse.kafka_settings import (
     resolve_bootstrap_servers,
     validate_topic,
 )
+from lakehouse.landing import EVENTS_SUFFIX, changed_files, ignored_files
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, log, run_available_now
 from lakehouse.sources import (
-    LANDING_FILES,
     KafkaUnavailableError,
     kafka_lines_stream,
     kafka_source_changed,
@@ -54,6 +54,8 @@ from lakehouse.spark import build_spark_session, fit_code_generation
 
 # None: the Delta sink commits by itself (the fault harness kills bronze at random moments only).
 FAULT_POINTS = ()
+# The files the source reads under the landing folder, for the checks made from files (any depth).
+READ_FILES = f"**/*{EVENTS_SUFFIX}"
 
 
 def source_options() -> argparse.ArgumentParser:
@@ -68,7 +70,7 @@ def source_options() -> argparse.ArgumentParser:
     return parser
 
 
-def run(table: Table, args: JobArgs, source: argparse.Namespace) -> dict:
+def run(table: TableSpec, args: JobArgs, source: argparse.Namespace) -> dict:
     target = args.lakehouse.table(table.name)
     generation = args.generation_of(target)
     if source.source == "kafka":
@@ -101,12 +103,12 @@ def run(table: Table, args: JobArgs, source: argparse.Namespace) -> dict:
     landed = (
         None
         if source.source == "kafka"
-        else file_source_new_bytes(checkpoint, args.lakehouse.landing(table.source), LANDING_FILES)
+        else file_source_new_bytes(checkpoint, args.lakehouse.landing(table.source), READ_FILES)
     )
     log.info("%s: %s", table.name, fit_code_generation(spark, landed))
     try:
         # The Delta sink's transaction app id is the query id: the check compares the checkpoint's.
-        return run_available_now(
+        summary = run_available_now(
             writer.option("path", target.path),
             checkpoint,
             name=table.name,
@@ -116,29 +118,69 @@ def run(table: Table, args: JobArgs, source: argparse.Namespace) -> dict:
             if source.source == "kafka"
             else (
                 lambda: file_source_caught_up(
-                    checkpoint, args.lakehouse.landing(table.source), LANDING_FILES
+                    checkpoint, args.lakehouse.landing(table.source), READ_FILES
                 )
             ),
         )
     except StreamingQueryException as error:
         if source.source != "kafka":
             raise
-        reason = kafka_source_changed(error)
-        if reason:
-            raise ConfigError(
-                f"{table.name}: topic {topic!r} on {servers} no longer matches checkpoint {checkpoint} "
-                f"({reason}). Records it had not read yet are gone: aged out of retention or deleted, or the "
-                "topic was deleted, recreated or lost partitions. Nothing was skipped (failOnDataLoss=true): "
-                f"restore the data, or accept the loss and do a full refresh of {table.layer} (spark-submit "
-                f"jobs/full_refresh.py --layer {table.layer}, or the DAG's full_refresh={table.layer}): it empties "
-                f"{table.layer} and the layers after it and moves to checkpoint generation "
-                f"{target.current_generation() + 1}, whose first run re-reads the landing files and the topic "
-                "from its earliest retained offset."
-            ) from error
-        if kafka_unavailable(error):
-            raise KafkaUnavailableError(
-                f"{table.name}: Kafka brokers {servers} stopped answering during the run "
-                f"({error.getMessage()[:300]}). What was committed stays committed; the task fails now and will "
-                f"retry from checkpoint {checkpoint}."
-            ) from error
+        _explain_kafka_failure(error, table, target, servers, topic, checkpoint)
         raise
+    if source.source != "kafka":
+        summary.update(landing_problems(checkpoint, args.lakehouse.landing(table.source)))
+    return summary
+
+
+def landing_problems(checkpoint: str, landing_dir: str) -> dict:
+    """What the landing zone holds that this run did not read as events, logged and for the summary.
+
+    ``ignored_files``: names or payloads the source does not read (or reads with a caveat);
+    ``changed_files``: files appended to or rewritten after bronze read them, never read again.
+    Each names the file, the reason and what to do (:mod:`lakehouse.landing`). Nothing here stops
+    the run: the other files are read as usual.
+    """
+    found = {
+        "ignored_files": [problem.as_dict() for problem in ignored_files(landing_dir)],
+        "changed_files": [problem.as_dict() for problem in changed_files(checkpoint, landing_dir)],
+    }
+    for problems in found.values():
+        for problem in problems:
+            log.warning(
+                "landing file %s %s (%s): %s. What to do: %s",
+                problem["file"],
+                "read with a caveat" if problem["read"] else "NOT read",
+                problem["reason"],
+                problem["detail"],
+                problem["what_to_do"],
+            )
+    return found
+
+
+def _explain_kafka_failure(
+    error: StreamingQueryException,
+    table: TableSpec,
+    target,
+    servers: str,
+    topic: str,
+    checkpoint: str,
+) -> None:
+    """Raise what a Kafka query's failure means for the operator, when it is a known one."""
+    reason = kafka_source_changed(error)
+    if reason:
+        raise ConfigError(
+            f"{table.name}: topic {topic!r} on {servers} no longer matches checkpoint {checkpoint} "
+            f"({reason}). Records it had not read yet are gone: aged out of retention or deleted, or the "
+            "topic was deleted, recreated or lost partitions. Nothing was skipped (failOnDataLoss=true): "
+            f"restore the data, or accept the loss and do a full refresh of {table.layer} (spark-submit "
+            f"jobs/full_refresh.py --layer {table.layer}, or the DAG's full_refresh={table.layer}): it empties "
+            f"{table.layer} and the layers after it and moves to checkpoint generation "
+            f"{target.current_generation() + 1}, whose first run re-reads the landing files and the topic "
+            "from its earliest retained offset."
+        ) from error
+    if kafka_unavailable(error):
+        raise KafkaUnavailableError(
+            f"{table.name}: Kafka brokers {servers} stopped answering during the run "
+            f"({error.getMessage()[:300]}). What was committed stays committed; the task fails now and will "
+            f"retry from checkpoint {checkpoint}."
+        ) from error
