@@ -1,4 +1,4 @@
-"""The contenders of bench/engine_compare.py (issue 13): the same outputs from the same landing lines, four ways.
+"""The contenders of bench/engine_compare.py: the same tables from the same landing lines, four ways.
 
 * ``project``: the project's own pipeline, task by task in DAG order (:mod:`bench.compare.project`);
 * ``project_batch``: the same tasks, silver and gold in their batch form over the data's event hours
@@ -9,9 +9,11 @@
 
 Each runs in a fresh process of its own (``python -m bench.compare.job CONTENDER SPEC.json``), so
 its CPU figure is its whole process tree's, start-up included. A spec (:func:`spec_for`) says where
-the landing lines and the campaigns file are and where each output table goes (the lakehouse's
-layout, partitioned as the catalog declares); the minimal jobs take the paths from it and nothing
-else from the project. :mod:`bench.compare.check` then compares their tables with the project's.
+the landing lines and the campaigns file are and where every table the catalog declares goes (the
+lakehouse's layout, partitioned as the catalog declares); the minimal jobs take the paths from it
+and nothing else from the project, and write the tables of :data:`MINIMAL_TABLES` (the ops
+records are the project's alone: reported as not implemented). :mod:`bench.compare.check` then
+compares every table with the project's, and the project's with the oracle's.
 """
 
 from __future__ import annotations
@@ -48,49 +50,65 @@ FIELDS = (
 )
 WINDOW_SECONDS = 10
 
-# The output tables by role: the minimal jobs write exactly these (the names are the catalog's).
+# The tables the minimal jobs write, by the catalog's names (each job is hand-written for them).
+CAMPAIGNS = "dims.campaigns"
+BRONZE = "bronze.ad_events"
 SILVER = "silver.ad_events"
 QUARANTINE = "silver.quarantine_ad_events"
 CAMPAIGN_WINDOWS = "gold.campaign_windows"
 CAMPAIGN_HOURLY = "gold.campaign_hourly"
 AD_TYPE_HOURLY = "gold.ad_type_hourly"
+USER_SESSIONS = "gold.user_sessions"
+OPEN_SESSIONS = "gold.open_sessions"
+MINIMAL_TABLES = (
+    CAMPAIGNS,
+    BRONZE,
+    SILVER,
+    QUARANTINE,
+    AD_TYPE_HOURLY,
+    CAMPAIGN_HOURLY,
+    CAMPAIGN_WINDOWS,
+    USER_SESSIONS,
+    OPEN_SESSIONS,
+)
+# The session semantics of gold.user_sessions (lakehouse/tables/gold_user_sessions.py), restated:
+# a gap of 30 minutes or more between a user's events starts a new session; a session is closed
+# once its last event plus the gap is at or behind the watermark, the newest event minus 10 minutes.
+SESSION_GAP_MS = 30 * 60 * 1000
+WATERMARK_DELAY_MS = 10 * 60 * 1000
 
 
-def output_tables() -> list[str]:
-    """The tables every contender must produce: the catalog's silver and gold tables of the YSB workload.
+def declared_tables() -> list[str]:
+    """Every table the catalog declares, upstream first: what the comparison counts.
 
-    Derived from the catalog, so a table added there fails the check until the minimal jobs write it too.
-    The sessions (a stateful query and its side tables) are another workload, measured by the
-    hourly-runs benchmark, not by this per-event comparison.
+    A contender that does not write one is reported as not implementing it (:data:`IMPLEMENTS`),
+    so a table added to the catalog shows up here with no change to the benchmark.
     """
     from lakehouse import catalog
-    from lakehouse.catalog import Write
 
-    def sessions(entry) -> bool:
-        return Write.SESSIONS in (
-            entry.write,
-            entry.written_by and catalog.get(entry.written_by).write,
-        )
+    return [spec.name for spec in catalog.tables()]
 
-    return [
-        entry.name
-        for entry in catalog.tables()
-        if entry.layer in ("silver", "gold") and not sessions(entry)
-    ]
+
+def implemented(contender: str) -> tuple[str, ...] | None:
+    """The tables ``contender`` writes; None for the project's own runs (every table its tasks write)."""
+    if contender in ("project", BATCH, BASELINE):
+        return None
+    return MINIMAL_TABLES
 
 
 def spec_for(root: str, contender: str, result: str) -> dict:
-    """What a contender's process gets: its inputs under ``root``'s landing zone, its tables' paths and partitioning."""
+    """What a contender's process gets: its inputs under ``root``'s landing zone, every table's path and partitioning."""
     from lakehouse import catalog
     from lakehouse.config import Lakehouse
 
     lakehouse = Lakehouse(root)
+    names = declared_tables()
     return {
         "contender": contender,
         "root": root,
         "lines": f"{lakehouse.landing_events}/*/*/*.jsonl",
         "campaigns": lakehouse.landing_campaigns,
-        "tables": {name: lakehouse.table(name).path for name in output_tables()},
-        "partition_by": {name: list(catalog.get(name).partition_by) for name in output_tables()},
+        "tables": {name: lakehouse.table(name).path for name in names},
+        "partition_by": {name: list(catalog.get(name).partition_by) for name in names},
         "result": result,
     }

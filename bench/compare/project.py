@@ -1,9 +1,10 @@
 """Contender ``project``: the project's pipeline, in DAG order, on a driver in this process.
 
-The tasks that compute the compared tables (:func:`bench.compare.output_tables`) and every task
-upstream of them (the dimension, bronze); not the sessions, another workload. Contender
-``project_batch`` (the spec has ``batch_hours``) runs silver and gold in their batch form over those
-event hours, as a backfill does; the dimension and bronze have none and run as above.
+Every task of the DAG (:func:`lakehouse.catalog.tasks`, in DAG order: the dimension, bronze,
+silver, every gold table, the sessions), so every table the catalog declares that a run writes is
+written. Contender ``project_batch`` (the spec has ``batch_hours``) runs silver, gold and the
+sessions in their batch form over those event hours, as a backfill does; the dimension and bronze
+have none and run as above.
 
 Each task runs through :func:`bench.ysb.worker.run_tasks` (``lakehouse.runner.run(task,
 ["--lakehouse-root", root])`` with ``LAKEHOUSE_ENGINE=local``), one incremental availableNow run per
@@ -24,7 +25,6 @@ from bench.compare.processes import self_cpu, tree_cpu
 
 
 def run(spec: dict) -> dict:
-    from bench.compare import output_tables
     from bench.ysb.measuring import jvm_pid
     from bench.ysb.worker import BENCH_SPARK_CONF, run_tasks
     from lakehouse import catalog
@@ -52,7 +52,7 @@ def run(spec: dict) -> dict:
         else ()
     )
     tasks = {}
-    for task in compared_tasks(output_tables()):
+    for task in pipeline_tasks():
         before = cpu()
         seconds = run_tasks(lakehouse, (task,), batch)[
             "seconds"
@@ -69,14 +69,8 @@ def run(spec: dict) -> dict:
     return {"setup": setup, "tasks": tasks, "stop": stop, "jvm_found": pid is not None}
 
 
-def compared_tasks(tables: list[str]) -> list[str]:
-    """The DAG's tasks that compute ``tables`` or anything they are computed from, in DAG order."""
+def pipeline_tasks() -> list[str]:
+    """The DAG's tasks, in DAG order: together they write every table but those of operations."""
     from lakehouse import catalog
 
-    needed, pending = set(), [catalog.task(catalog.get(name).written_by or name) for name in tables]
-    while pending:
-        entry = pending.pop()
-        if entry.task not in needed:
-            needed.add(entry.task)
-            pending += catalog.upstream_tasks(entry)
-    return [entry.task for entry in catalog.tasks() if entry.task in needed]
+    return [spec.task for spec in catalog.tasks()]
