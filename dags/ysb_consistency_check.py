@@ -11,8 +11,8 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param
 
-from lakehouse.operators import SparkJobOperator
-from lakehouse.orchestration import MACROS
+from lakehouse_airflow.macros import MACROS
+from lakehouse_airflow.operators import SparkJobOperator
 
 with DAG(
     dag_id="ysb_consistency_check",

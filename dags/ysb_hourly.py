@@ -34,9 +34,9 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, Param, TriggerRule, task
 
 from lakehouse import catalog
-from lakehouse.kafka_settings import DEFAULT_TOPIC, KAFKA_MACROS, SOURCES
-from lakehouse.operators import SparkJobOperator
-from lakehouse.orchestration import MACROS
+from lakehouse.kafka_settings import DEFAULT_TOPIC, SOURCES
+from lakehouse_airflow.macros import MACROS
+from lakehouse_airflow.operators import SparkJobOperator
 
 # A whole hour in ISO-8601 (UTC unless an offset is given): checked when a run is triggered.
 WHOLE_HOUR = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:00(:00)?(Z|[+-][0-9]{2}:?[0-9]{2})?$"
@@ -92,7 +92,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     default_args={"retries": 2, "retry_delay": pendulum.duration(minutes=1)},
-    user_defined_macros={**MACROS, **KAFKA_MACROS},
+    user_defined_macros=MACROS,
     doc_md=__doc__,
     tags=["ysb", "lakehouse"],
     params={
@@ -138,9 +138,9 @@ with DAG(
         """
         from airflow.sdk.exceptions import AirflowFailException
 
-        from lakehouse.kafka_settings import source_problems
-        from lakehouse.operators import spark_problems
-        from lakehouse.orchestration import preflight as check
+        from lakehouse_airflow.operators import spark_problems
+        from lakehouse_airflow.preflight import preflight as check
+        from lakehouse_airflow.preflight import source_problems
 
         problems = (
             spark_problems()
@@ -153,7 +153,7 @@ with DAG(
     @task.branch
     def choose_path(params=None, dag_run=None, logical_date=None) -> str:
         """Batch runs go straight to silver; incremental runs start at the dimension (or a refresh)."""
-        from lakehouse.orchestration import mode_arg
+        from lakehouse_airflow.macros import mode_arg
 
         if mode_arg(dag_run, params, logical_date) == "batch":
             return "batch_recompute"

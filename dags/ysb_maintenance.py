@@ -20,8 +20,8 @@ from airflow.sdk import DAG, Param
 
 from lakehouse import catalog
 from lakehouse.maintenance import DEFAULT_RETAIN_HOURS
-from lakehouse.operators import SparkJobOperator
-from lakehouse.orchestration import MACROS
+from lakehouse_airflow.macros import MACROS
+from lakehouse_airflow.operators import SparkJobOperator
 
 with DAG(
     dag_id="ysb_maintenance",

@@ -1,7 +1,7 @@
-"""Kafka settings of the lakehouse: defaults, the environment, and the Airflow wiring of bronze's source.
+"""Kafka settings of the lakehouse: defaults, validators and where the brokers are.
 
 Pure helpers (no pyspark, no Kafka client): the generator and the bronze job use the defaults and
-validators, the DAG uses the macros at task-render time. Where the broker is, in order: the job's
+validators (the DAG's macros are in ``lakehouse_airflow.macros``). Where the broker is, in order: the job's
 ``--kafka-bootstrap-servers``, the Airflow connection ``kafka_lakehouse`` (which the DAG renders
 into that argument), then ``$KAFKA_BOOTSTRAP_SERVERS`` (exported by include/make/kafka.mk).
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from lakehouse.config import Table
 from lakehouse.errors import ConfigError
@@ -50,26 +49,6 @@ def resolve_bootstrap_servers(given: str | None, env: Mapping[str, str] = os.env
     return servers
 
 
-def bootstrap_servers_from_connection(
-    host: str | None, port: int | None, extra: Mapping[str, Any] | None
-) -> str:
-    """Bootstrap servers from an Airflow connection's fields.
-
-    ``extra["bootstrap.servers"]`` (the Kafka provider's convention, for several brokers) wins;
-    otherwise ``host:port``, or ``host`` alone when it already lists ``host:port`` pairs.
-    """
-    listed = str((extra or {}).get("bootstrap.servers") or "").strip()
-    if listed:
-        return listed
-    host = (host or "").strip()
-    if not host:
-        raise ConfigError(
-            f"Airflow connection {KAFKA_CONN_ID!r} has no host: set host and port (or extra "
-            '{"bootstrap.servers": "HOST:PORT,..."}).'
-        )
-    return host if ":" in host or not port else f"{host}:{port}"
-
-
 def kafka_checkpoint_root(table: Table, topic: str) -> str:
     """Where the Kafka query writing ``table`` from ``topic`` keeps its checkpoint generations.
 
@@ -82,54 +61,3 @@ def kafka_checkpoint_root(table: Table, topic: str) -> str:
 def kafka_checkpoint(table: Table, topic: str, generation: int) -> str:
     """The Kafka query's checkpoint folder of one generation (a full refresh starts a new one)."""
     return f"{kafka_checkpoint_root(table, topic)}/gen={generation}"
-
-
-# --- Airflow wiring (macros, evaluated only when a task instance renders its arguments) ---
-
-
-def bootstrap_servers_arg(params: Mapping[str, Any] | None, conn: Any) -> str:
-    """The ``--kafka-bootstrap-servers`` argument of the bronze task.
-
-    Empty for the files source (the connection is then never looked up, so a deployment without
-    Kafka needs none) and when the connection does not exist (the job then falls back to
-    ``$KAFKA_BOOTSTRAP_SERVERS`` or fails naming all three places). ``conn`` is Airflow's template
-    variable of that name.
-    """
-    if (params or {}).get("source") != "kafka":
-        return ""
-    connection = conn.get(KAFKA_CONN_ID)
-    if connection is None:
-        return ""
-    return bootstrap_servers_from_connection(
-        connection.host, connection.port, connection.extra_dejson
-    )
-
-
-def source_problems(
-    params: Mapping[str, Any] | None, conn: Any, env: Mapping[str, str] = os.environ
-) -> list[str]:
-    """What is wrong with the bronze source params (for the DAG's preflight); empty when fine.
-
-    ``conn`` is Airflow's template variable of that name. Only configuration is checked (a valid
-    topic, bootstrap servers from the connection or the environment); whether the brokers answer
-    is checked by the bronze job itself, just before it reads.
-    """
-    params = params or {}
-    source = params.get("source") or "files"
-    if source not in SOURCES:
-        return [f"Unknown source {source!r}: use one of {', '.join(SOURCES)}."]
-    if source != "kafka":
-        return []
-    problems = []
-    for check in (
-        lambda: validate_topic(params.get("kafka_topic") or DEFAULT_TOPIC),
-        lambda: resolve_bootstrap_servers(bootstrap_servers_arg(params, conn), env),
-    ):
-        try:
-            check()
-        except ConfigError as error:
-            problems.append(str(error))
-    return problems
-
-
-KAFKA_MACROS = {"lakehouse_kafka_bootstrap_servers": bootstrap_servers_arg}

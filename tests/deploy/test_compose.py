@@ -394,7 +394,7 @@ def test_project_folders_are_mounted_where_the_environment_points():
         if "dags" in binds:
             assert env["AIRFLOW__CORE__DAGS_FOLDER"] == binds["dags"]["target"], name
         if "jobs" in binds:
-            # lakehouse.orchestration.job_path(): where spark-submit finds jobs/<name>.py.
+            # lakehouse_airflow.macros.job_path(): where spark-submit finds jobs/<name>.py.
             assert env["LAKEHOUSE_JOBS_DIR"] == binds["jobs"]["target"], name
 
 

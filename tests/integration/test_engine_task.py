@@ -8,8 +8,8 @@ import pytest
 from airflow_env import spark_connection
 from helpers import table
 
-from lakehouse.operators import SparkJobOperator
 from lakehouse.spark import engine
+from lakehouse_airflow.operators import SparkJobOperator
 from lakehouse_tools.generator import write_campaigns
 
 pytestmark = pytest.mark.skipif(

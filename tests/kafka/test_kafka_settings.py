@@ -8,15 +8,10 @@ import pytest
 
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
-from lakehouse.kafka_settings import (
-    bootstrap_servers_arg,
-    bootstrap_servers_from_connection,
-    kafka_checkpoint,
-    resolve_bootstrap_servers,
-    source_problems,
-    validate_topic,
-)
+from lakehouse.kafka_settings import kafka_checkpoint, resolve_bootstrap_servers, validate_topic
 from lakehouse.sources import kafka_source_changed, kafka_unavailable
+from lakehouse_airflow.macros import bootstrap_servers_arg, bootstrap_servers_from_connection
+from lakehouse_airflow.preflight import source_problems
 
 
 class Connections:

@@ -8,7 +8,7 @@ import pytest
 
 from lakehouse.errors import ConfigError
 from lakehouse.hours import HourRange, parse_instant
-from lakehouse.orchestration import end_arg, mode_arg, owned_hour, run_interval, start_arg
+from lakehouse_airflow.macros import end_arg, mode_arg, owned_hour, run_interval, start_arg
 
 
 def utc(*args) -> datetime:

@@ -1,4 +1,4 @@
-"""What the DAGs need at task-render time: run mode, event-hour interval, job paths and jars.
+"""The DAGs' macros: run mode, event-hour interval, job paths, jars and Kafka brokers, at render time.
 
 No Spark import here (Airflow parses DAG files every few seconds); these functions are Jinja
 macros, evaluated only when a task instance runs.
@@ -11,14 +11,16 @@ run of logical date H recomputes.
 
 from __future__ import annotations
 
-import glob
 import os
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from lakehouse.config import Lakehouse, jar_paths
 from lakehouse.errors import ConfigError
 from lakehouse.hours import HourRange, as_utc, parse_instant
+from lakehouse.kafka_settings import KAFKA_CONN_ID
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT_DIR / "jobs"
@@ -85,6 +87,47 @@ def py_files_arg() -> str:
     return os.environ.get("LAKEHOUSE_PY_FILES", "")
 
 
+# --- Kafka: where bronze's brokers are, from the kafka_lakehouse connection
+
+
+def bootstrap_servers_from_connection(
+    host: str | None, port: int | None, extra: Mapping[str, Any] | None
+) -> str:
+    """Bootstrap servers from an Airflow connection's fields.
+
+    ``extra["bootstrap.servers"]`` (the Kafka provider's convention, for several brokers) wins;
+    otherwise ``host:port``, or ``host`` alone when it already lists ``host:port`` pairs.
+    """
+    listed = str((extra or {}).get("bootstrap.servers") or "").strip()
+    if listed:
+        return listed
+    host = (host or "").strip()
+    if not host:
+        raise ConfigError(
+            f"Airflow connection {KAFKA_CONN_ID!r} has no host: set host and port (or extra "
+            '{"bootstrap.servers": "HOST:PORT,..."}).'
+        )
+    return host if ":" in host or not port else f"{host}:{port}"
+
+
+def bootstrap_servers_arg(params: Mapping[str, Any] | None, conn: Any) -> str:
+    """The ``--kafka-bootstrap-servers`` argument of the bronze task.
+
+    Empty for the files source (the connection is then never looked up, so a deployment without
+    Kafka needs none) and when the connection does not exist (the job then falls back to
+    ``$KAFKA_BOOTSTRAP_SERVERS`` or fails naming all three places). ``conn`` is Airflow's template
+    variable of that name.
+    """
+    if (params or {}).get("source") != "kafka":
+        return ""
+    connection = conn.get(KAFKA_CONN_ID)
+    if connection is None:
+        return ""
+    return bootstrap_servers_from_connection(
+        connection.host, connection.port, connection.extra_dejson
+    )
+
+
 MACROS = {
     "lakehouse_mode": mode_arg,
     "lakehouse_start": start_arg,
@@ -92,45 +135,5 @@ MACROS = {
     "lakehouse_root": lakehouse_root,
     "lakehouse_jars": jars_arg,
     "lakehouse_py_files": py_files_arg,
+    "lakehouse_kafka_bootstrap_servers": bootstrap_servers_arg,
 }
-
-
-def master_problems(conn_master: str | None) -> list[str]:
-    """What is wrong with a ``spark`` connection's master (the spark-submit kind of task)."""
-    if conn_master == "yarn" or (conn_master or "").startswith("spark://local") or not conn_master:
-        return [
-            f"Connection {SPARK_CONN_ID!r} resolves to master {conn_master!r}; give the master in the "
-            'connection host, e.g. {"conn_type": "spark", "host": "local[2]"} or "spark://HOST:7077".'
-        ]
-    return []
-
-
-def preflight(params: dict, run_type: str, logical_date: datetime | None) -> list[str]:
-    """Everything that would make the Spark tasks fail late, checked before any of them starts.
-
-    Returns the problems found (empty when the run can go); the DAG's preflight task raises
-    with all of them at once, each saying what to fix. The Spark connection is checked by
-    :func:`lakehouse.operators.spark_problems`.
-    """
-    problems = []
-    try:
-        lakehouse = Lakehouse.from_env()
-        if (params or {}).get("source", "files") == "files" and not Path(
-            lakehouse.landing_events
-        ).is_dir():
-            problems.append(
-                f"Landing directory {lakehouse.landing_events} does not exist (generate data first)."
-            )
-    except ConfigError as error:
-        problems.append(str(error))
-    try:
-        jar_paths()
-    except ConfigError as error:
-        problems.append(str(error))
-    try:
-        run_interval(run_type, params, logical_date)
-    except ConfigError as error:
-        problems.append(str(error))
-    if not glob.glob(job_path("*")):
-        problems.append(f"No job files at {job_path('*')}: set LAKEHOUSE_JOBS_DIR.")
-    return problems

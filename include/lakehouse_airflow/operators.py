@@ -23,7 +23,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from lakehouse.catalog import ExpectationFailed
-from lakehouse.orchestration import SPARK_CONN_ID, jars_arg, job_path, py_files_arg
+from lakehouse_airflow.macros import SPARK_CONN_ID, jars_arg, job_path, py_files_arg
 
 # The job files of jobs/ and the function each one runs (with its command-line arguments).
 JOB_MAINS = {
@@ -50,7 +50,7 @@ def engine_url(conn_id: str = SPARK_CONN_ID) -> str:
 
 def spark_problems(conn_id: str = SPARK_CONN_ID) -> list[str]:
     """What stops the Spark tasks: no connection, an engine that does not answer, a wrong master."""
-    from lakehouse.orchestration import master_problems
+    from lakehouse_airflow.preflight import master_problems
 
     try:
         connection = spark_connection(conn_id)

@@ -1,0 +1,92 @@
+"""The DAGs' preflight: everything that would make the Spark tasks fail late, checked before any starts.
+
+Each check returns the problems it found as sentences saying what to fix; the preflight task
+raises with all of them at once.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from lakehouse.config import Lakehouse, jar_paths
+from lakehouse.errors import ConfigError
+from lakehouse.kafka_settings import (
+    DEFAULT_TOPIC,
+    SOURCES,
+    resolve_bootstrap_servers,
+    validate_topic,
+)
+from lakehouse_airflow.macros import SPARK_CONN_ID, bootstrap_servers_arg, job_path, run_interval
+
+
+def master_problems(conn_master: str | None) -> list[str]:
+    """What is wrong with a ``spark`` connection's master (the spark-submit kind of task)."""
+    if conn_master == "yarn" or (conn_master or "").startswith("spark://local") or not conn_master:
+        return [
+            f"Connection {SPARK_CONN_ID!r} resolves to master {conn_master!r}; give the master in the "
+            'connection host, e.g. {"conn_type": "spark", "host": "local[2]"} or "spark://HOST:7077".'
+        ]
+    return []
+
+
+def preflight(params: dict, run_type: str, logical_date: datetime | None) -> list[str]:
+    """Everything that would make the Spark tasks fail late, checked before any of them starts.
+
+    Returns the problems found (empty when the run can go); the DAG's preflight task raises
+    with all of them at once, each saying what to fix. The Spark connection is checked by
+    :func:`lakehouse_airflow.operators.spark_problems`.
+    """
+    problems = []
+    try:
+        lakehouse = Lakehouse.from_env()
+        if (params or {}).get("source", "files") == "files" and not Path(
+            lakehouse.landing_events
+        ).is_dir():
+            problems.append(
+                f"Landing directory {lakehouse.landing_events} does not exist (generate data first)."
+            )
+    except ConfigError as error:
+        problems.append(str(error))
+    try:
+        jar_paths()
+    except ConfigError as error:
+        problems.append(str(error))
+    try:
+        run_interval(run_type, params, logical_date)
+    except ConfigError as error:
+        problems.append(str(error))
+    if not glob.glob(job_path("*")):
+        problems.append(f"No job files at {job_path('*')}: set LAKEHOUSE_JOBS_DIR.")
+    return problems
+
+
+def source_problems(
+    params: Mapping[str, Any] | None, conn: Any, env: Mapping[str, str] = os.environ
+) -> list[str]:
+    """What is wrong with the bronze source params (for the DAG's preflight); empty when fine.
+
+    ``conn`` is Airflow's template variable of that name. Only configuration is checked (a valid
+    topic, bootstrap servers from the connection or the environment); whether the brokers answer
+    is checked by the bronze job itself, just before it reads.
+    """
+    params = params or {}
+    source = params.get("source") or "files"
+    if source not in SOURCES:
+        return [f"Unknown source {source!r}: use one of {', '.join(SOURCES)}."]
+    if source != "kafka":
+        return []
+    problems = []
+    for check in (
+        lambda: validate_topic(params.get("kafka_topic") or DEFAULT_TOPIC),
+        lambda: resolve_bootstrap_servers(bootstrap_servers_arg(params, conn), env),
+    ):
+        try:
+            check()
+        except ConfigError as error:
+            problems.append(str(error))
+    return problems
