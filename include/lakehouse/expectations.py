@@ -50,19 +50,19 @@ def check(lakehouse: Lakehouse, table: TableSpec, hours: HourRange, summary: dic
     and the failed ``warn`` rules (None: no rules declared); raises :class:`ExpectationFailed`
     when a ``fail`` rule does not hold.
     """
-    declared = [entry for entry in catalog.written_by_task(table) if entry.expectations]
+    declared = [spec for spec in catalog.written_by_task(table) if spec.expectations]
     if not declared:
         return None
     started = time.monotonic()
     batches = summary.get("batches", [])
     plans = []  # (table, its per-hour rules, the hours to measure them over, its per-batch rules)
-    for entry in declared:
-        by_hour = [rule for rule in entry.expectations if rule.per == "hour"]
-        again = still_failing(lakehouse, entry) if by_hour else []
-        by_batch = [rule for rule in entry.expectations if rule.per == "batch"]
+    for spec in declared:
+        by_hour = [rule for rule in spec.expectations if rule.per == "hour"]
+        again = still_failing(lakehouse, spec) if by_hour else []
+        by_batch = [rule for rule in spec.expectations if rule.per == "batch"]
         plans.append(
             (
-                entry,
+                spec,
                 by_hour,
                 HourRange.of([*hours.hours, *again]) if by_hour else HourRange(()),
                 by_batch,
@@ -74,14 +74,14 @@ def check(lakehouse: Lakehouse, table: TableSpec, hours: HourRange, summary: dic
     results_table = lakehouse.table(RESULTS_TABLE)
     ensure_table(spark, results_table, catalog.get(RESULTS_TABLE))
     measurements = []
-    for entry, by_hour, to_measure, by_batch in plans:
+    for spec, by_hour, to_measure, by_batch in plans:
         if to_measure:
             measurements.append(
-                partial(_measure_hours, spark, lakehouse, entry, by_hour, to_measure)
+                partial(_measure_hours, spark, lakehouse, spec, by_hour, to_measure)
             )
         if by_batch and batches:
             measurements.append(
-                partial(_measure_batches, spark, lakehouse, entry, by_batch, batches)
+                partial(_measure_batches, spark, lakehouse, spec, by_batch, batches)
             )
     # Each is one Spark job over a table just written, most of its time Delta's snapshot of the new
     # version and the planning: side by side, a task's checks take about as long as the longest.
@@ -136,14 +136,14 @@ def describe(row: dict) -> str:
     return f"{row['table_name']} {where}: rule {row['rule']!r} ({row['measure']} {row['holds']}) measured {observed}"
 
 
-def still_failing(lakehouse: Lakehouse, entry: TableSpec) -> list[datetime]:
-    """The hours of ``entry`` whose last check of one of its current ``fail`` rules failed.
+def still_failing(lakehouse: Lakehouse, spec: TableSpec) -> list[datetime]:
+    """The hours of ``spec`` whose last check of one of its current ``fail`` rules failed.
 
     Read with delta-rs, not Spark: every run of a gated task asks, and most runs find nothing.
     """
     path = lakehouse.table(RESULTS_TABLE).path
     gating = {
-        rule.rule for rule in entry.expectations if rule.on_failure == "fail" and rule.per == "hour"
+        rule.rule for rule in spec.expectations if rule.on_failure == "fail" and rule.per == "hour"
     }
     if not gating or not delta_log.is_delta_table(path):
         return []
@@ -151,7 +151,7 @@ def still_failing(lakehouse: Lakehouse, entry: TableSpec) -> list[datetime]:
 
     results = DeltaTable(path).to_pyarrow_table(
         columns=["rule", "hour_start", "checked_at", "passed"],
-        filters=[("table_name", "=", entry.name)],
+        filters=[("table_name", "=", spec.name)],
     )
     newest: dict[tuple[str, datetime], bool] = {}
     for result in sorted(results.to_pylist(), key=lambda r: r["checked_at"]):
@@ -163,7 +163,7 @@ def still_failing(lakehouse: Lakehouse, entry: TableSpec) -> list[datetime]:
 def _measure_hours(
     spark: SparkSession,
     lakehouse: Lakehouse,
-    entry: TableSpec,
+    spec: TableSpec,
     rules: list[Expectation],
     hours: HourRange,
 ) -> list[dict]:
@@ -172,14 +172,14 @@ def _measure_hours(
         return []
     measured = (
         spark.read.format("delta")
-        .load(lakehouse.table(entry.name).path)
-        .filter(entry.hours_predicate(hours))
-        .groupBy(F.expr(entry.hour_sql).alias("hour_start"))
+        .load(lakehouse.table(spec.name).path)
+        .filter(spec.hours_predicate(hours))
+        .groupBy(F.expr(spec.hour_sql).alias("hour_start"))
         .agg(*(F.expr(rule.measure).cast("double").alias(f"m{i}") for i, rule in enumerate(rules)))
         .collect()
     )
     return [
-        _result(entry, rule, row[f"m{i}"], hour_start=row.hour_start)
+        _result(spec, rule, row[f"m{i}"], hour_start=row.hour_start)
         for row in measured
         for i, rule in enumerate(rules)
     ]
@@ -188,7 +188,7 @@ def _measure_hours(
 def _measure_batches(
     spark: SparkSession,
     lakehouse: Lakehouse,
-    entry: TableSpec,
+    spec: TableSpec,
     rules: list[Expectation],
     notes: list[dict],
 ) -> list[dict]:
@@ -200,7 +200,7 @@ def _measure_batches(
     }
     if not batches:
         return []
-    frame = spark.read.format("delta").load(lakehouse.table(entry.name).path)
+    frame = spark.read.format("delta").load(lakehouse.table(spec.name).path)
     selected = F.lit(False)
     for generation, batch_id in batches:
         selected = selected | (
@@ -213,15 +213,15 @@ def _measure_batches(
         .collect()
     )
     return [
-        _result(entry, rule, row[f"m{i}"], batch_id=row.batch_id)
+        _result(spec, rule, row[f"m{i}"], batch_id=row.batch_id)
         for row in measured
         for i, rule in enumerate(rules)
     ]
 
 
-def _result(entry: TableSpec, rule: Expectation, observed, hour_start=None, batch_id=None) -> dict:
+def _result(spec: TableSpec, rule: Expectation, observed, hour_start=None, batch_id=None) -> dict:
     return {
-        "table_name": entry.name,
+        "table_name": spec.name,
         "rule": rule.rule,
         "on_failure": rule.on_failure,
         "measure": rule.measure,

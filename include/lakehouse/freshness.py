@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from lakehouse import checkpoint_log, delta_log
 
 if TYPE_CHECKING:
-    from lakehouse.catalog import Table
+    from lakehouse.catalog import TableSpec
     from lakehouse.config import Lakehouse
 
 
@@ -135,7 +135,7 @@ def file_source_new_bytes(checkpoint: str, pattern_root: str, pattern: str) -> i
         return None
 
 
-def job_input_bytes(lakehouse: Lakehouse, table: Table) -> int | None:
+def job_input_bytes(lakehouse: Lakehouse, table: TableSpec) -> int | None:
     """At most how many bytes of Delta tables a table's job reads: its upstream tables and itself,
     whole (a batch reads whole event hours of them); None when unsure."""
     return delta_log.data_bytes(

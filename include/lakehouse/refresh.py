@@ -26,11 +26,11 @@ def tables_to_refresh(layer: str) -> list[str]:
     """The layer's streamed data tables and every table computed from them, upstream first (ops records stay)."""
     if layer not in REFRESHABLE_LAYERS:
         raise ConfigError(f"Unknown layer {layer!r}: choose one of {', '.join(REFRESHABLE_LAYERS)}")
-    names = {entry.name for entry in catalog.data_tables_of(layer)}
+    names = {spec.name for spec in catalog.data_tables_of(layer)}
     for name in list(names):
-        names |= {entry.name for entry in catalog.downstream(name)}
+        names |= {spec.name for spec in catalog.downstream(name)}
     return [
-        entry.name for entry in catalog.tables() if entry.name in names and entry.layer != "ops"
+        spec.name for spec in catalog.tables() if spec.name in names and spec.layer != "ops"
     ]
 
 

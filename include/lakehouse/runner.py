@@ -1,6 +1,6 @@
 """Run one table's job: the catalog says what the table is, its write kind which flow writes it.
 
-Usage (``jobs/run.py`` is the spark-submit entry point; the task is the table's module name):
+Usage (``jobs/run.py`` is the spark-submit spec point; the task is the table's module name):
     spark-submit --jars "$(ls .jars/*.jar | paste -sd,)" jobs/run.py <task> [--lakehouse-root DIR] [--generation N]
     spark-submit ... jobs/run.py <task> --mode batch --start 2026-11-20T00:00Z --end 2026-11-20T03:00Z
     spark-submit ... jobs/run.py bronze_ad_events --source kafka [--kafka-bootstrap-servers HOST:PORT] \\
@@ -59,7 +59,7 @@ def run(task: str, argv: list[str]) -> dict:
 
 def main(argv: list[str]) -> dict:
     if not argv or argv[0].startswith("-"):
-        tasks = ", ".join(entry.task for entry in catalog.tasks())
+        tasks = ", ".join(spec.task for spec in catalog.tasks())
         raise ConfigError(f"usage: jobs/run.py <task> [options]; tasks: {tasks}")
     summary = run(argv[0], argv[1:])
     log.info("%s done: %s", argv[0], summary)
