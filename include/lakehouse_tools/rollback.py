@@ -10,13 +10,20 @@ For each streaming query downstream of the landing-fed table (silver, gold, sess
    batch notes), so the next run plans them again from where the last kept batch ended;
 3. a query that streams a restored table (gold and sessions read silver) would read the undone
    commits again, which are still in the table's log: its last kept end offset is moved past the
-   RESTORE commit, safe only because it had read everything before the moment (else: refused).
+   RESTORE commit, safe because it had read every row the table held at the moment (commits it
+   skips, a backfill's replace or a compaction, aside; else: refused).
+
+The moment is a UTC time, or an Airflow dag run id: an incremental run's moment is when its first
+streaming batch started (``ops.query_progress``); a batch run (a backfill's too) has no streaming
+batch, and its moment is its first write: the newest replace, before the run's first check of each
+table it checked (``ops.expectation_results`` keeps the run id of every check, made right after
+the task's write).
 
 The landing-fed table (bronze) is not rolled back: it is the raw, replayable record of what
 landed, and what a bad deployment breaks is computed from it. The ops logs (query progress,
 expectation results, maintenance) keep the undone runs: they are history. Refused: a moment before
 a table's first version, a full refresh (new checkpoint generation) after the moment, a query
-running now, a reader that lagged at the moment.
+running now, a reader that had not read rows its upstream held at the moment.
 """
 
 from __future__ import annotations
@@ -26,9 +33,15 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakehouse import catalog
-from lakehouse.config import ConfigError, Lakehouse, TablePaths
+from lakehouse.config import ConfigError, Lakehouse
+from lakehouse_tools import storage
+from lakehouse_tools.storage import open_delta, utc
+
+if TYPE_CHECKING:
+    from lakehouse.config import Table
 
 
 class RollbackRefused(ConfigError):
@@ -72,6 +85,17 @@ def _history(path: str) -> list[dict]:
     return sorted(DeltaTable(path).history(), key=lambda commit: commit["version"])
 
 
+def _actions(path: str, version: int) -> list[dict]:
+    """The actions of one commit of the table (deltalake reads snapshots, not a commit's actions)."""
+    commit = _commit_log(path) / f"{version:020d}.json"
+    if not commit.exists():
+        raise RollbackRefused(
+            f"{path}: commit {version} has left the Delta log, so the rollback cannot tell what it "
+            "wrote: roll back to a later moment"
+        )
+    return [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+
+
 def _txns(path: str, versions: range) -> list[tuple[str, int, bool]]:
     """(app id, transaction version, written by a RESTORE) of every ``txn`` action in ``versions`` of the table.
 
@@ -79,12 +103,7 @@ def _txns(path: str, versions: range) -> list[tuple[str, int, bool]]:
     """
     txns = []
     for version in versions:
-        commit = _commit_log(path) / f"{version:020d}.json"
-        if not commit.exists():
-            raise RollbackRefused(
-                f"{path}: commit {version} has left the Delta log; the rollback cannot read what it wrote"
-            )
-        actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+        actions = _actions(path, version)
         restore = any(a.get("commitInfo", {}).get("operation") == "RESTORE" for a in actions)
         txns += [
             (a["txn"]["appId"], int(a["txn"]["version"]), restore) for a in actions if "txn" in a
@@ -92,7 +111,18 @@ def _txns(path: str, versions: range) -> list[tuple[str, int, bool]]:
     return txns
 
 
-def plan_table(entry: catalog.Table, table: TablePaths, moment: datetime) -> TableRestore | None:
+def _streamed(actions: list[dict]) -> bool:
+    """Whether a reader of the table (lakehouse.sources.delta_stream: skipChangeCommits) reads rows
+    of this commit: it adds rows and removes none (a replace, a MERGE, a RESTORE are skipped; a
+    compaction changes no data)."""
+
+    def changes(kind: str) -> bool:
+        return any(a[kind].get("dataChange", True) for a in actions if kind in a)
+
+    return changes("add") and not changes("remove")
+
+
+def plan_table(spec: catalog.TableSpec, table: Table, moment: datetime) -> TableRestore | None:
     """How ``table`` goes back to before ``moment`` (None: nothing written since, or no table)."""
     from deltalake import DeltaTable
 
@@ -103,7 +133,7 @@ def plan_table(entry: catalog.Table, table: TablePaths, moment: datetime) -> Tab
     latest = history[-1]["version"]
     if not before:
         raise RollbackRefused(
-            f"{entry.name} did not exist before {moment:%Y-%m-%d %H:%M:%S}Z (its first version is newer): "
+            f"{spec.name} did not exist before {moment:%Y-%m-%d %H:%M:%S}Z (its first version is newer): "
             "roll back to a later moment, or rebuild it with a full refresh"
         )
     keep = before[-1]
@@ -115,7 +145,7 @@ def plan_table(entry: catalog.Table, table: TablePaths, moment: datetime) -> Tab
         app: -1 if (version := then.transaction_version(app)) is None else version
         for app in sorted(apps)
     }
-    return TableRestore(entry.name, table.path, keep, latest, txns)
+    return TableRestore(spec.name, table.path, keep, latest, txns)
 
 
 def _batch_of(path: Path) -> int | None:
@@ -135,27 +165,27 @@ def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
 
     ingest = next(t for t in catalog.tasks() if t.source and t.streamed)
     plans = []
-    for entry in catalog.tasks():
-        if entry.name == ingest.name or not entry.streamed:
+    for spec in catalog.tasks():
+        if spec.name == ingest.name or not spec.streamed:
             continue
-        target = lakehouse.table(entry.name)
+        target = lakehouse.table(spec.name)
         checkpoint = Path(target.checkpoint())
         generation_started = Path(target.checkpoint_root, "CURRENT")
         if generation_started.exists() and generation_started.stat().st_mtime * 1000 >= _millis(
             moment
         ):
             raise RollbackRefused(
-                f"{entry.name} was fully refreshed after {moment:%Y-%m-%d %H:%M:%S}Z (a new checkpoint generation): "
+                f"{spec.name} was fully refreshed after {moment:%Y-%m-%d %H:%M:%S}Z (a new checkpoint generation): "
                 "a rollback cannot cross a full refresh; run the full refresh again instead"
             )
         restores = [
             r
-            for w in catalog.written_by_task(entry)
+            for w in catalog.written_by_task(spec)
             if (r := plan_table(w, lakehouse.table(w.name), moment))
         ]
         offsets = _batch_files(checkpoint / "offsets")
         after = [b for b, p in offsets.items() if p.stat().st_mtime * 1000 >= _millis(moment)]
-        own = next((r for r in restores if r.name == entry.name), None)
+        own = next((r for r in restores if r.name == spec.name), None)
         stream = txn_app_id(
             target, target.current_generation(), "stream"
         )  # the query's writes (not a backfill's)
@@ -165,10 +195,10 @@ def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
         kept = first - 1 if first is not None else max(offsets, default=-1)
         if kept >= 0 and kept not in _batch_files(checkpoint / "commits"):
             raise RollbackRefused(
-                f"{entry.name}: batch {kept} of its checkpoint was planned before the moment but never committed: "
+                f"{spec.name}: batch {kept} of its checkpoint was planned before the moment but never committed: "
                 "let an hourly run finish it, then roll back"
             )
-        plans.append(QueryRollback(entry.name, str(checkpoint), first, kept, restores))
+        plans.append(QueryRollback(spec.name, str(checkpoint), first, kept, restores))
     restored = {r.name: r for p in plans for r in p.restores}
     for query in plans:
         upstream = [name for name in catalog.get(query.name).upstream if name in restored]
@@ -186,16 +216,28 @@ def _end_offset(checkpoint: Path, batch: int) -> tuple[list[str], dict]:
 
 
 def _check_caught_up(query: QueryRollback, upstream: TableRestore) -> None:
-    """A reader whose kept position is not the upstream's kept version would skip or reread rows when moved."""
+    """Refuses when the reader had not read rows the upstream's kept version holds: moved past the
+    RESTORE, it would never read them. Unread commits that it skips anyway do not count."""
     kept = query.kept_batch
     if kept < 0:
         return  # no kept batch: the query starts over from the restored table's current state
     _, offset = _end_offset(Path(query.checkpoint), kept)
-    if offset.get("reservoirVersion") != upstream.keep_version + 1 or offset.get("index") != -1:
+    # Delta's source offset: versions before reservoirVersion read, and that version's files up to
+    # index (-1: none of it).
+    start = int(offset.get("reservoirVersion", 0))
+    unread = [
+        version
+        for version in range(start, upstream.keep_version + 1)
+        if _streamed(_actions(upstream.path, version))
+    ]
+    if unread:
+        first = next(c for c in _history(upstream.path) if c["version"] == unread[0])
+        written = utc(first["timestamp"])
         raise RollbackRefused(
-            f"{query.name} had not read {upstream.name} up to version {upstream.keep_version} at the moment "
-            f"(its batch {kept} ended at {offset}): roll back to a moment when the pipeline was caught up "
-            "(the start of an hourly run that followed a successful one)"
+            f"{query.name} had not read the rows {upstream.name} got in version {unread[0]} "
+            f"(written {written:%Y-%m-%d %H:%M:%S}Z) by that moment, and after the rollback it never "
+            f"would: roll back to before they were written (--to {_stamp(written)}), or to the "
+            "start of a run that followed a successful one"
         )
 
 
@@ -287,18 +329,63 @@ def execute(plans: list[QueryRollback]) -> list[str]:
     return done
 
 
-def moment_of_run(lakehouse: Lakehouse, run_id: str) -> datetime:
-    """When run ``run_id`` (an Airflow dag run id) started its first query, from ``ops.query_progress``."""
-    from lakehouse_tools.cli import query
+def moment_of(lakehouse: Lakehouse, to: str) -> tuple[datetime, str]:
+    """The moment ``--to`` names (a UTC time, or an Airflow dag run id), and what it is, in words."""
+    try:
+        moment = datetime.fromisoformat(to.replace("Z", "+00:00"))
+    except ValueError:
+        return moment_of_run(lakehouse, to)
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)), "the time given"
 
+
+def moment_of_run(lakehouse: Lakehouse, run_id: str) -> tuple[datetime, str]:
+    """When run ``run_id`` (an Airflow dag run id) began to write, and how that was found."""
     quoted = run_id.replace("'", "''")
-    _, rows = query(
-        lakehouse,
-        f"select min(batch_started_at) from ops.query_progress where airflow_run_id = '{quoted}'",
+    if open_delta(lakehouse.table("ops.query_progress").path):
+        started = storage.query(
+            lakehouse,
+            f"select min(batch_started_at) from ops.query_progress where airflow_run_id = '{quoted}'",
+        )[1][0][0]
+        if started is not None:
+            return _aware(started), f"the start of run {run_id}'s first streaming batch"
+    if open_delta(lakehouse.table("ops.expectation_results").path):
+        checks = storage.query(
+            lakehouse,
+            "select table_name, min(checked_at) from ops.expectation_results "
+            f"where airflow_run_id = '{quoted}' group by table_name",
+        )[1]
+        writes = [
+            write
+            for name, checked_at in checks
+            if (write := _replace_before(lakehouse.table(name).path, _aware(checked_at)))
+        ]
+        if writes:
+            return min(writes), f"the first write of batch run {run_id}"
+    raise RollbackRefused(
+        f"No streaming batch (ops.query_progress) nor check (ops.expectation_results) of run "
+        f"{run_id!r} is recorded: copy the run id from Airflow (a run that wrote nothing has "
+        "nothing to undo), or give a UTC time, e.g. --to 2026-11-20T03:05:00Z"
     )
-    started = rows[0][0] if rows else None
-    if started is None:
-        raise RollbackRefused(
-            f"No query of run {run_id!r} is in ops.query_progress: not a run id, or the run wrote nothing"
-        )
-    return started if started.tzinfo else started.replace(tzinfo=UTC)
+
+
+def _replace_before(path: str, moment: datetime) -> datetime | None:
+    """The time of the table's newest replace of hours (a commit with a predicate) before ``moment``."""
+    delta = open_delta(path)
+    if delta is None:
+        return None
+    replaced = [
+        c["timestamp"]
+        for c in delta.history()
+        if c["timestamp"] < _millis(moment)
+        and (c.get("operationParameters") or {}).get("predicate")
+    ]
+    return _aware(utc(max(replaced))) if replaced else None
+
+
+def _stamp(moment: datetime) -> str:
+    """A naive UTC time as ``--to`` takes it, to the millisecond (as Delta times commits)."""
+    return moment.isoformat(timespec="milliseconds") + "Z"
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

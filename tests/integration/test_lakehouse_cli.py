@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -23,13 +24,18 @@ HOURS = 2
 COMMAND = Path(sys.executable).parent / "lakehouse"
 
 
-def lakehouse_command(lakehouse: Lakehouse, *args: str) -> subprocess.CompletedProcess:
+def lakehouse_command(
+    lakehouse: Lakehouse, *args: str, columns: int | None = None
+) -> subprocess.CompletedProcess:
+    """The command's output to a pipe, or, with ``columns``, as to a terminal that wide."""
     assert COMMAND.exists(), f"{COMMAND} is missing: run `make venv`"
+    env = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
     return subprocess.run(
         [str(COMMAND), *args, "--lakehouse-root", lakehouse.root],
         capture_output=True,
         text=True,
         timeout=120,
+        env=env if columns is None else {**env, "COLUMNS": str(columns)},
     )
 
 
@@ -132,12 +138,11 @@ def test_query_gives_exactly_the_oracle_rows(written):
 
     whole = oracle(written)
     text = lakehouse_command(written, "query", "select count(*) as events from silver.ad_events")
-    assert text.returncode == 0 and text.stdout.split() == [
-        "events",
-        "------",
-        str(len(whole.events)),
-        "(1",
-        "row)",
+    assert text.returncode == 0 and text.stdout.splitlines() == [
+        "  events",
+        "--------",
+        f"{len(whole.events):>8}",
+        "(1 row)",
     ]
     missing = lakehouse_command(written, "query", "select * from gold.no_such_table")
     assert missing.returncode == 2 and "gold.campaign_hourly" in missing.stderr
@@ -189,3 +194,36 @@ def test_a_new_hour_is_pending_and_a_deleted_gold_hour_is_missing_and_repaired_b
         text.returncode == 1
         and f"{damaged:%Y-%m-%d %H}:00 missing: gold.campaign_hourly has no row" in text.stdout
     )
+
+
+def test_query_shows_50_rows_cut_to_the_terminal_unless_told_otherwise(written):
+    events = len(oracle(written).events)
+    assert events > 50, "the test needs more rows than the default limit"
+    every_column = "select * from silver.ad_events order by event_id"
+    shown = lakehouse_command(written, "query", every_column, columns=100)
+    assert shown.returncode == 0, shown.stderr
+    *table, footer, hidden = shown.stdout.splitlines()
+    assert len(table) == 2 + 50 and max(len(line) for line in shown.stdout.splitlines()[:-2]) <= 100
+    assert footer == "(50 rows shown; more exist: --limit N shows N, --all every row)"
+    columns = catalog.get("silver.ad_events").column_names
+    left_out = columns[len(table[0].split()) :]
+    assert hidden == (
+        f"({len(left_out)} more columns did not fit: {', '.join(left_out)}; "
+        "select fewer columns, or --json)"
+    )
+
+    ids = "select event_id from silver.ad_events order by event_id"
+    expected = sorted(oracle(written).events)
+    three = lakehouse_command(written, "query", ids, "--limit", "3", columns=100)
+    assert three.stdout.splitlines() == [
+        "event_id",
+        "-" * max(len("event_id") + 2, *map(len, expected[:3])),
+        *expected[:3],
+        "(3 rows shown; more exist: --limit N shows N, --all every row)",
+    ]
+    every = lakehouse_command(written, "query", ids, "--all")
+    assert every.stdout.splitlines()[2:] == [*expected, f"({events} rows)"]
+    as_json = lakehouse_command(written, "query", "--json", ids)
+    assert [row["event_id"] for row in json.loads(as_json.stdout)] == expected
+    bad = lakehouse_command(written, "query", ids, "--limit", "0")
+    assert bad.returncode == 2 and "not a number of rows: '0' (e.g. --limit 200)" in bad.stderr

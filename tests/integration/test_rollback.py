@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
-from helpers import START, assert_tables_match_oracle, run_pipeline, table
+from deltalake import DeltaTable
+from helpers import START, assert_tables_match_oracle, run_job, run_pipeline, table
 
 from lakehouse import catalog
 from lakehouse_tools import cli
@@ -92,4 +94,131 @@ def test_rolling_back_the_last_run_then_rerunning_it_gives_the_same_tables(
     assert rollback(lakehouse, "--to", "2026-01-01T00:00Z") == 2
     assert "did not exist before 2026-01-01 00:00:00Z" in capsys.readouterr().err
     assert rollback(lakehouse, "--to", "manual__nope") == 2
-    assert "No query of run 'manual__nope'" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "lakehouse: No streaming batch (ops.query_progress) nor check (ops.expectation_results) of "
+        "run 'manual__nope' is recorded: copy the run id from Airflow (a run that wrote nothing has "
+        "nothing to undo), or give a UTC time, e.g. --to 2026-11-20T03:05:00Z\n"
+    )
+
+
+def versions(lakehouse) -> dict[str, int]:
+    return {name: DeltaTable(lakehouse.table(name).path).version() for name in ROLLED_BACK}
+
+
+def committed_batches(lakehouse) -> dict[str, int]:
+    """Per streaming query downstream of bronze: how many batches its checkpoint has committed."""
+    return {
+        q.name: len(
+            [
+                p
+                for p in Path(lakehouse.table(q.name).checkpoint(), "commits").iterdir()
+                if p.name.isdigit()
+            ]
+        )
+        for q in catalog.tasks()
+        if q.streamed and not q.source
+    }
+
+
+def as_run(monkeypatch, run_id: str, job, *args) -> None:
+    """``job(*args)`` as a task of Airflow run ``run_id`` (the id ops.query_progress and ops.expectation_results keep)."""
+    with monkeypatch.context() as airflow_task:
+        airflow_task.setenv("AIRFLOW_CTX_DAG_RUN_ID", run_id)
+        job(*args)
+    time.sleep(1.5)  # commit times are in milliseconds, checkpoint file times in (at least) seconds
+
+
+def batch_run(lakehouse, start: str, end: str) -> None:
+    for job in (t.task for t in catalog.tasks() if t.batch):
+        run_job(job, lakehouse, "--mode", "batch", "--start", start, "--end", end)
+
+
+def plan_lines(
+    kept: dict[str, int], now: dict[str, int], batches: dict[str, int], lakehouse
+) -> list[str]:
+    """The plan's lines, transaction ids left out: the tables back to ``kept``, the checkpoints back to ``batches``."""
+    readers = {q.name for q in catalog.tasks() if "silver.ad_events" in q.upstream and q.streamed}
+    lines = []
+    for query in (q for q in catalog.tasks() if q.streamed and not q.source):
+        for name in (t.name for t in catalog.written_by_task(query)):
+            if kept[name] != now[name]:
+                lines.append(f"would: {name}: restore version {kept[name]} (now {now[name]})")
+        if batches[query.name] != committed_batches(lakehouse)[query.name]:
+            lines.append(
+                f"would: {query.name}: checkpoint {lakehouse.table(query.name).checkpoint()} "
+                f"forgets batches {batches[query.name]} and later"
+            )
+        if query.name in readers:
+            lines.append(
+                f"would: {query.name}: reads silver.ad_events on from after its RESTORE commit"
+            )
+    return lines
+
+
+def dry_run(lakehouse, capsys, to: str) -> tuple[str, list[str]]:
+    """The plan's first line, and its steps without the writers' transaction ids."""
+    assert rollback(lakehouse, "--to", to, "--dry-run") == 0, capsys.readouterr().err
+    first, *steps = capsys.readouterr().out.splitlines()
+    return first, [step.split("; writers' transaction ids")[0] for step in steps]
+
+
+def test_a_batch_run_a_time_and_an_incremental_run_after_a_batch_run_and_a_backfill_each_plan(
+    spark, lakehouse, capsys, monkeypatch
+):
+    """The operator's three ways to name a moment, after a demo, a batch run and a backfill."""
+    write_campaigns(lakehouse, seed=32)
+    write_hours(lakehouse, START, 2, events_per_second=0.05, seed=32)
+    as_run(monkeypatch, "manual__demo", run_pipeline, lakehouse)
+    after_the_demo, demo_versions, demo_batches = (
+        snapshot(spark, lakehouse),
+        versions(lakehouse),
+        committed_batches(lakehouse),
+    )
+    as_run(
+        monkeypatch, "manual__batch", batch_run, lakehouse, "2026-11-20T00:00Z", "2026-11-20T02:00Z"
+    )
+    as_run(
+        monkeypatch,
+        "backfill__one_hour",
+        batch_run,
+        lakehouse,
+        "2026-11-20T01:00Z",
+        "2026-11-20T02:00Z",
+    )
+    before_the_next_run = versions(lakehouse)
+    moment = datetime.now(UTC)
+    time.sleep(1.5)
+    write_hours(lakehouse, START + timedelta(hours=2), 1, events_per_second=0.05, seed=32)
+    as_run(monkeypatch, "scheduled__next", run_pipeline, lakehouse)
+    after_the_next_run = snapshot(spark, lakehouse)
+    now = versions(lakehouse)
+    # The batch run's first write: silver's first commit after the demo (its replace of the hours).
+    silver = DeltaTable(lakehouse.table("silver.ad_events").path)
+    first_write = next(
+        c for c in silver.history() if c["version"] == demo_versions["silver.ad_events"] + 1
+    )
+    written = datetime.fromtimestamp(first_write["timestamp"] / 1000, UTC)
+
+    # By the batch run's id: back to what the demo left; the next run's batches forgotten.
+    first, steps = dry_run(lakehouse, capsys, "manual__batch")
+    assert first == (
+        f"Rolling back to before {written:%Y-%m-%d %H:%M:%S}Z "
+        "(the first write of batch run manual__batch), dry run"
+    )
+    assert steps == plan_lines(demo_versions, now, demo_batches, lakehouse)
+    # By a time, and by the next (incremental) run's id: the batch run and the backfill are kept;
+    # the readers of silver had not read their replaces, which they skip anyway.
+    first, by_time = dry_run(lakehouse, capsys, moment.isoformat())
+    assert first == f"Rolling back to before {moment:%Y-%m-%d %H:%M:%S}Z (the time given), dry run"
+    assert by_time == plan_lines(before_the_next_run, now, demo_batches, lakehouse)
+    first, by_run = dry_run(lakehouse, capsys, "scheduled__next")
+    assert first.endswith("Z (the start of run scheduled__next's first streaming batch), dry run")
+    assert by_run == by_time
+    assert snapshot(spark, lakehouse) == after_the_next_run, "a dry run changes nothing"
+
+    # Carried out by the batch run's id: the tables as the demo left them; the next run redoes the rest.
+    assert rollback(lakehouse, "--to", "manual__batch") == 0
+    capsys.readouterr()
+    assert snapshot(spark, lakehouse) == after_the_demo
+    run_pipeline(lakehouse)
+    assert_tables_match_oracle(spark, lakehouse)

@@ -1,11 +1,14 @@
-"""The `lakehouse` command's pure parts: the grid's states on hand-built counts, line counting, backfill commands."""
+"""The `lakehouse` command's pure parts: the grid's states on hand-built counts, line counting,
+backfill commands, the status page, text tables fitted to a width."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from lakehouse_tools import cli
-from lakehouse_tools.cli import Observed, TableWrite
+import pytest
+
+from lakehouse_tools import cli, observe, status, text_table
+from lakehouse_tools.status import Observed, TableWrite
 
 H0 = datetime(2026, 11, 20, 0)
 H1 = H0 + timedelta(hours=1)
@@ -42,11 +45,11 @@ def observed(**changes) -> Observed:
 
 
 def states(o: Observed, *window) -> dict[datetime, str]:
-    return {row.hour: row.state for row in cli.grade(o, *window).rows}
+    return {row.hour: row.state for row in status.grade(o, *window).rows}
 
 
 def test_healthy_hours_are_complete_with_their_counts():
-    grid = cli.grade(observed())
+    grid = status.grade(observed())
     assert grid.columns == ["landed", "bronze.t", "silver.q", "duplicates", "silver.t", "gold.t"]
     assert [row.counts for row in grid.rows] == [
         {"landed": 10, "bronze.t": 10, "silver.q": 1, "duplicates": 1, "silver.t": 8, "gold.t": 3},
@@ -58,7 +61,7 @@ def test_healthy_hours_are_complete_with_their_counts():
 def test_landed_lines_not_ingested_yet_are_pending():
     o = observed(landed={H0: 10, H1: 12})
     assert states(o) == {H0: "complete", H1: "pending"}
-    assert not cli.grade(o).needs_action
+    assert not status.grade(o).needs_action
 
 
 def test_more_rows_than_landed_lines_is_a_mismatch():
@@ -84,7 +87,7 @@ def test_rows_ingested_before_anything_classified_them_say_so():
         upstream={},
         writes={"bronze.t": TableWrite(0, minutes(0), "STREAMING UPDATE")},
     )
-    assert [row.reasons for row in cli.grade(o).rows] == [
+    assert [row.reasons for row in status.grade(o).rows] == [
         ["bronze.t rows not classified yet (the next run classifies them)"]
     ] * 2
 
@@ -124,18 +127,18 @@ def test_a_window_lists_every_hour_and_empty_ones_say_so():
 
 def test_lines_are_counted_as_spark_splits_them():
     assert [
-        cli.count_lines(data) for data in (b"", b"a", b"a\n", b"a\r\nb", b"a\rb\n\n", b"\n")
+        observe.count_lines(data) for data in (b"", b"a", b"a\n", b"a\r\nb", b"a\rb\n\n", b"\n")
     ] == [0, 1, 1, 2, 3, 1]
 
 
 def test_folder_hours_and_the_landing_layout_match_the_source():
     from lakehouse.sources import LANDING_FILES
 
-    assert cli.LANDING_FILES == LANDING_FILES
-    assert cli.folder_hour("file:/x/landing/events/2026-11-20/07/part-0001.jsonl") == datetime(
+    assert observe.LANDING_FILES == LANDING_FILES
+    assert observe.folder_hour("file:/x/landing/events/2026-11-20/07/part-0001.jsonl") == datetime(
         2026, 11, 20, 7
     )
-    assert cli.folder_hour("kafka://topic/0/12") is None
+    assert observe.folder_hour("kafka://topic/0/12") is None
 
 
 def test_backfill_commands_cover_contiguous_hours_with_the_runs_that_own_them():
@@ -149,7 +152,7 @@ def test_backfill_commands_cover_contiguous_hours_with_the_runs_that_own_them():
 def test_the_status_page_shows_each_hours_state_and_the_top_campaigns_views():
     from lakehouse_tools.status_page import LINE_COLOURS, STATE_COLOURS, status_page
 
-    grid = cli.grade(observed(hour_counts={"silver.t": {H0: 8, H1: 9}, "gold.t": {H0: 3}}))
+    grid = status.grade(observed(hour_counts={"silver.t": {H0: 8, H1: 9}, "gold.t": {H0: 3}}))
     views = {
         f"c{n}": {H0: n, H1: 2 * n} for n in range(1, 8)
     }  # c7 has the most views, c1 the fewest
@@ -174,11 +177,11 @@ def test_an_hour_recomputed_without_rows_is_complete_and_one_deleted_since_is_mi
     }  # gold has nothing in H1 (no views in it, say)
     recomputed = {"gold.t": {H0: minutes(2), H1: minutes(2)}}
     assert [
-        r.state for r in cli.grade(observed(hour_counts=counts, recomputed=recomputed)).rows
+        r.state for r in status.grade(observed(hour_counts=counts, recomputed=recomputed)).rows
     ] == ["complete", "complete"]
     # Recomputed before silver changed the hour: gold owes it a recompute (it ran since, so: stale -> missing).
     older = {"gold.t": {H0: minutes(2), H1: minutes(0)}}
-    assert [r.state for r in cli.grade(observed(hour_counts=counts, recomputed=older)).rows] == [
+    assert [r.state for r in status.grade(observed(hour_counts=counts, recomputed=older)).rows] == [
         "complete",
         "missing",
     ]
@@ -192,24 +195,38 @@ def test_only_replaces_newer_than_any_delete_count_as_recomputes():
         def history(self, limit):
             return self.commits
 
-    def replace(at: int, *hours: str) -> dict:
-        stamps = ", ".join(f"TIMESTAMP'2026-11-20 {h}:00:00'" for h in hours)
+    def replace(at: int, predicate: str) -> dict:
         return {
             "operation": "WRITE",
             "timestamp": at,
-            "operationParameters": {
-                "predicate": f"event_date IN (DATE'2026-11-20') AND hour_start IN ({stamps})"
-            },
+            "operationParameters": {"predicate": predicate},
         }
+
+    def gold(*hours: str) -> str:
+        stamps = ", ".join(f"TIMESTAMP'2026-11-20 {h}:00:00'" for h in hours)
+        return f"event_date IN (DATE'2026-11-20') AND hour_start IN ({stamps})"
 
     delete = {
         "operation": "DELETE",
         "timestamp": 2_000,
         "operationParameters": {"predicate": "hour_start = TIMESTAMP'2026-11-20 01:00:00'"},
     }
-    newest_first = [replace(3_000, "02"), delete, replace(1_000, "00", "01")]
-    assert cli._hours_replaced(History(newest_first)) == {
-        datetime(2026, 11, 20, 2): cli._utc(3_000)
+    hours = {datetime(2026, 11, 20, h) for h in range(5)}
+    newest_first = [replace(3_000, gold("02")), delete, replace(1_000, gold("00", "01"))]
+    assert observe.hours_replaced(History(newest_first), hours) == {
+        datetime(2026, 11, 20, 2): observe.utc(3_000)
+    }
+    # The predicate as Spark's commit keeps it (a JSON list), a silver-shaped one, one on columns an
+    # hour has not: each selects what it says.
+    commits = [
+        replace(5_000, "[\"(event_date = DATE'2026-11-20' AND event_hour IN (3, 4))\"]"),
+        replace(4_000, "session_end >= TIMESTAMP'2026-11-20 00:00:00'"),
+        replace(3_000, f'["{gold("02")}"]'),
+    ]
+    assert observe.hours_replaced(History(commits), hours) == {
+        datetime(2026, 11, 20, 2): observe.utc(3_000),
+        datetime(2026, 11, 20, 3): observe.utc(5_000),
+        datetime(2026, 11, 20, 4): observe.utc(5_000),
     }
 
 
@@ -217,16 +234,56 @@ def test_an_hour_whose_gating_rule_failed_is_failed_needs_action_and_is_repaired
     o = observed(
         failed_rules={H1: ["silver.t: rule 'every event has a campaign' failed (measured 1)"]}
     )
-    grid = cli.grade(o)
+    grid = status.grade(o)
     assert states(o) == {H0: "complete", H1: "failed"} and [
         row.hour for row in grid.needs_action
     ] == [H1]
     assert grid.rows[1].reasons == [
         "silver.t: rule 'every event has a campaign' failed (measured 1)"
     ]
-    assert "2026-11-20 01:00 failed: silver.t: rule 'every event has a campaign'" in cli.grid_text(
-        grid
+    assert (
+        "2026-11-20 01:00 failed: silver.t: rule 'every event has a campaign'"
+        in status.grid_text(grid)
     )
-    assert [row.hour for row in grid.rows if row.state in cli.REPAIRABLE] == [
+    assert [row.hour for row in grid.rows if row.state in status.REPAIRABLE] == [
         H1
     ]  # a backfill recomputes it
+
+
+def test_a_table_is_aligned_numbers_right_ids_and_text_left():
+    rows = [
+        ("c1", "007", 5, 1.5, None),
+        ("campaign-22", "12", 1234, None, datetime(2026, 11, 20, 1)),
+    ]
+    assert text_table.table_text(["campaign", "id", "views", "ctr", "at"], rows).splitlines() == [
+        "campaign     id      views    ctr  at",
+        "-----------  ----  -------  -----  ----------------",
+        "c1           007         5    1.5",
+        "campaign-22  12       1234         2026-11-20 01:00",
+    ]
+
+
+@pytest.mark.parametrize("width", [200, 60, 40, 12])
+def test_a_wide_table_is_cut_to_the_width_widest_columns_first_then_the_last_columns_left_out(
+    width,
+):
+    columns = ["n", "source_file", "raw_line", "event_type"]
+    rows = [
+        (i, f"file:/landing/events/2026-11-20/0{i}/part-0.jsonl", "x" * 90, "view")
+        for i in range(3)
+    ]
+    text, hidden = text_table.fitted_table_text(columns, rows, width)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width and len(lines) == 2 + len(rows)
+    shown = {200: columns, 60: columns, 40: columns, 12: columns[:1]}[width]
+    assert hidden == columns[len(shown) :]
+    if width == 200:  # everything fits: every value whole
+        assert lines[2].split() == ["0", rows[0][1], rows[0][2], "view"]
+    if width == 60:  # the two long columns are cut to the same width, the short ones kept
+        assert lines[2] == "  0  file:/landing/even…  xxxxxxxxxxxxxxxxxx…  view"
+    if width == 40:  # every column at least 8 wide, headers cut too
+        assert lines[:3] == [
+            "  n  source_…    raw_line    event_t…",
+            "---  ----------  ----------  ----------",
+            "  0  file:/lan…  xxxxxxxxx…  view",
+        ]

@@ -11,7 +11,7 @@ import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from lakehouse import catalog
-from lakehouse.config import TablePaths
+from lakehouse.config import Table
 from lakehouse_tools import rollback
 
 ENTRY = catalog.get("gold.campaign_hourly")
@@ -30,8 +30,8 @@ def table_with_batches(path: Path, batches: int) -> list[datetime]:
     return [datetime.fromtimestamp(c["timestamp"] / 1000, tz=UTC) for c in history]
 
 
-def paths(path: Path) -> TablePaths:
-    return TablePaths(ENTRY.name, str(path), str(path.parent / "checkpoints"))
+def paths(path: Path) -> Table:
+    return Table(ENTRY, str(path), str(path.parent / "checkpoints"))
 
 
 def test_a_table_goes_back_to_its_newest_version_before_the_moment_with_its_writers_transaction_ids(
@@ -72,10 +72,8 @@ def test_an_earlier_rollbacks_transaction_resets_are_not_batches(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("reservoir_version, refused", [(3, False), (2, True)])
-def test_a_reader_that_had_not_caught_up_with_the_restored_table_is_refused(
-    tmp_path, reservoir_version, refused
-):
+def reader_at(tmp_path: Path, reservoir_version: int) -> rollback.QueryRollback:
+    """A reader of silver whose kept batch 4 ended at ``reservoir_version`` (Delta's offset)."""
     checkpoint = tmp_path / "gen=0"
     (checkpoint / "offsets").mkdir(parents=True)
     offset = {
@@ -86,16 +84,41 @@ def test_a_reader_that_had_not_caught_up_with_the_restored_table_is_refused(
         "isStartingVersion": False,
     }
     (checkpoint / "offsets" / "4").write_text("v1\n{}\n" + json.dumps(offset))
-    query = rollback.QueryRollback(
+    return rollback.QueryRollback(
         "gold.user_sessions", str(checkpoint), first_undone_batch=5, kept_batch=4
     )
+
+
+@pytest.mark.parametrize(
+    "third_commit, refused",
+    [("append", True), ("replace", False), ("compaction", False)],
+)
+def test_a_reader_that_had_not_read_rows_its_upstream_kept_is_refused_commits_it_skips_do_not_count(
+    tmp_path, third_commit, refused
+):
+    silver = tmp_path / "silver"
+    table_with_batches(silver, 2)  # versions 0 and 1, read by the reader
+    if third_commit == "append":  # rows a reader streams
+        write_deltalake(str(silver), pa.table({"x": [2]}), mode="append")
+    elif third_commit == "replace":  # removes rows: skipped by the reader (skipChangeCommits)
+        write_deltalake(str(silver), pa.table({"x": [1]}), mode="overwrite", predicate="x = 1")
+    else:  # changes no data
+        DeltaTable(str(silver)).optimize.compact()
     upstream = rollback.TableRestore(
-        "silver.ad_events", "unused", keep_version=2, latest_version=4, txns={}
+        "silver.ad_events", str(silver), keep_version=2, latest_version=4, txns={}
     )
+    written = DeltaTable(str(silver)).history(1)[0]["timestamp"]
+    at = datetime.fromtimestamp(written / 1000, tz=UTC)
+    stamp = at.replace(tzinfo=None).isoformat(timespec="milliseconds")
+    rollback._check_caught_up(reader_at(tmp_path / "caught_up", 3), upstream)
     if refused:
-        with pytest.raises(
-            rollback.RollbackRefused, match="had not read silver.ad_events up to version 2"
-        ):
-            rollback._check_caught_up(query, upstream)
+        with pytest.raises(rollback.RollbackRefused) as refusal:
+            rollback._check_caught_up(reader_at(tmp_path / "behind", 2), upstream)
+        assert str(refusal.value) == (
+            "gold.user_sessions had not read the rows silver.ad_events got in version 2 "
+            f"(written {at:%Y-%m-%d %H:%M:%S}Z) by that moment, and after the rollback it never "
+            f"would: roll back to before they were written (--to {stamp}Z), "
+            "or to the start of a run that followed a successful one"
+        )
     else:
-        rollback._check_caught_up(query, upstream)
+        rollback._check_caught_up(reader_at(tmp_path / "behind", 2), upstream)

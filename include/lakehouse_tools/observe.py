@@ -1,0 +1,262 @@
+"""What ``lakehouse status`` reads: plain facts from the landing zone and the tables' logs and rows.
+
+The facts (:class:`lakehouse_tools.status.Observed`) are counts and times per hour; the status
+model grades them. Everything is read by delta-rs and DuckDB (:mod:`lakehouse_tools.storage`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from lakehouse import catalog
+from lakehouse.config import Lakehouse
+from lakehouse_tools.status import Observed, TableWrite
+from lakehouse_tools.storage import UsageError, connect, open_tables, utc
+from lakehouse_tools.text_table import cell
+
+# The landing zone's layout (lakehouse.sources.LANDING_FILES, which imports pyspark; a unit test
+# keeps the two equal): <date>/<producer hour>/<part>.jsonl.
+LANDING_FILES = "*/*/*.jsonl"
+# The producer hour of a landing file, from its path or its URI in a table's source_file column.
+_FOLDER_HOUR = re.compile(r"(\d{4}-\d{2}-\d{2})/(\d{2})/[^/]+$")
+# What Spark's line reader splits on.
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+# lakehouse.expectations (which imports pyspark) records every check here.
+RESULTS_TABLE = "ops.expectation_results"
+HISTORY_LIMIT = 2000  # commits read for the hours each replaced (a few weeks of hourly runs)
+# Commits that never take rows out of an hour behind a replace's back.
+_KEEPS_HOURS = {
+    "WRITE",
+    "STREAMING UPDATE",
+    "OPTIMIZE",
+    "VACUUM START",
+    "VACUUM END",
+    "CREATE TABLE",
+}
+
+
+def folder_hour(path: str) -> datetime | None:
+    """The producer hour of a landing file (``.../YYYY-MM-DD/HH/part.jsonl``), or None."""
+    match = _FOLDER_HOUR.search(path)
+    return datetime.fromisoformat(f"{match[1]}T{match[2]}:00") if match else None
+
+
+def count_lines(data: bytes) -> int:
+    """The lines of a file as Spark's line reader gives them (CR, LF, CRLF; a final break ends the last)."""
+    lines = _LINE_BREAK.split(data)
+    return len(lines) - (lines[-1] == b"")
+
+
+def landed_lines(landing_root: str) -> dict[datetime, int]:
+    """Lines per producer hour in the landing zone (hidden files, still being written, excluded)."""
+    lines: dict[datetime, int] = {}
+    for path in Path(landing_root).glob(LANDING_FILES):
+        hour = folder_hour(path.as_posix())
+        if hour is not None and not path.name.startswith((".", "_")):
+            lines[hour] = lines.get(hour, 0) + count_lines(path.read_bytes())
+    return lines
+
+
+def last_write(delta) -> TableWrite:
+    """A table's newest commit."""
+    commit = delta.history(1)[0]
+    return TableWrite(
+        version=delta.version(),
+        time=utc(commit["timestamp"]),
+        operation=commit.get("operation", ""),
+    )
+
+
+def hour_writes(delta, spec: catalog.TableSpec) -> dict[datetime, datetime]:
+    """The newest write of a live file covering each event hour (partition values, else hour-column stats)."""
+    import pyarrow as pa
+
+    actions = pa.table(delta.get_add_actions(flatten=True)).to_pylist()
+    newest: dict[datetime, datetime] = {}
+    column = spec.hour_sql if spec.hour_sql in spec.column_names else "event_time"
+    for action in actions:
+        written = utc(action["modification_time"])
+        if "event_hour" in spec.partition_by:
+            day, hour = action.get("partition.event_date"), action.get("partition.event_hour")
+            if day is None or hour is None:
+                continue
+            low = high = datetime.fromisoformat(f"{day}T{int(hour):02d}:00")
+        else:
+            low, high = utc(action.get(f"min.{column}")), utc(action.get(f"max.{column}"))
+            if low is None or high is None:  # no statistics: the file's hours are unknown
+                continue
+            low, high = (
+                low.replace(minute=0, second=0, microsecond=0),
+                high.replace(minute=0, second=0, microsecond=0),
+            )
+        hour = low
+        while hour <= high:
+            newest[hour] = max(newest.get(hour, written), written)
+            hour += timedelta(hours=1)
+    return newest
+
+
+def replace_predicate(commit: dict) -> str | None:
+    """The SQL predicate of a commit that replaced rows (Delta keeps ``replaceWhere`` as text, in a
+    JSON list when Spark wrote it), or None."""
+    text = (commit.get("operationParameters") or {}).get("predicate")
+    if not text:
+        return None
+    try:
+        terms = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(terms, str):
+        return terms
+    return " AND ".join(f"({term})" for term in terms) if terms else None
+
+
+def hours_replaced(delta, hours: set[datetime]) -> dict[datetime, datetime]:
+    """The newest commit that replaced each of ``hours`` (naive UTC): a commit replaced an hour when
+    its ``replaceWhere`` predicate selects the hour (DuckDB evaluates it on one row per hour).
+
+    Only replaces newer than any commit that may have deleted rows (a DELETE, a MERGE, a RESTORE):
+    after one, an hour without rows may have lost them.
+    """
+    import duckdb
+    import pyarrow as pa
+
+    if not hours:
+        return {}
+    ordered = sorted(hours)
+    candidates = pa.table(
+        {
+            "hour_start": ordered,
+            "event_date": [h.date() for h in ordered],
+            "event_hour": [h.hour for h in ordered],
+        }
+    )
+    # The predicate is a table's own log text; even so it gets no file or network access.
+    connection = duckdb.connect(config={"enable_external_access": False})
+    connection.register("candidate_hours", candidates)
+    newest: dict[datetime, datetime] = {}
+    for commit in delta.history(HISTORY_LIMIT):  # newest first
+        if commit.get("operation") not in _KEEPS_HOURS:
+            break
+        predicate = replace_predicate(commit)
+        if predicate is None:
+            continue
+        try:
+            selected = connection.execute(
+                f"SELECT hour_start FROM candidate_hours WHERE {predicate}"
+            ).fetchall()
+        except duckdb.Error:
+            continue  # a predicate on other columns, or SQL DuckDB does not read: no hour known
+        when = utc(commit.get("timestamp"))
+        for (hour,) in selected:
+            newest[hour] = max(newest.get(hour, when), when)
+    return newest
+
+
+def _count_by_folder(
+    connection, name: str, extra: str = ""
+) -> tuple[dict[datetime, int], dict[datetime, datetime]]:
+    """Rows of a table per producer hour of their source file, and their newest ``ingested_at``."""
+    where = f"WHERE {extra}" if extra else ""
+    layer, table = name.split(".")
+    rows = connection.execute(
+        f"""SELECT regexp_extract(source_file, '(\\d{{4}}-\\d{{2}}-\\d{{2}}/\\d{{2}})/[^/]+$', 1) AS folder,
+                   count(*), max(ingested_at)
+            FROM "{layer}"."{table}" {where} GROUP BY folder"""
+    ).fetchall()
+    counts, newest = {}, {}
+    for folder, count, ingested_at in rows:
+        hour = folder_hour(f"{folder}/x") if folder else None
+        if hour is not None:
+            counts[hour] = count
+            newest[hour] = utc(ingested_at)
+    return counts, newest
+
+
+def observe(lakehouse: Lakehouse) -> Observed:
+    """Read the facts the grid needs from the landing zone and the tables' Delta logs and data."""
+    tables = open_tables(lakehouse)
+    if not tables:
+        raise UsageError(
+            f"No Delta tables under {lakehouse.root}/tables: run the pipeline first (e.g. `make demo`)."
+        )
+    connection = connect(lakehouse, tables)
+    # The landing-fed table (bronze).
+    ingest = next(t for t in catalog.tasks() if t.source and t.streamed)
+    ingested, newest = (
+        _count_by_folder(connection, ingest.name) if ingest.name in tables else ({}, {})
+    )
+    # The tables the ingested lines end in (valid rows, open quarantine rows): fed by it, with a source_file.
+    fed = [
+        t
+        for t in catalog.tables()
+        if ingest.name in t.upstream
+        or (t.written_by and ingest.name in catalog.get(t.written_by).upstream)
+    ]
+    classified = {}
+    for spec in fed:
+        if "source_file" in spec.column_names and spec.name in tables:
+            open_only = "resolved_at IS NULL" if "resolved_at" in spec.column_names else ""
+            classified[spec.name] = _count_by_folder(connection, spec.name, open_only)[0]
+    hour_counts, writes_by_hour, upstream = {}, {}, {}
+    # Tables addressed by event hour (sessions span hours).
+    hour_tables = [t for t in catalog.batch_tables() if t.write in catalog.HOUR_LAYOUTS]
+    for spec in hour_tables:
+        upstream[spec.name] = next(
+            (u for u in spec.upstream if u in {t.name for t in hour_tables}), None
+        )
+        if spec.name not in tables:
+            hour_counts[spec.name] = {}
+            continue
+        layer, table = spec.name.split(".")
+        rows = connection.execute(
+            f'SELECT date_trunc(\'hour\', {spec.hour_sql}) AS hour, count(*) FROM "{layer}"."{table}" GROUP BY hour'
+        ).fetchall()
+        hour_counts[spec.name] = {utc(hour): count for hour, count in rows if hour is not None}
+        writes_by_hour[spec.name] = hour_writes(tables[spec.name], spec)
+    every_hour = {hour for counts in hour_counts.values() for hour in counts}
+    recomputed = {
+        spec.name: hours_replaced(tables[spec.name], every_hour)
+        for spec in hour_tables
+        if spec.write is catalog.Write.REPLACE_HOURS and spec.name in tables
+    }
+    writes = {
+        t.name: (last_write(tables[t.name]) if t.name in tables else None) for t in catalog.tables()
+    }
+    return Observed(
+        landed=landed_lines(lakehouse.landing(ingest.source)),
+        ingest_table=ingest.name,
+        ingested=ingested,
+        newest_ingest=newest,
+        classified=classified,
+        hour_counts=hour_counts,
+        hour_writes=writes_by_hour,
+        upstream=upstream,
+        writes=writes,
+        recomputed=recomputed,
+        failed_rules=_failed_rules(connection) if RESULTS_TABLE in tables else {},
+    )
+
+
+def _failed_rules(connection) -> dict[datetime, list[str]]:
+    """Per event hour, the gating rules (still declared) whose newest check of the hour failed."""
+    gating = {
+        (t.name, e.rule) for t in catalog.tables() for e in t.expectations if e.on_failure == "fail"
+    }
+    layer, table = RESULTS_TABLE.split(".")
+    rows = connection.execute(
+        f"""SELECT hour_start, table_name, rule, observed FROM (
+                SELECT *, row_number() OVER (PARTITION BY table_name, rule, hour_start ORDER BY checked_at DESC) AS newest
+                FROM "{layer}"."{table}" WHERE hour_start IS NOT NULL AND on_failure = 'fail')
+            WHERE newest = 1 AND NOT passed ORDER BY hour_start, table_name, rule"""
+    ).fetchall()
+    failed: dict[datetime, list[str]] = {}
+    for hour, name, rule, value in rows:
+        if (name, rule) in gating:
+            failed.setdefault(utc(hour), []).append(
+                f"{name}: rule {rule!r} failed (measured {cell(value)})"
+            )
+    return failed
