@@ -152,7 +152,9 @@ def hours_replaced(delta, hours: set[datetime]) -> dict[datetime, datetime]:
             continue  # a predicate on other columns, or SQL DuckDB does not read: no hour known
         when = utc(commit.get("timestamp"))
         for (hour,) in selected:
-            newest[hour] = max(newest.get(hour, when), when)
+            newest.setdefault(hour, when)  # the history is newest first
+        if len(newest) == len(hours):
+            break
     return newest
 
 
@@ -217,12 +219,14 @@ def observe(lakehouse: Lakehouse) -> Observed:
         ).fetchall()
         hour_counts[spec.name] = {utc(hour): count for hour, count in rows if hour is not None}
         writes_by_hour[spec.name] = hour_writes(tables[spec.name], spec)
-    every_hour = {hour for counts in hour_counts.values() for hour in counts}
-    recomputed = {
-        spec.name: hours_replaced(tables[spec.name], every_hour)
-        for spec in hour_tables
-        if spec.write is catalog.Write.REPLACE_HOURS and spec.name in tables
-    }
+    # Whether a replace covered an hour matters only for an hour the upstream holds and the table
+    # does not: its history is read for those alone (usually none).
+    recomputed = {}
+    for spec in hour_tables:
+        if spec.write is catalog.Write.REPLACE_HOURS and spec.name in tables:
+            source = hour_counts.get(upstream[spec.name]) or {}
+            without_rows = {hour for hour in source if not hour_counts[spec.name].get(hour)}
+            recomputed[spec.name] = hours_replaced(tables[spec.name], without_rows)
     writes = {
         t.name: (last_write(tables[t.name]) if t.name in tables else None) for t in catalog.tables()
     }

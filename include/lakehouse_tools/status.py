@@ -72,8 +72,8 @@ class Observed:
     * ``upstream``: each hour-addressed table's upstream hour-addressed table (None for the first);
     * ``writes``: each table's newest commit; ``classifier``: the tables the ingesting table feeds;
     * ``recomputed``: per replace-hours table, the newest commit that replaced each event hour
-      (its predicate names the hour), rows or none: an hour with no rows to write (no views in it) is
-      recomputed, not missing;
+      (its predicate selects the hour), rows or none: an hour with no rows to write (no views in it)
+      is recomputed, not missing (read only for hours its upstream holds and it does not);
     * ``failed_rules``: per event hour, the gating rules whose newest check of the hour failed.
     """
 

@@ -1,9 +1,9 @@
 """Rows as an aligned text table (tabulate lays it out), optionally cut to fit a terminal's width.
 
 Numbers are right-aligned, everything else left-aligned; a column of strings that look like
-numbers (ids) stays text. To fit a width, the widest columns are cut first (a cut value ends in
-"…"), down to a few characters each; if even that is too wide, the last columns are left out and
-named, so a wide table (``select * from silver.ad_events``) still reads one row per line.
+numbers (ids) stays text. To fit a width, the long columns are cut (a cut value ends in "…"),
+down to a few characters each, short ones (times, numbers) kept whole; if even that is too wide,
+the last columns are left out and named, so a wide table (``select * from silver.ad_events``) still reads one row per line.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from tabulate import tabulate
 
 CUT = "…"
 NARROWEST = 8  # a cut column keeps at least this many characters (fewer only if it is narrower)
+WHOLE = 20  # a column this narrow (a timestamp to the second) is never cut
 GAP = 2  # the "simple" format's spaces between columns
 
 
@@ -75,11 +76,16 @@ def fitted_table_text(columns: list[str], rows: list[tuple], width: int) -> tupl
 
 
 def _fit(natural: list[int], width: int) -> list[int]:
-    """Column widths within ``width`` (GAP between columns): the widest are narrowed first, to no
-    less than NARROWEST; the columns that still do not fit are dropped from the end."""
-    floors = [min(n, NARROWEST) for n in natural]
+    """Column widths within ``width`` (GAP between columns): the long columns are narrowed, evenly,
+    down to NARROWEST; a short one (a time, a number) stays whole; the columns that still do not
+    fit are dropped from the end (a cut time or number would mislead)."""
+
+    def total(widths: list[int]) -> int:
+        return sum(widths) + GAP * (len(widths) - 1)
+
+    floors = [n if n <= WHOLE else NARROWEST for n in natural]
     kept = len(natural)
-    while kept > 1 and sum(floors[:kept]) + GAP * (kept - 1) > width:
+    while kept > 1 and total(floors[:kept]) > width:
         kept -= 1
     natural, floors = natural[:kept], floors[:kept]
     room = width - GAP * (kept - 1)

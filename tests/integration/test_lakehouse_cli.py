@@ -227,3 +227,19 @@ def test_query_shows_50_rows_cut_to_the_terminal_unless_told_otherwise(written):
     assert [row["event_id"] for row in json.loads(as_json.stdout)] == expected
     bad = lakehouse_command(written, "query", ids, "--limit", "0")
     assert bad.returncode == 2 and "not a number of rows: '0' (e.g. --limit 200)" in bad.stderr
+
+
+def test_the_hours_a_replace_covered_are_read_from_the_predicate_spark_recorded(written):
+    from deltalake import DeltaTable
+
+    from lakehouse_tools.observe import hours_replaced
+
+    silver_hours = {
+        datetime.fromtimestamp(e["millis"] // 1000, UTC).replace(minute=0, second=0, tzinfo=None)
+        for e in oracle(written).events.values()
+    }
+    gold = DeltaTable(written.table("gold.campaign_hourly").path)
+    # The incremental run replaced every hour silver got rows for (each in one commit or another).
+    assert set(hours_replaced(gold, silver_hours)) == silver_hours
+    later = max(silver_hours) + timedelta(hours=5)
+    assert hours_replaced(gold, {later}) == {}
