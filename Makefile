@@ -141,8 +141,8 @@ test-long: setup $(TEST_PREREQS)  ## the tests marked long: many-minute variants
 env:  ## print the environment, e.g. eval "$$(make -s env)"
 	@for v in $(ENV_VARS) KAFKA_BOOTSTRAP_SERVERS; do printf "export %s='%s'\n" "$$v" "$${!v}"; done
 
-airflow-ui: setup engine-up  ## the Airflow UI on http://127.0.0.1:8080 (Ctrl-C stops every component)
-	include/scripts/airflow_ui.sh
+airflow-ui: setup engine-up  ## the Airflow UI on http://127.0.0.1:8080, or PORT=8081 (Ctrl-C stops every component)
+	PORT="$(PORT)" include/scripts/airflow_ui.sh
 
 lock:  ## re-resolve constraints.txt from requirements.txt
 	rm -rf $(ROOT)/.venv-lock && $(PYTHON) -m venv $(ROOT)/.venv-lock

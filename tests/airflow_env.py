@@ -134,7 +134,9 @@ class AirflowServices:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         commands = {
             "api-server": ["api-server", "--host", "127.0.0.1", "--port", str(self.port)],
-            "scheduler": ["scheduler"],
+            # No log server (it binds every interface on 8793, and two test workers' collide): the
+            # api-server reads the task logs from AIRFLOW_HOME, as under make airflow-ui.
+            "scheduler": ["scheduler", "--skip-serve-logs"],
             "dag-processor": ["dag-processor"],
         }
 

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# The Airflow UI for local use: api-server, scheduler, dag-processor and triggerer, all bound to
-# 127.0.0.1, each in its own process group. Ctrl-C (or SIGTERM to this script) stops them all,
-# with a bounded wait and SIGKILL for any that hang (a LocalExecutor scheduler has been seen to).
-# Run through `make airflow-ui`, which sets AIRFLOW_HOME and the rest of the environment.
+# The Airflow UI for local use: api-server, scheduler, dag-processor and triggerer, each in its own
+# process group. Ctrl-C (or SIGTERM to this script) stops them all, with a bounded wait and SIGKILL
+# for any that hang (a LocalExecutor scheduler has been seen to).
+# Run through `make airflow-ui [PORT=8081]`, which sets AIRFLOW_HOME and the rest of the environment.
+#
+# The port: PORT, else Airflow's own AIRFLOW__API__PORT, else 8080. Only the api-server listens,
+# on 127.0.0.1: the scheduler and the triggerer run without their log servers (which would bind
+# every interface on 8793/8794, and collide with a second clone's), since the api-server reads the
+# task logs from $AIRFLOW_HOME/logs on this machine. A second clone needs only another PORT.
 set -euo pipefail
 
-port="${AIRFLOW_UI_PORT:-8080}"
+port="${PORT:-${AIRFLOW__API__PORT:-8080}}"
 logs="$AIRFLOW_HOME/logs/components"
 mkdir -p "$logs"
+if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+  echo "Port $port on 127.0.0.1 is in use (another clone's Airflow UI?): choose another, e.g. make airflow-ui PORT=$((port + 1))" >&2
+  exit 1
+fi
 export AIRFLOW__API__HOST=127.0.0.1
 export AIRFLOW__API__PORT="$port"
 export AIRFLOW__API__BASE_URL="http://127.0.0.1:$port"
@@ -23,8 +32,10 @@ export AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL="${AIRFLOW__SCHEDULER__
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:-admin:admin}"
 
 pids=()
+stopping=0
 stop_all() {
   trap - INT TERM EXIT
+  stopping=1
   echo "stopping Airflow components ..."
   for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
   for _ in $(seq 1 20); do
@@ -56,8 +67,12 @@ done
 # The api-server builds its execution API (Cadwyn's versioned routes, ~2.5 s) on the first request
 # to it: made here, or the first task of the first run would wait for it.
 curl -fsS --max-time 120 "http://127.0.0.1:$port/execution/health" > /dev/null || true
-for component in scheduler dag-processor triggerer; do start "$component"; done
+for component in "scheduler --skip-serve-logs" dag-processor "triggerer --skip-serve-logs"; do start "$component"; done
 echo "Airflow UI: http://127.0.0.1:$port  (user admin; password in $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated)"
 echo "Ctrl-C stops every component."
 wait -n "${pids[@]}" || true
-echo "an Airflow component exited; see $logs"
+if [ "$stopping" = 1 ]; then
+  echo "Airflow stopped."
+else
+  echo "An Airflow component exited by itself; stopping the others. See its log in $logs" >&2
+fi
