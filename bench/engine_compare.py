@@ -16,7 +16,10 @@ every contender, in alternating order (a, b, c, d, then d, c, b, a, ...).
 
 Figures: wall seconds of the process, and CPU seconds (user + system) of its whole process tree:
 Python, a driver JVM and whatever they start, start-up and shutdown included. This process is a
-child subreaper and waits for each run's every descendant, so ``RUSAGE_CHILDREN`` covers them all.
+child subreaper and waits for each run's every descendant, so ``RUSAGE_CHILDREN`` covers them all
+but PySpark's Python workers (the sessions' state functions run in them): their daemon ignores
+SIGCHLD, so the kernel reaps them and their CPU reaches no parent. A Spark job reads their CPU
+just before ``spark.stop()`` (:func:`bench.compare.processes.unreaped_cpu`); it is added.
 The project's run also reports CPU and wall per task (its Python process plus its JVM, read around
 each task).
 
@@ -140,6 +143,8 @@ def run_contender(
     }
     if code == 0 and Path(spec["result"]).exists():
         run["job"] = json.loads(Path(spec["result"]).read_text())
+        # PySpark's worker daemon ignores SIGCHLD: its workers' CPU reaches no RUSAGE_CHILDREN.
+        run["cpu"] += run["job"].get("unreaped_cpu", 0.0)
     else:
         run["ok"] = False
         run["log_tail"] = log_path.read_text(errors="replace")[-3000:]

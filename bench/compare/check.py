@@ -120,6 +120,9 @@ def compare_tables(
             read_table(path),
             read_table(candidate[name]) if name in candidate else None,
         )
+        if actual is None and expected is None:
+            out[name] = verdict(NOT_RUN, "no run of the benchmark writes it")
+            continue
         if actual is None:
             if implements is not None:
                 out[name] = verdict(NOT_WRITTEN, f"{name}: not written")

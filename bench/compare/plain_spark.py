@@ -40,7 +40,7 @@ from bench.compare import (
     WATERMARK_DELAY_MS,
     WINDOW_SECONDS,
 )
-from bench.compare.processes import self_cpu, tree_cpu
+from bench.compare.processes import self_cpu, tree_cpu, unreaped_cpu
 
 CORRUPT = "_corrupt_record"
 # Spark merges a user's event into a session when it is at most the gap after the session's last
@@ -254,7 +254,12 @@ def run(spec: dict) -> dict:
         OPEN_SESSIONS,
     )
     sessions.unpersist()
+    lost = unreaped_cpu(pid) if pid else 0.0  # Python workers' CPU (none expected here)
     began, cpu_before = time.perf_counter(), cpu()
     spark.stop()
     steps["stop"] = {"wall": time.perf_counter() - began, "cpu": cpu() - cpu_before}
-    return {"steps": steps, "tables": sorted(name for name in steps if "." in name)}
+    return {
+        "steps": steps,
+        "tables": sorted(name for name in steps if "." in name),
+        "unreaped_cpu": lost,
+    }

@@ -112,3 +112,18 @@ def self_cpu() -> float:
     """CPU seconds so far of this process (all its threads)."""
     used = resource.getrusage(resource.RUSAGE_SELF)
     return used.ru_utime + used.ru_stime
+
+
+def unreaped_cpu(root: int) -> float:
+    """CPU seconds so far of the live grandchildren of ``root`` (and their descendants): what no
+    ``RUSAGE_CHILDREN`` will count, when their parent ignores SIGCHLD.
+
+    PySpark's worker daemon, a child of the driver JVM, does (``signal(SIGCHLD, SIG_IGN)``): its
+    Python workers are reaped by the kernel, their CPU added to nobody's children time. A job
+    reads this just before ``spark.stop()`` ends them; workers that ended earlier are not in it.
+    """
+    stats = proc_stats()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    return sum(tree_cpu(child, include_root=False) for child in children.get(root, []))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from bench.compare.processes import self_cpu, tree_cpu
+from bench.compare.processes import self_cpu, tree_cpu, unreaped_cpu
 
 
 def run(spec: dict) -> dict:
@@ -62,11 +62,18 @@ def run(spec: dict) -> dict:
             "cpu": cpu() - before,
             "layer": catalog.task(task).layer,
         }
+    lost = unreaped_cpu(pid) if pid else 0.0  # the Python workers' CPU, lost once they end
     started_stop = time.perf_counter()
     before = cpu()
     spark.stop()
     stop = {"wall": time.perf_counter() - started_stop, "cpu": cpu() - before}
-    return {"setup": setup, "tasks": tasks, "stop": stop, "jvm_found": pid is not None}
+    return {
+        "setup": setup,
+        "tasks": tasks,
+        "stop": stop,
+        "jvm_found": pid is not None,
+        "unreaped_cpu": lost,
+    }
 
 
 def pipeline_tasks() -> list[str]:

@@ -358,9 +358,9 @@ def summary_figures(results: dict) -> dict:
         sessions = median(sessions_cpu(results, size, "project"))
         native = median(sessions_cpu(results, size, "plain_spark"))
         if sessions:
-            out[f"sessions_cpu_s_{suffix}"] = round(sessions, 2)
+            out[f"compare_sessions_cpu_s_{suffix}"] = round(sessions, 2)
         if sessions and native:
-            out[f"sessions_ratio_to_native_spark_{suffix}"] = round(sessions / native, 2)
+            out[f"compare_sessions_ratio_to_plain_spark_{suffix}"] = round(sessions / native, 2)
     if len(sizes) >= 2:  # the marginal cost: events per CPU-s between the smallest and largest size
         first, last = sizes[0], sizes[-1]
         events = results["datasets"][last]["lines"] - results["datasets"][first]["lines"]
