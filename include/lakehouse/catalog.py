@@ -21,165 +21,77 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from functools import cache
 
-from lakehouse.errors import ConfigError
+from lakehouse.catalog_checks import check_declarations, upstream_first
+from lakehouse.columns import Column, column_names, json_type, parse_columns
+from lakehouse.errors import CatalogError, ConfigError
+from lakehouse.rules import Expectation, ExpectationFailed, expect
+from lakehouse.write_kinds import HOUR_LAYOUTS, LAYERS, Write
 
-# Layers in the order data flows through them; ops holds the pipeline's own records.
-LAYERS = ("dims", "bronze", "silver", "gold", "ops")
+# What a table module declares with (table, side_table, ops_table, Write, expect) and what the
+# rest of the project asks the catalog; the schema and rule types live in their own modules.
+__all__ = [
+    "HOUR_LAYOUTS",
+    "LAYERS",
+    "CatalogError",
+    "Column",
+    "Expectation",
+    "ExpectationFailed",
+    "TableSpec",
+    "Write",
+    "batch_tables",
+    "column_names",
+    "data_tables_of",
+    "describe",
+    "downstream",
+    "expect",
+    "get",
+    "ops_table",
+    "parse_columns",
+    "side",
+    "side_table",
+    "table",
+    "tables",
+    "task",
+    "tasks",
+    "upstream_tasks",
+    "written_by_task",
+]
+
+# What a table module declares with (table, side_table, ops_table, Write, expect) and what the
+# rest of the project asks the catalog; the schema and rule types live in their own modules.
+__all__ = [
+    "HOUR_LAYOUTS",
+    "LAYERS",
+    "CatalogError",
+    "Column",
+    "Expectation",
+    "ExpectationFailed",
+    "TableSpec",
+    "Write",
+    "batch_tables",
+    "column_names",
+    "data_tables_of",
+    "describe",
+    "downstream",
+    "expect",
+    "get",
+    "ops_table",
+    "parse_columns",
+    "side",
+    "side_table",
+    "table",
+    "tables",
+    "task",
+    "tasks",
+    "upstream_tasks",
+    "written_by_task",
+]
+
 TABLES_PACKAGE = "lakehouse.tables"
-
-
-class CatalogError(ConfigError):
-    """A table declaration is inconsistent; the message names the table and what to fix."""
-
-
-class Write(str, Enum):  # noqa: UP042 (str() of a member stays its name, as logs print it)
-    """How a table's query writes it (each kind has its flow in ``lakehouse.flows``)."""
-
-    OVERWRITE = "overwrite"  # the whole table replaced by each run (a small dimension from a file)
-    APPEND = "append"  # new rows appended once per micro-batch (bronze, side outputs)
-    # rows with a new key inserted, in the event hours a batch touches
-    MERGE_NEW = "insert-only merge"
-    # the event hours a batch touches recomputed from upstream and replaced
-    REPLACE_HOURS = "replace hours"
-    SESSIONS = "sessions"  # a stateful query emits each session once, when the watermark closes it
-
-
-# The columns each hour-addressed write kind needs: they select and replace whole event hours.
-HOUR_LAYOUTS = {
-    Write.MERGE_NEW: {"partition_by": ("event_date", "event_hour"), "columns": ("event_time",)},
-    Write.REPLACE_HOURS: {"partition_by": ("event_date",), "columns": ("hour_start",)},
-}
-
-# DDL type names -> Spark's JSON type names (the types the tables use; extend as needed).
-_TYPES = {
-    "STRING": "string",
-    "BIGINT": "long",
-    "INT": "integer",
-    "DOUBLE": "double",
-    "BOOLEAN": "boolean",
-    "DATE": "date",
-    "TIMESTAMP": "timestamp",
-    "BINARY": "binary",
-}
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: str  # DDL, e.g. BIGINT or MAP<STRING, BIGINT>
-    nullable: bool = True
-
-
-def parse_columns(ddl: str) -> tuple[Column, ...]:
-    """The columns of a DDL schema (``name TYPE [NOT NULL], ...``), parsed without Spark."""
-    parts, depth, current = [], 0, ""
-    for char in ddl:
-        depth += char in "<(" and 1 or char in ">)" and -1 or 0
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    parts.append(current)
-    columns = []
-    for part in filter(str.strip, parts):
-        match = re.fullmatch(
-            r"\s*(\w+)\s+(.+?)(\s+NOT\s+NULL)?\s*", part, flags=re.IGNORECASE | re.DOTALL
-        )
-        if not match:
-            raise CatalogError(
-                f"Cannot read column {part.strip()!r} of schema {ddl!r}: expected 'name TYPE [NOT NULL]'"
-            )
-        columns.append(Column(match[1], re.sub(r"\s+", " ", match[2].upper()), not match[3]))
-    return tuple(columns)
-
-
-def column_names(ddl: str) -> tuple[str, ...]:
-    """The column names of a DDL schema, in order."""
-    return tuple(column.name for column in parse_columns(ddl))
-
-
-def _json_type(ddl_type: str):
-    map_type = re.fullmatch(r"MAP<\s*(.+?)\s*,\s*(.+?)\s*>", ddl_type)
-    if map_type:
-        key, value = map_type.groups()
-        return {
-            "type": "map",
-            "keyType": _json_type(key),
-            "valueType": _json_type(value),
-            "valueContainsNull": True,
-        }
-    if ddl_type not in _TYPES:
-        raise CatalogError(
-            f"Unsupported column type {ddl_type!r}; the catalog knows {', '.join(_TYPES)} and MAP<,>"
-        )
-    return _TYPES[ddl_type]
-
-
-# The comparisons a rule's measure can be held to.
-COMPARISONS = ("<=", ">=", "!=", "=", "<", ">")
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """A data-quality rule: ``measure`` (a SQL aggregate) over a table's rows must satisfy ``holds``.
-
-    Measured per event hour (``per="hour"``) over the hours a run wrote, or per micro-batch
-    (``per="batch"``, tables with a ``batch_id`` column) over the run's batches. ``on_failure``:
-    ``warn`` records and logs; ``fail`` also fails the task, so nothing downstream is computed from
-    the hour (see :mod:`lakehouse.expectations`).
-    """
-
-    rule: str  # what should hold, in words: the name in results, logs and messages
-    measure: str  # e.g. count_if(campaign_id IS NULL)
-    holds: str  # e.g. "= 0", "<= 0.05"
-    on_failure: str = "fail"
-    per: str = "hour"
-
-    @property
-    def bound(self) -> tuple[str, float]:
-        """The comparison and the number of ``holds``."""
-        text = self.holds.strip()
-        for op in COMPARISONS:
-            if text.startswith(op):
-                try:
-                    return op, float(text[len(op) :])
-                except ValueError:
-                    break
-        raise CatalogError(
-            f"Rule {self.rule!r}: holds={self.holds!r} is not '<op> <number>' with op one of {COMPARISONS}"
-        )
-
-    def passes(self, observed: float | None) -> bool:
-        """Whether a measured value satisfies the rule (nothing measured, e.g. no lines: it holds)."""
-        if observed is None:
-            return True
-        op, number = self.bound
-        return {
-            "<=": observed <= number,
-            ">=": observed >= number,
-            "!=": observed != number,
-            "=": observed == number,
-            "<": observed < number,
-            ">": observed > number,
-        }[op]
-
-
-class ExpectationFailed(RuntimeError):
-    """A ``fail`` rule does not hold: the task stops, so nothing downstream is computed from the hour."""
-
-
-def expect(
-    rule: str, measure: str, holds: str, *, on_failure: str = "fail", per: str = "hour"
-) -> Expectation:
-    """A rule for a declaration's ``expect=[...]``, e.g. ``expect("every event has a campaign", "count_if(campaign_id IS NULL)", "= 0")``."""
-    return Expectation(rule, measure, holds, on_failure, per)
 
 
 @dataclass(frozen=True)
@@ -248,7 +160,7 @@ class TableSpec:
         from pyspark.sql.types import StructType
 
         fields = [
-            {"name": c.name, "type": _json_type(c.type), "nullable": c.nullable, "metadata": {}}
+            {"name": c.name, "type": json_type(c.type), "nullable": c.nullable, "metadata": {}}
             for c in self.columns
         ]
         return StructType.fromJson({"type": "struct", "fields": fields})
@@ -378,12 +290,12 @@ def _load() -> dict[str, TableSpec]:
     package = importlib.import_module(TABLES_PACKAGE)
     for module in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{TABLES_PACKAGE}.{module.name}")
-    _check(_DECLARED)
+    check_declarations(_DECLARED)
     # A side table belongs to the task of the table whose query writes it.
     for name, spec in list(_DECLARED.items()):
         if spec.written_by:
             _DECLARED[name] = replace(spec, task=_DECLARED[spec.written_by].task)
-    return {name: _DECLARED[name] for name in _topological(_DECLARED)}
+    return {name: _DECLARED[name] for name in upstream_first(_DECLARED)}
 
 
 def tables() -> list[TableSpec]:
@@ -449,128 +361,6 @@ def data_tables_of(layer: str) -> list[TableSpec]:
     return [spec for spec in tables() if spec.layer == layer and spec.streamed]
 
 
-# --------------------------------------------------------------------------------------------
-# Checks at import time
-
-
-def _check(declared: dict[str, TableSpec]) -> None:
-    for spec in declared.values():
-        where = f"{spec.name} (lakehouse/tables/{spec.task or declared.get(spec.written_by, spec).task}.py)"
-        if spec.layer not in LAYERS or not re.fullmatch(r"[a-z]+\.[a-z_]+", spec.name):
-            raise CatalogError(
-                f"{where}: a table name is <layer>.<table> with layer one of {', '.join(LAYERS)}"
-            )
-        names = spec.column_names
-        for column in spec.columns:
-            _json_type(column.type)
-        declared_columns = (
-            *spec.partition_by,
-            *spec.lineage,
-            *(c for c in (spec.key, spec.event_time) if c),
-        )
-        missing = [c for c in declared_columns if c not in names]
-        if missing:
-            raise CatalogError(
-                f"{where}: partition, key or lineage column(s) {missing} are not in its schema"
-            )
-        for name in spec.upstream:
-            if name not in declared:
-                raise CatalogError(
-                    f"{where}: upstream table {name!r} is not declared; known: {', '.join(declared)}"
-                )
-        if spec.written_by is not None:
-            writer = declared.get(spec.written_by)
-            if writer is None or writer.written_by is not None:
-                raise CatalogError(
-                    f"{where}: written_by {spec.written_by!r} is not a table with a query of its own"
-                )
-        elif not spec.upstream and not spec.source and not spec.operation:
-            raise CatalogError(f"{where}: a table needs upstream tables or a source")
-        layout = HOUR_LAYOUTS.get(spec.write)
-        if layout:
-            needed = [c for c in (*layout["partition_by"], *layout["columns"]) if c not in names]
-            if needed or spec.partition_by != layout["partition_by"]:
-                raise CatalogError(
-                    f"{where}: a {spec.write.value} table must be partitioned by {list(layout['partition_by'])} "
-                    f"and have the column(s) {list(layout['columns'])} that select whole event hours "
-                    f"(missing: {needed or 'the partitioning'})"
-                )
-        if spec.write is Write.MERGE_NEW and not spec.key:
-            raise CatalogError(f"{where}: an {spec.write.value} table needs key=<column>")
-        if spec.write is Write.SESSIONS and not (spec.key and spec.event_time in names):
-            raise CatalogError(
-                f"{where}: a {spec.write.value} table needs key=<session id column> and event_time=<its start>"
-            )
-        if spec.batch and not (layout or spec.write is Write.SESSIONS):
-            kinds = ", ".join(w.value for w in (*HOUR_LAYOUTS, Write.SESSIONS))
-            raise CatalogError(
-                f"{where}: only hour-addressed tables and sessions ({kinds}) have a batch form"
-            )
-        _check_expectations(spec, where, layout)
-    tasks_seen: dict[str, str] = {}
-    for spec in declared.values():
-        if spec.written_by is None and spec.operation is None:
-            if spec.task in tasks_seen:
-                raise CatalogError(
-                    f"Module {spec.task} declares two tables with queries ({tasks_seen[spec.task]}, {spec.name})"
-                )
-            tasks_seen[spec.task] = spec.name
-
-
-def _check_expectations(spec: TableSpec, where: str, layout: dict | None) -> None:
-    rules = [e.rule for e in spec.expectations]
-    for rule in spec.expectations:
-        rule.bound  # noqa: B018 - raises on a holds= that is not '<op> <number>'
-        if rule.on_failure not in ("warn", "fail"):
-            raise CatalogError(
-                f"{where}: rule {rule.rule!r}: on_failure is 'warn' or 'fail', not {rule.on_failure!r}"
-            )
-        if rule.per not in ("hour", "batch"):
-            raise CatalogError(
-                f"{where}: rule {rule.rule!r}: per is 'hour' or 'batch', not {rule.per!r}"
-            )
-        if rule.per == "hour" and not layout:
-            raise CatalogError(
-                f"{where}: rule {rule.rule!r} is per hour, but only hour-addressed tables are written by the hour"
-            )
-        if rule.per == "batch" and (
-            "batch_id" not in spec.column_names or rule.on_failure != "warn"
-        ):
-            # A batch is checked once, when it is written; a failure a retry cannot see again cannot gate.
-            raise CatalogError(
-                f"{where}: rule {rule.rule!r} is per batch: its table needs a batch_id column and it can only warn"
-            )
-        if rules.count(rule.rule) > 1:
-            raise CatalogError(f"{where}: two rules are named {rule.rule!r}")
-
-
-def _topological(declared: dict[str, TableSpec]) -> list[str]:
-    """Names ordered so every table comes after its upstream tables and its writer; fails on a cycle."""
-    order: list[str] = []
-    state: dict[str, str] = {}
-
-    def visit(name: str, path: tuple[str, ...]) -> None:
-        if state.get(name) == "done":
-            return
-        if state.get(name) == "visiting":
-            raise CatalogError(
-                f"Tables depend on each other in a cycle: {' -> '.join((*path, name))}"
-            )
-        state[name] = "visiting"
-        spec = declared[name]
-        for before in (*spec.upstream, *([spec.written_by] if spec.written_by else [])):
-            visit(before, (*path, name))
-        state[name] = "done"
-        order.append(name)
-
-    for name in sorted(
-        declared,
-        key=lambda n: (LAYERS.index(n.split(".")[0]) if n.split(".")[0] in LAYERS else 99, n),
-    ):
-        visit(name, ())
-    return order
-
-
 def describe() -> str:
     """The catalog as a table for people: one line per table."""
     lines = [f"{'table':<30} {'task':<24} {'write':<18} {'batch':<5} upstream"]
@@ -589,7 +379,3 @@ if __name__ == "__main__":
     )
 
     print(catalog.describe())
-
-
-# The declaration's former name, kept while modules move to ``TableSpec``.
-Table = TableSpec

@@ -10,6 +10,7 @@ import pytest
 
 from lakehouse import catalog
 from lakehouse.catalog import CatalogError, Column, TableSpec, Write, expect
+from lakehouse.catalog_checks import check_declarations, upstream_first
 from lakehouse_tools import oracle
 
 GOLD_SCHEMA = "campaign_id STRING, hour_start TIMESTAMP, views BIGINT NOT NULL, event_date DATE"
@@ -42,8 +43,8 @@ SILVER = TableSpec(
 
 def check(*tables: TableSpec) -> list[str]:
     declared = {table.name: table for table in tables}
-    catalog._check(declared)
-    return catalog._topological(declared)
+    check_declarations(declared)
+    return upstream_first(declared)
 
 
 def test_the_declared_catalog_loads_in_dependency_order():
