@@ -244,7 +244,7 @@ def interpretation(results: dict) -> str:
             f"With nothing new, a DAG run on the warm engine takes {idle_c:.0f} s instead of {idle_s:.0f} s"
             + (f", {cpu_c:.0f} s of CPU instead of {cpu_s:.0f} s" if cpu_c and cpu_s else "")
             + f": by spark-submit each of the {spark_tasks} Spark tasks starts a JVM and builds a Delta session "
-            "(§4, §10) only to find nothing new; on the engine each is a client whose freshness check reads a "
+            "only to find nothing new; on the engine each is a client whose freshness check reads a "
             "few files and starts no query"
             + (f" (all {spark_tasks} together {tasks_c:.1f} s)" if tasks_c is not None else "")
             + ". What is left is Airflow's own cost: parsing, task start-up, the metadata DB and the other tasks"
