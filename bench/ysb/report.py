@@ -49,12 +49,12 @@ def write_report(results: dict, out: Path) -> None:
 
 
 def as_section(report: str) -> str:
-    """The report as one section of BENCHMARKS.md: its title and preamble's heading dropped, its
-    numbered sections one level down."""
+    """The report as one section of BENCHMARKS.md: its title dropped, its numbered sections one
+    level down (numbered still: they refer to each other as §N)."""
     lines = report.splitlines()
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
-    return "\n".join(re.sub(r"^## \d+\. ", "### ", line) for line in lines)
+    return "\n".join(re.sub(r"^## ", "### ", line) for line in lines)
 
 
 SECTION_TITLES = {
