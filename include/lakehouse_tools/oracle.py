@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -228,6 +229,11 @@ def _utc(millis: int) -> datetime:
 # The event contract as silver enforces it (README, "Bad input"), restated here without its code.
 MAX_LINE_BYTES = 1024 * 1024
 MAX_FUTURE_SKEW_US = 86_400_000_000  # an event over a day ahead of its ingestion is quarantined
+# No producer means an event before this UTC date (seconds taken for millis land in 1970).
+EVENT_TIME_FLOOR_MS = (
+    datetime.fromisoformat(os.environ.get("LAKEHOUSE_EVENT_TIME_FLOOR", "2000-01-01"))
+    - datetime(1970, 1, 1)
+) // timedelta(milliseconds=1)
 _BOM = "\ufeff"
 _JSON_WHITESPACE = " \t\r\n"
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")  # what Spark's line reader splits on, and nothing else
@@ -381,6 +387,8 @@ def _reason(
         return "wrong_field_type", None
     if not re.fullmatch(r"[0-9]{1,15}", event["event_time"]):
         return "invalid_event_time", None
+    if int(event["event_time"]) < EVENT_TIME_FLOOR_MS:
+        return "event_time_too_old", None
     if ingested_at is not None:
         moment = ingested_at if ingested_at.tzinfo else ingested_at.replace(tzinfo=UTC)
         ingested_us = (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
@@ -406,12 +414,17 @@ def _file_lines(data: bytes) -> list[bytes]:
 def expected_from_landing(
     landing_root: str | Path, campaigns_csv: str | Path, ingested_at: datetime | None = None
 ) -> Expected:
-    """Expected tables from every ``*.jsonl`` file under ``landing_root`` (hidden files excluded).
+    """Expected tables from every ``*.jsonl`` file under ``landing_root``, at any depth (hidden excluded).
 
     Lines are read as bytes, as Spark's line reader splits them; ``ingested_at`` as in
     :func:`expected_from_lines`.
     """
-    files = sorted(p for p in Path(landing_root).rglob("*.jsonl") if not p.name.startswith("."))
+    root = Path(landing_root)  # as Spark's file source: no file or folder named .* or _*
+    files = sorted(
+        p
+        for p in root.rglob("*.jsonl")
+        if not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)
+    )
     lines = (line for path in files for line in _file_lines(path.read_bytes()))
     return expected_from_lines(lines, campaigns_csv, ingested_at)
 

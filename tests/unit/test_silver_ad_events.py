@@ -174,6 +174,19 @@ BAD_LINES = [
     (event(event_time="9" * 16), "invalid_event_time", "9" * 16),
     (event(event_time="9" * 400), "invalid_event_time", "9" * 400),
     (event(event_time="9" * 15), "event_time_in_future", "9" * 15),  # year 33658, no overflow
+    # Digits that no producer means: before the contract's floor (2000-01-01), 10 digits flagged.
+    (
+        event(event_time="1763596800"),  # 2025-11-20 in seconds: read as millis, 1970-01-21
+        "event_time_too_old",
+        "1763596800 ms is before 2000-01-01; 10 digits: likely epoch seconds, the contract is milliseconds",
+    ),
+    (event(event_time="0"), "event_time_too_old", "0 ms is before 2000-01-01"),
+    (event(event_time="1000"), "event_time_too_old", "1000 ms is before 2000-01-01"),
+    (
+        event(event_time="946684799999"),  # 1999-12-31T23:59:59.999Z
+        "event_time_too_old",
+        "946684799999 ms is before 2000-01-01",
+    ),
     (
         event(event_time=str(TEN_AM_MS + 3 * 86_400_000)),
         "event_time_in_future",
@@ -203,6 +216,22 @@ def test_bad_lines_are_quarantined_with_raw_line_and_reason(spark, campaigns):
         *[F.col(c).cast("string") for c in ("event_time", "event_date", "event_hour")]
     )
     assert len(computed.collect()) == len(BAD_LINES)
+
+
+def test_an_event_at_the_event_time_floor_is_valid(spark, campaigns):
+    """The floor is the first accepted moment: 2000-01-01T00:00:00.000Z itself is an event."""
+    classified = classify_ad_events(
+        bronze(spark, event(event_time="946684800000"), event(event_id="e-2")), campaigns
+    )
+    valid = valid_ad_events(classified).select("event_id", "event_time", "event_date")
+    expected = spark.createDataFrame(
+        [
+            ("e-1", datetime(2000, 1, 1), date(2000, 1, 1)),
+            ("e-2", datetime(2026, 11, 20, 10, 0, 1, 234000), date(2026, 11, 20)),
+        ],
+        "event_id string, event_time timestamp, event_date date",
+    )
+    assertDataFrameEqual(valid, expected)
 
 
 def test_lines_with_a_bom_whitespace_or_braces_in_strings_are_valid(spark, campaigns):
@@ -349,6 +378,7 @@ NEAR_PRODUCER_FORM = [
     event(event_type="hover"),
     event(ad_type="popup"),
     event(event_time=str(TEN_AM_MS + 3 * 86_400_000)),  # days ahead of ingestion
+    event(event_time="1763596800"),  # seconds: before the floor
     event().replace(
         "10.0.0.1", "10.0.0.1 \u00e9\u4e2d\U0001f600"
     ),  # non-ASCII, unescaped: in the form
@@ -381,4 +411,4 @@ def test_the_producer_form_shortcut_classifies_like_the_general_path(spark, camp
     )
     # The test means something only if the shortcut took some of these lines and left others.
     taken = lines.filter(F.col("raw_line").rlike(silver.PRODUCER_FORM)).count()
-    assert taken == 12, taken  # the first 13 lines but the one whose tab json.dumps escapes
+    assert taken == 13, taken  # the first 14 lines but the one whose tab json.dumps escapes

@@ -10,7 +10,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakehouse.catalog import Write, column_names, expect, side_table, table
-from lakehouse.contract import AD_TYPES, EVENT_TYPES, RAW_EVENT_FIELDS
+from lakehouse.contract import (
+    AD_TYPES,
+    EVENT_TIME_FLOOR,
+    EVENT_TIME_FLOOR_MILLIS,
+    EVENT_TYPES,
+    RAW_EVENT_FIELDS,
+    SECONDS_DIGITS,
+)
 from lakehouse.tables import F
 
 if TYPE_CHECKING:
@@ -61,6 +68,7 @@ class Reason:
     MISSING_FIELD = "missing_required_field"
     WRONG_TYPE = "wrong_field_type"
     INVALID_EVENT_TIME = "invalid_event_time"
+    TOO_OLD_EVENT_TIME = "event_time_too_old"
     FUTURE_EVENT_TIME = "event_time_in_future"
     UNKNOWN_EVENT_TYPE = "unknown_event_type"
     UNKNOWN_AD_TYPE = "unknown_ad_type"
@@ -135,6 +143,8 @@ def classify_ad_events(
     * ``event_time`` is epoch milliseconds as 1 to 15 ASCII digits (``invalid_event_time``):
       ISO-8601 strings, signs, fractions and exponents are quarantined, not guessed at, since
       the producer promises millis and anything else is a producer bug to be seen;
+    * it is not before the contract's floor (``event_time_too_old``: ``EVENT_TIME_FLOOR``, default
+      2000-01-01; a value of 10 digits is flagged as likely epoch seconds in the detail);
     * it is at most a day ahead of ingestion (``event_time_in_future``), and its event type, ad
       type and ad id are known.
 
@@ -172,10 +182,13 @@ def classify_ad_events(
     )
     latest_accepted = F.try_add(F.col("ingested_at"), F.expr(f"INTERVAL {MAX_FUTURE_SKEW}"))
     # A column of its own, so that it is computed once per row, not once per use.
-    checked = enriched.withColumn("_event_ts", F.timestamp_millis(millis))
+    checked = enriched.withColumn("_millis", millis).withColumn(
+        "_event_ts", F.timestamp_millis("_millis")
+    )
     value_reason = _first_failure(
         [
             (F.col("_event_ts").isNull(), Reason.INVALID_EVENT_TIME),
+            (F.col("_millis") < F.lit(EVENT_TIME_FLOOR_MILLIS), Reason.TOO_OLD_EVENT_TIME),
             (F.col("_event_ts") > latest_accepted, Reason.FUTURE_EVENT_TIME),
             (~F.col("_event_type").isin(*EVENT_TYPES), Reason.UNKNOWN_EVENT_TYPE),
             (~F.col("_ad_type").isin(*AD_TYPES), Reason.UNKNOWN_AD_TYPE),
@@ -186,6 +199,16 @@ def classify_ad_events(
         F.col("reason"),
         {
             Reason.INVALID_EVENT_TIME: F.col("_event_time"),
+            Reason.TOO_OLD_EVENT_TIME: F.concat(
+                F.col("_event_time"),
+                F.lit(f" ms is before {EVENT_TIME_FLOOR}"),
+                F.when(
+                    F.length("_event_time") == SECONDS_DIGITS,
+                    F.lit(
+                        f"; {SECONDS_DIGITS} digits: likely epoch seconds, the contract is milliseconds"
+                    ),
+                ).otherwise(F.lit("")),
+            ),
             Reason.FUTURE_EVENT_TIME: F.col("_event_time"),
             Reason.UNKNOWN_EVENT_TYPE: F.col("_event_type"),
             Reason.UNKNOWN_AD_TYPE: F.col("_ad_type"),
