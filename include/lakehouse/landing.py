@@ -94,6 +94,7 @@ class LandingProblem:
     detail: str
     what_to_do: str
     read: bool  # True: bronze reads (or has read) it, False: bronze does not
+    command: str | None = None  # the fix as one shell command, where there is one
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -273,8 +274,10 @@ def _mtime_ms(stat: os.stat_result) -> int:
     return stat.st_mtime_ns // 1_000_000
 
 
-def record_ingested_files(checkpoint: str) -> dict[str, dict]:
+def record_ingested_files(checkpoint: str, write: bool = True) -> dict[str, dict]:
     """Add the files the source read since the last call to bronze's manifest; the manifest.
+
+    ``write=False`` leaves the stored manifest as it is (a read-only look, e.g. status).
 
     A file is recorded (size, mtime, SHA-256) when its mtime is still the one the source logged
     when it read it; one that changed in between is recorded without them (its change is reported).
@@ -296,19 +299,20 @@ def record_ingested_files(checkpoint: str) -> dict[str, dict]:
         except OSError:
             manifest[uri] = {"mtime_ms": logged_mtime, "size": None, "sha256": None}
         added = True
-    if added:
+    if added and write:
         _write_manifest(checkpoint, manifest)
     return manifest
 
 
-def changed_files(checkpoint: str, root: str | Path) -> list[LandingProblem]:
+def changed_files(checkpoint: str, root: str | Path, write: bool = True) -> list[LandingProblem]:
     """The files bronze has read that were appended to or rewritten since, each with its fix.
 
     A file whose modification time alone changed (``touch``, a copy with the same bytes) is fine:
     its size and SHA-256 are compared, and the manifest then keeps its new time. A file moved away
-    or deleted is not reported here (bronze keeps its lines).
+    or deleted is not reported here (bronze keeps its lines). ``write=False``: the manifest beside
+    the checkpoint is read, never written (bronze's job writes it).
     """
-    manifest = record_ingested_files(checkpoint)
+    manifest = record_ingested_files(checkpoint, write)
     root = Path(root)
     problems = []
     touched = False
@@ -326,7 +330,7 @@ def changed_files(checkpoint: str, root: str | Path) -> list[LandingProblem]:
             touched = True
             continue
         problems.append(_changed(path, root, size, sha, stat.st_size))
-    if touched:
+    if touched and write:
         _write_manifest(checkpoint, manifest)
     return problems
 
@@ -340,15 +344,19 @@ def _changed(path: Path, root: Path, size: int | None, sha: str | None, now: int
     rest = path.with_name(f"{_stem(path.name)}-after-{size}{EVENTS_SUFFIX}")
     temp = path.with_name(f".{rest.name}.tmp")
     if size is not None and now > size and _sha256(path, size) == sha:
+        command = (
+            f"tail -c +{size + 1} {quoted} > {shlex.quote(str(temp))} && truncate -s {size} {quoted} "
+            f"&& mv {shlex.quote(str(temp))} {shlex.quote(str(rest))}"
+        )
         return LandingProblem(
             relative,
             Problem.APPENDED,
             f"{now - size} byte(s) appended after bronze read its first {size} byte(s); a landed "
             "file is read once, so they are not read",
-            f"move the appended bytes into a new file and cut this one back to what bronze read: "
-            f"tail -c +{size + 1} {quoted} > {shlex.quote(str(temp))} && truncate -s {size} {quoted} "
-            f"&& mv {shlex.quote(str(temp))} {shlex.quote(str(rest))} (the next run reads the new file)",
+            "move the appended bytes into a new file and cut this one back to what bronze read "
+            f"({command}); the next run reads the new file",
             False,
+            command,
         )
     was = f"{size} byte(s), sha256 {sha}" if size is not None else "its content then"
     return LandingProblem(
@@ -371,14 +379,13 @@ def landing_report(
 
     ``{"ignored": [...], "changed": [...]}``, each a list of :class:`LandingProblem` dicts (file
     under the landing folder, reason code, detail, what to do, whether bronze reads it). Reads
-    files only: no Spark. ``generation``: bronze's checkpoint generation (default: the current one).
+    files only, writes nothing, starts no Spark. ``generation``: bronze's checkpoint generation
+    (default: the current one).
     """
     bronze = lakehouse.table("bronze.ad_events")
     root = lakehouse.landing(source)
-    checkpoint = bronze.checkpoint(
-        bronze.current_generation() if generation is None else generation
-    )
+    checkpoint = bronze.checkpoint() if generation is None else bronze.checkpoint(generation)
     return {
         "ignored": [problem.as_dict() for problem in ignored_files(root)],
-        "changed": [problem.as_dict() for problem in changed_files(checkpoint, root)],
+        "changed": [problem.as_dict() for problem in changed_files(checkpoint, root, write=False)],
     }

@@ -7,6 +7,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.freshness import file_source_new_bytes
+from lakehouse.landing import spark_uri
 from lakehouse.spark import GENERATED_CODE_FROM_BYTES, fit_code_generation
 
 CODEGEN = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
@@ -80,7 +81,7 @@ def test_new_file_bytes_are_the_landed_files_not_yet_read(tmp_path):
     (checkpoint / "offsets" / "0").write_text('v1\n{}\n{"logOffset":0}\n')
     (checkpoint / "commits" / "0").write_text("v1\n{}\n")
     (checkpoint / "sources" / "0" / "0").write_text(
-        f'v1\n{{"path":"{(landing / "a.jsonl").as_uri()}","timestamp":0,"batchId":0}}\n'
+        f'v1\n{{"path":"{spark_uri(landing / "a.jsonl")}","timestamp":0,"batchId":0}}\n'
     )
     assert (
         file_source_new_bytes(str(checkpoint), str(tmp_path / "landing" / "ad_events"), "*/*.jsonl")

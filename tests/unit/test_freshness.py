@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from lakehouse.freshness import file_source_caught_up, file_source_new_bytes
+from lakehouse.landing import spark_uri
 
 PATTERN = "*/*.jsonl"
 
 
 def _entry(path: Path, batch: int, *files: Path) -> None:
     """A source log entry as Spark's file source writes it: a version line, then one JSON line per file."""
-    lines = [f'{{"path":"{file.as_uri()}","timestamp":0,"batchId":{batch}}}' for file in files]
+    lines = [f'{{"path":"{spark_uri(file)}","timestamp":0,"batchId":{batch}}}' for file in files]
     path.write_text("v1\n" + "".join(line + "\n" for line in lines))
 
 
