@@ -354,10 +354,12 @@ def moment_of_run(lakehouse: Lakehouse, run_id: str) -> tuple[datetime, str]:
             "select table_name, min(checked_at) from ops.expectation_results "
             f"where airflow_run_id = '{quoted}' group by table_name",
         )[1]
+        declared = {spec.name for spec in catalog.tables()}  # a table since dropped: no write
         writes = [
             write
             for name, checked_at in checks
-            if (write := _replace_before(lakehouse.table(name).path, _aware(checked_at)))
+            if name in declared
+            and (write := _replace_before(lakehouse.table(name).path, _aware(checked_at)))
         ]
         if writes:
             return min(writes), f"the first write of batch run {run_id}"
