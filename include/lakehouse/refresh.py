@@ -29,9 +29,7 @@ def tables_to_refresh(layer: str) -> list[str]:
     names = {spec.name for spec in catalog.data_tables_of(layer)}
     for name in list(names):
         names |= {spec.name for spec in catalog.downstream(name)}
-    return [
-        spec.name for spec in catalog.tables() if spec.name in names and spec.layer != "ops"
-    ]
+    return [spec.name for spec in catalog.tables() if spec.name in names and spec.layer != "ops"]
 
 
 def main(argv: list[str] | None = None) -> None:
