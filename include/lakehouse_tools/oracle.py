@@ -121,6 +121,25 @@ class Expected:
             for (ad_type, hour), c in counts.items()
         ]
 
+    def ad_hourly_rows(self) -> list[dict]:
+        counts: dict = defaultdict(Counter)
+        for event in self.events.values():
+            hour = _utc(event["millis"] // HOUR_MS * HOUR_MS)
+            counts[(event["ad_id"], event["campaign_id"], hour)][event["event_type"]] += 1
+        return [
+            {
+                "ad_id": ad_id,
+                "campaign_id": campaign_id,
+                "hour_start": hour,
+                "views": c["view"],
+                "clicks": c["click"],
+                "purchases": c["purchase"],
+                "ctr": c["click"] / c["view"] if c["view"] else None,
+                "event_date": hour.date(),
+            }
+            for (ad_id, campaign_id, hour), c in counts.items()
+        ]
+
     def sessions(self) -> list[dict]:
         """Every user's sessions, open or closed, each with ``closed`` and ``end_millis``.
 
@@ -167,6 +186,7 @@ GOLD = {
     "gold.campaign_windows": Expected.campaign_windows_rows,
     "gold.campaign_hourly": Expected.campaign_hourly_rows,
     "gold.ad_type_hourly": Expected.ad_type_hourly_rows,
+    "gold.ad_hourly": Expected.ad_hourly_rows,
     "gold.user_sessions": Expected.user_sessions_rows,
     "gold.open_sessions": Expected.open_sessions_rows,
 }

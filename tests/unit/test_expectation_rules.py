@@ -25,7 +25,8 @@ def test_every_declared_rule_measures_its_table(spark, entry, rule):
 
 
 def test_the_pipeline_declares_gating_and_warning_rules():
-    assert {(entry.name, rule.on_failure, rule.per) for entry, rule in RULES} == {
+    # A subset, not the whole list: a new table's rules need no edit here.
+    assert {(entry.name, rule.on_failure, rule.per) for entry, rule in RULES} >= {
         ("silver.ad_events", "fail", "hour"),
         ("ops.silver_batch_metrics", "warn", "batch"),
         ("gold.campaign_hourly", "fail", "hour"),

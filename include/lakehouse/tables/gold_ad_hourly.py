@@ -1,0 +1,50 @@
+"""gold.ad_hourly: which ads (creatives) of a campaign work, hour by hour."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakehouse.catalog import Write, expect, table
+from lakehouse.tables import F
+from lakehouse.tables.gold_campaign_hourly import count_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+SCHEMA = """
+    ad_id STRING, campaign_id STRING, hour_start TIMESTAMP, views BIGINT NOT NULL,
+    clicks BIGINT NOT NULL, purchases BIGINT NOT NULL, ctr DOUBLE, event_date DATE
+"""
+
+
+@table(
+    "gold.ad_hourly",
+    upstream=["silver.ad_events"],
+    schema=SCHEMA,
+    partition_by=["event_date"],
+    write=Write.REPLACE_HOURS,
+    batch=True,
+    expect=[expect("every ad has a campaign", "count_if(campaign_id IS NULL)", "= 0")],
+)
+def ad_hourly(silver: DataFrame) -> DataFrame:
+    """Views, clicks, purchases and click-through rate per ad and event hour (CTR null without views).
+
+    The campaign rides along (an ad belongs to one campaign), so a campaign's ads compare side by side.
+    """
+    hourly = silver.groupBy(
+        "ad_id", "campaign_id", F.date_trunc("hour", "event_time").alias("hour_start")
+    ).agg(
+        count_of("view").alias("views"),
+        count_of("click").alias("clicks"),
+        count_of("purchase").alias("purchases"),
+    )
+    return hourly.select(
+        "ad_id",
+        "campaign_id",
+        "hour_start",
+        "views",
+        "clicks",
+        "purchases",
+        F.when(F.col("views") > 0, F.col("clicks") / F.col("views")).alias("ctr"),
+        F.to_date("hour_start").alias("event_date"),
+    )
