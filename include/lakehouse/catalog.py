@@ -61,36 +61,6 @@ __all__ = [
     "written_by_task",
 ]
 
-# What a table module declares with (table, side_table, ops_table, Write, expect) and what the
-# rest of the project asks the catalog; the schema and rule types live in their own modules.
-__all__ = [
-    "HOUR_LAYOUTS",
-    "LAYERS",
-    "CatalogError",
-    "Column",
-    "Expectation",
-    "ExpectationFailed",
-    "TableSpec",
-    "Write",
-    "batch_tables",
-    "column_names",
-    "data_tables_of",
-    "describe",
-    "downstream",
-    "expect",
-    "get",
-    "ops_table",
-    "parse_columns",
-    "side",
-    "side_table",
-    "table",
-    "tables",
-    "task",
-    "tasks",
-    "upstream_tasks",
-    "written_by_task",
-]
-
 TABLES_PACKAGE = "lakehouse.tables"
 
 
