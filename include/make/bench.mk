@@ -10,6 +10,7 @@
 #                                                # run also generates 5M events)
 #   make bench-engine                            # DAG runs on the warm engine vs spark-submit (about 45 minutes)
 #   make bench-sessions                          # the sessions query on hourly runs
+#   make bench-sessions-compare                  # the sessions task beside Spark's session_window, 1M events (about 15 minutes)
 #   make bench-codegen                           # small runs with queries interpreted vs compiled (about 15 minutes)
 #   make bench-ops-records                       # ops records appended by Spark vs delta-rs (minutes)
 #   make bench-driver-start                      # driver JVM options of short runs
@@ -30,7 +31,7 @@ CODEGEN_ARGS ?= --reps 2 --hours 3
 OPS_RECORDS_ARGS ?= --reps 4 --appends 20
 
 BENCH_OUT := --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
-BENCH_TARGETS := bench bench-smoke bench-driver-start bench-engine bench-compare bench-sessions \
+BENCH_TARGETS := bench bench-smoke bench-driver-start bench-engine bench-compare bench-sessions bench-sessions-compare \
                  bench-codegen bench-ops-records benchmarks-md
 
 .PHONY: $(BENCH_TARGETS)
@@ -63,3 +64,7 @@ bench-codegen: setup  ## small runs on the warm engine: queries interpreted (the
 
 bench-ops-records: setup  ## ops records appended by Spark on the engine vs by delta-rs
 	python -m bench.ops_records $(OPS_RECORDS_ARGS) --out $(ROOT)/BENCHMARKS.md
+
+SESSIONS_COMPARE_ARGS ?= --events 1M
+bench-sessions-compare: setup  ## the sessions task beside Spark's own session_window on the same silver, CPU-s (issue 39; --baseline REV for a before/after)
+	python -m bench.sessions_runs compare $(SESSIONS_COMPARE_ARGS) --results $(ROOT)/bench/results/sessions-compare.json

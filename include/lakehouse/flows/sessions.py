@@ -29,14 +29,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
 from lakehouse import catalog, checkpoint_log, delta_log
-from lakehouse.catalog import Table, Write
-from lakehouse.config import ConfigError, Lakehouse, TablePaths
+from lakehouse.catalog import TableSpec, Write
+from lakehouse.config import ConfigError, Lakehouse, Table
 from lakehouse.faults import fault_point
 from lakehouse.freshness import delta_source_caught_up, job_input_bytes
 from lakehouse.hours import HourRange
@@ -69,8 +69,11 @@ from lakehouse.tables.gold_user_sessions import (
 
 FAULT_POINTS = ("before_sessions_write", "after_sessions_write", "before_open_sessions")
 
-# What the processor keeps per user: its open sessions (ListState rows).
-STATE_SCHEMA = StructType(
+# What the processor keeps per user, one value: their open sessions and the one timer registered
+# for them (the earliest close). One state read and one write per user and batch, and the timer
+# moved only when the earliest close moves: each state or timer call is a round trip between the
+# Python worker and the JVM, and per-user calls were most of the query's cost (issue 39).
+SESSION_STATE = StructType(
     [StructField(name, LongType()) for name in ("start_ms", "end_ms", "first_ms")]
     + [StructField(name, StringType()) for name in ("first_event_id", "first_campaign_id")]
     + [StructField("last_ms", LongType())]
@@ -78,10 +81,14 @@ STATE_SCHEMA = StructType(
     + [StructField(name, LongType()) for name in ("events", "views", "clicks", "purchases")]
     + [StructField(name, ArrayType(StringType())) for name in ("ads", "campaigns")]
 )
+STATE_SCHEMA = StructType(
+    [StructField("sessions", ArrayType(SESSION_STATE)), StructField("timer_ms", LongType())]
+)
 STATE_NAME = "open_sessions"
 # Raised with every change the checkpoint's state cannot take (the state schema, the gap, the
 # meaning of a field): the run then refuses to start and names the full refresh that rebuilds it.
-STATE_VERSION = 1
+# 2: one value per user (sessions and timer) instead of a list of sessions.
+STATE_VERSION = 2
 
 # What the processor and the batch form emit: kind "session" (closed), "open" or "late" (an event).
 OUTPUT_SCHEMA = (
@@ -90,6 +97,7 @@ OUTPUT_SCHEMA = (
     "last_campaign_id STRING, event_id STRING, event_ms BIGINT, watermark_ms BIGINT"
 )
 OUTPUT_COLUMNS = [part.split()[0] for part in OUTPUT_SCHEMA.split(", ")]
+OutputRow = Row(*OUTPUT_COLUMNS)
 EVENT_FIELDS = ["event_ms", "event_id", "event_type", "ad_id", "campaign_id"]
 
 
@@ -163,50 +171,58 @@ def _late(user_id: str, event: tuple, watermark_ms: int) -> tuple:
     return ("late", user_id, *([None] * 10), event[1], int(event[0]), watermark_ms)
 
 
-def _events_of(frames: Iterator[pd.DataFrame]) -> Iterator[tuple]:
-    for frame in frames:
-        yield from frame[EVENT_FIELDS].itertuples(index=False, name=None)
-
-
 class UserSessions(StatefulProcessor):
-    """Per user: open sessions in state, a timer at the earliest close, closed sessions emitted once."""
+    """Per user: open sessions in state, a timer at the earliest close, closed sessions emitted once.
+
+    Row-based (``transformWithState``): a user's events arrive as rows and what it emits leaves as
+    rows, without a pandas frame per user each way.
+    """
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.open = handle.getListState(STATE_NAME, STATE_SCHEMA)
+        self.open = handle.getValueState(STATE_NAME, STATE_SCHEMA)
 
-    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         (user_id,) = key
         watermark = timerValues.getCurrentWatermarkInMs()
         on_time, late = [], []
-        for event in _events_of(rows):
+        for row in rows:
+            event = (row.event_ms, row.event_id, row.event_type, row.ad_id, row.campaign_id)
             (late if event[0] < watermark else on_time).append(event)
-        self._keep(add_events(self._sessions(), on_time))
-        if late:
-            yield pd.DataFrame(
-                [_late(user_id, event, watermark) for event in late], columns=OUTPUT_COLUMNS
-            )
+        if on_time:
+            sessions, timer = self._load()
+            self._keep(add_events(sessions, on_time), timer)
+        for event in late:
+            yield OutputRow(*_late(user_id, event, watermark))
 
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
         (user_id,) = key
         watermark = timerValues.getCurrentWatermarkInMs()
-        sessions = self._sessions()
-        closed = [s for s in sessions if s.closed_at(watermark)]
-        self._keep([s for s in sessions if not s.closed_at(watermark)])
-        if closed:
-            yield pd.DataFrame(
-                [_output("session", user_id, s) for s in closed], columns=OUTPUT_COLUMNS
-            )
+        sessions, timer = self._load()
+        # Spark deletes the timer that fired once this returns.
+        if timer == expiredTimerInfo.getExpiryTimeInMs():
+            timer = None
+        self._keep([s for s in sessions if not s.closed_at(watermark)], timer)
+        for s in sessions:
+            if s.closed_at(watermark):
+                yield OutputRow(*_output("session", user_id, s))
 
-    def _sessions(self) -> list[Session]:
-        return [_from_state(row) for row in self.open.get()] if self.open.exists() else []
+    def _load(self) -> tuple[list[Session], int | None]:
+        """The user's open sessions and their registered timer (none: a user new to the state)."""
+        value = self.open.get()
+        if value is None:
+            return [], None
+        return [_from_state(s) for s in value[0]], value[1]
 
-    def _keep(self, sessions: list[Session]) -> None:
-        for timer in self.handle.listTimers():
+    def _keep(self, sessions: list[Session], timer: int | None) -> None:
+        """Store ``sessions``, and move the registered ``timer`` to their earliest close if it moved."""
+        wanted = min(s.end for s in sessions) + SESSION_GAP_MS if sessions else None
+        if timer is not None and timer != wanted:
             self.handle.deleteTimer(timer)
+        if wanted is not None and wanted != timer:
+            self.handle.registerTimer(wanted)
         if sessions:
-            self.open.put([_to_state(s) for s in sessions])
-            self.handle.registerTimer(min(s.end for s in sessions) + SESSION_GAP_MS)
+            self.open.update(([_to_state(s) for s in sessions], wanted))
         else:
             self.open.clear()
 
@@ -262,7 +278,7 @@ MAX_MARGIN_MS = 32 * 24 * 3_600_000
 
 
 def _silver_events(
-    spark: SparkSession, silver: TablePaths, table: Table, from_ms: int, to_ms: int | None, users
+    spark: SparkSession, silver: Table, table: TableSpec, from_ms: int, to_ms: int | None, users
 ) -> DataFrame:
     rows = spark.read.format("delta").load(silver.path)
     after = _utc(from_ms)
@@ -281,8 +297,8 @@ def _silver_events(
 
 def recomputed_sessions(
     spark: SparkSession,
-    silver: TablePaths,
-    table: Table,
+    silver: Table,
+    table: TableSpec,
     watermark_ms: int,
     start_ms: int,
     end_ms: int | None = None,
@@ -344,8 +360,8 @@ def _quoted(value: str) -> str:
 
 def replace_sessions(
     spark: SparkSession,
-    target: TablePaths,
-    table: Table,
+    target: Table,
+    table: TableSpec,
     sessions: DataFrame,
     watermark_ms: int,
     start_ms: int,
@@ -399,7 +415,7 @@ def checkpoint_watermark_ms(checkpoint: str) -> int | None:
     return None
 
 
-def watermark_for(spark: SparkSession, lakehouse: Lakehouse, table: Table) -> int:
+def watermark_for(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec) -> int:
     """The stream's watermark, or (no stream yet) the one it will reach over today's silver."""
     target = lakehouse.table(table.name)
     recorded = checkpoint_watermark_ms(target.checkpoint(target.current_generation()))
@@ -414,7 +430,7 @@ def final_watermark(silver: DataFrame) -> int:
     return (newest or 0) - WATERMARK_DELAY_MS
 
 
-def whole_sessions(silver: DataFrame, table: Table) -> tuple[DataFrame, DataFrame]:
+def whole_sessions(silver: DataFrame, table: TableSpec) -> tuple[DataFrame, DataFrame]:
     """Every session of ``silver`` as of :func:`final_watermark`: (closed rows, open rows); no stream, no state."""
     sessions = (
         table.transform(silver)
@@ -468,10 +484,12 @@ def open_sessions_in_state(spark: SparkSession, checkpoint: str) -> DataFrame:
     """The open sessions the query's state holds (Spark's state data source: also for debugging)."""
     spark.streams.active  # noqa: B018 - the state reader needs the state store coordinator a query manager starts
     state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(checkpoint)
-    s = F.col("list_element")
+    s = F.col("session")
     return state.select(
+        F.col("key.user_id").alias("user_id"), F.explode("value.sessions").alias("session")
+    ).select(
         F.lit("open").alias("kind"),
-        F.col("key.user_id").alias("user_id"),
+        "user_id",
         s.start_ms.alias("start_ms"),
         s.end_ms.alias("end_ms"),
         s.events.alias("events"),
@@ -499,10 +517,10 @@ RECOMPUTE_ATTEMPTS = 5
 def recompute(
     spark: SparkSession,
     lakehouse: Lakehouse,
-    table: Table,
+    table: TableSpec,
     hours: HourRange,
-    target: TablePaths | None = None,
-    upstream: dict[str, TablePaths] | None = None,
+    target: Table | None = None,
+    upstream: dict[str, Table] | None = None,
 ) -> dict:
     """Replace every session overlapping ``hours`` (first to last) with its recomputation from live silver.
 
@@ -554,7 +572,7 @@ def recompute(
     return {"sessions": written, "watermark": _iso(watermark)}
 
 
-def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: Table, run_label: str) -> dict:
+def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec, run_label: str) -> dict:
     """Recompute the sessions of users with unreconciled late events; mark those whose session has closed."""
     late_table = lakehouse.table(catalog.side(table, "late").name)
     if not delta_log.may_hold_nulls(late_table.path, "reconciled_at"):  # from the log: no Spark job
@@ -617,7 +635,7 @@ def _state_tag(checkpoint: str) -> str:
     return f"open sessions of the state of {checkpoint} as of batch {checkpoint_log.newest(checkpoint, 'commits')}"
 
 
-def open_sessions_current(lakehouse: Lakehouse, table: Table, checkpoint: str) -> bool:
+def open_sessions_current(lakehouse: Lakehouse, table: TableSpec, checkpoint: str) -> bool:
     """``gold.open_sessions`` was last rewritten from the state of the checkpoint's newest committed batch.
 
     From the tables' logs, no Spark job. Not so when a run died between its query and the rewrite:
@@ -628,7 +646,7 @@ def open_sessions_current(lakehouse: Lakehouse, table: Table, checkpoint: str) -
 
 
 def refresh_open_sessions(
-    spark: SparkSession, lakehouse: Lakehouse, table: Table, checkpoint: str, reconciled: dict
+    spark: SparkSession, lakehouse: Lakehouse, table: TableSpec, checkpoint: str, reconciled: dict
 ) -> int:
     """Rewrite ``gold.open_sessions``: the state's open sessions, the recomputed ones for users with late events.
 
@@ -658,19 +676,19 @@ def refresh_open_sessions(
     )
 
 
-def sessions_stream(spark: SparkSession, lakehouse: Lakehouse, table: Table) -> DataFrame:
+def sessions_stream(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec) -> DataFrame:
     """The stateful query: silver's events as a stream, per user, into closed sessions (kind "session")
     and late events (kind "late"); open sessions stay in its state."""
     silver = lakehouse.table(table.upstream[0])
     events = table.transform(
         delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY)
     )
-    return events.groupBy("user_id").transformWithStateInPandas(
+    return events.groupBy("user_id").transformWithState(
         UserSessions(), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="EventTime"
     )
 
 
-def run(table: Table, args: JobArgs) -> dict:
+def run(table: TableSpec, args: JobArgs) -> dict:
     spark = build_spark_session(table.task)
     lakehouse = args.lakehouse
     target = lakehouse.table(table.name)
@@ -771,7 +789,7 @@ def run(table: Table, args: JobArgs) -> dict:
 
 
 def late_rows(
-    spark: SparkSession, late: DataFrame, sessions: TablePaths, batch_id: int, earliest_ms: int
+    spark: SparkSession, late: DataFrame, sessions: Table, batch_id: int, earliest_ms: int
 ) -> DataFrame:
     """Late events as ``ops.late_session_events`` rows, each with the emitted session it falls within the gap of.
 
