@@ -23,9 +23,18 @@ with DAG(
     doc_md=__doc__,
     tags=["ysb", "lakehouse", "checks"],
     params={
-        "start": Param(type="string", description="first event hour, e.g. 2026-11-20T00:00Z"),
+        "start": Param(
+            type="string",
+            format="date-time",
+            title="Start",
+            description="First event hour to check, a whole hour in UTC (ISO-8601), e.g. 2026-11-20T00:00Z.",
+        ),
         "end": Param(
-            type="string", description="end of the interval (exclusive), e.g. 2026-11-20T03:00Z"
+            type="string",
+            format="date-time",
+            title="End",
+            description="End of the interval, exclusive, a whole hour in UTC, e.g. 2026-11-20T03:00Z "
+            "checks 00:00, 01:00 and 02:00.",
         ),
     },
 ):

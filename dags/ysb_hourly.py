@@ -17,6 +17,10 @@ event-time interval, replacing exactly those hours:
   recomputes event hours 00:00, 01:00 and 02:00;
 * a manual run with `mode=batch` recomputes `[start, end)`.
 
+**A backfill ignores the Run Parameters** of the Backfill dialog (mode, start, end, source,
+full_refresh): each of its runs is a batch run over the hour it owns, as above. Choose the hours
+with the dialog's date range; the parameters only matter for a run made with *Trigger*.
+
 Batch runs start at silver (bronze is the raw, replayable log: there is nothing to recompute in
 it). A manual run with `full_refresh` = `bronze`, `silver` or `gold` first empties that layer and
 the layers computed from it and moves their streaming queries to a new checkpoint generation
@@ -31,15 +35,14 @@ from __future__ import annotations
 
 import pendulum
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, Asset, Param, TriggerRule, task
+from airflow.sdk import DAG, Param, TriggerRule, task
 
 from lakehouse import catalog
 from lakehouse.kafka_settings import DEFAULT_TOPIC, SOURCES
+from lakehouse_airflow.assets import asset, task_tables
 from lakehouse_airflow.macros import MACROS
 from lakehouse_airflow.operators import SparkJobOperator
 
-# A whole hour in ISO-8601 (UTC unless an offset is given): checked when a run is triggered.
-WHOLE_HOUR = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:00(:00)?(Z|[+-][0-9]{2}:?[0-9]{2})?$"
 RUN_ARGS = [
     "--lakehouse-root", "{{ lakehouse_root() }}",
     "--mode", "{{ lakehouse_mode(dag_run, params, logical_date) }}",
@@ -57,17 +60,13 @@ SOURCE_ARGS = [
 ]  # fmt: skip
 
 
-def asset(table: catalog.TableSpec) -> Asset:
-    return Asset(name=table.name, uri=table.asset_uri, group="lakehouse")
-
-
 def spark_job(name: str, job: str, args: list[str], **kwargs) -> SparkJobOperator:
     """``jobs/<job>.py`` on the engine or by spark-submit, as the lakehouse's Spark connection says."""
     return SparkJobOperator(task_id=name, job=job, application_args=args, **kwargs)
 
 
 def table_job(table: catalog.TableSpec, **kwargs) -> SparkJobOperator:
-    """The task that runs ``table``'s query (``jobs/run.py <task>``), with its tables as Assets."""
+    """The task that runs ``table``'s query (``jobs/run.py <task>``), with the tables it writes as Assets."""
     args = (
         RUN_ARGS
         if table.batch
@@ -79,7 +78,7 @@ def table_job(table: catalog.TableSpec, **kwargs) -> SparkJobOperator:
         table.task,
         "run",
         [table.task, *args],
-        outlets=[asset(written) for written in catalog.written_by_task(table)],
+        outlets=[asset(written) for written in task_tables(table)],
         inlets=[asset(catalog.get(name)) for name in table.upstream],
         **kwargs,
     )
@@ -96,35 +95,53 @@ with DAG(
     doc_md=__doc__,
     tags=["ysb", "lakehouse"],
     params={
+        # Backfills ignore every param (see the DAG's docs); the descriptions say so, as the
+        # Backfill dialog shows them under "Run Parameters".
         "mode": Param(
             "incremental",
             enum=["incremental", "batch"],
-            description="incremental: process what is new; batch: recompute the event hours [start, end).",
+            title="Mode",
+            description="incremental: process what arrived since the last run. batch: recompute the "
+            "event hours [start, end) from silver on. A backfill is always batch over the hour each "
+            "of its runs owns, whatever this says.",
         ),
+        # start and end: checked by the preflight task, which says what to type; a JSON-schema
+        # pattern here made the form refuse a typo with a regex dump instead.
         "start": Param(
             None,
             type=["null", "string"],
-            pattern=WHOLE_HOUR,
-            description="batch mode: first event hour, ISO-8601, e.g. 2026-11-20T13:00Z",
+            format="date-time",
+            title="Start (batch mode)",
+            description="First event hour to recompute, a whole hour in UTC (ISO-8601), e.g. "
+            "2026-11-20T13:00Z. Only for mode=batch; ignored by backfills.",
         ),
         "end": Param(
             None,
             type=["null", "string"],
-            pattern=WHOLE_HOUR,
-            description="batch mode: end of the interval (exclusive), ISO-8601, e.g. 2026-11-20T16:00Z",
+            format="date-time",
+            title="End (batch mode)",
+            description="End of the interval, exclusive, a whole hour in UTC, e.g. 2026-11-20T16:00Z "
+            "recomputes 13:00, 14:00 and 15:00. Only for mode=batch; ignored by backfills.",
         ),
         "source": Param(
             "files",
             enum=list(SOURCES),
-            description="bronze's source: the landing files, or the Kafka topic kafka_topic (brokers: connection kafka_lakehouse).",
+            title="Bronze's source",
+            description="files: the landing folder. kafka: the topic below (brokers: connection "
+            "kafka_lakehouse). Incremental runs only: batch runs and backfills start at silver.",
         ),
         "kafka_topic": Param(
-            DEFAULT_TOPIC, type="string", description="source=kafka: the topic bronze reads."
+            DEFAULT_TOPIC,
+            type="string",
+            title="Kafka topic",
+            description="With source=kafka: the topic bronze reads.",
         ),
         "full_refresh": Param(
             "none",
             enum=["none", "bronze", "silver", "gold"],
-            description="Rebuild this layer and the ones computed from it from upstream (new checkpoints).",
+            title="Full refresh",
+            description="Rebuild this layer and the ones computed from it from upstream (new "
+            "checkpoints), then run incrementally. Manual incremental runs only; ignored by backfills.",
         ),
     },
 ) as dag:
@@ -148,7 +165,8 @@ with DAG(
             + source_problems(params, conn)
         )
         if problems:
-            raise AirflowFailException("Preflight failed:\n- " + "\n- ".join(problems))
+            # from None: the message says what to fix; the traceback under it would say nothing more.
+            raise AirflowFailException("Preflight failed:\n- " + "\n- ".join(problems)) from None
 
     @task.branch
     def choose_path(params=None, dag_run=None, logical_date=None) -> str:

@@ -17,13 +17,18 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from lakehouse import catalog
 from lakehouse.catalog import ExpectationFailed
+from lakehouse.errors import ConfigError
+from lakehouse_airflow import assets
 from lakehouse_airflow.macros import SPARK_CONN_ID, jars_arg, job_path, py_files_arg
+from lakehouse_airflow.summaries import summary_lines
 
 # The job files of jobs/ and the function each one runs (with its command-line arguments).
 JOB_MAINS = {
@@ -99,18 +104,39 @@ class SparkJobOperator(BaseOperator):
 
     def execute(self, context) -> Any:
         if spark_connection(self.conn_id).conn_type == CONNECT:
+            started = time.monotonic()
             summary = self.run_on_engine()
-            self.annotate_outlet_events(context, summary)
+            written = self.written(summary)
+            for line in summary_lines(self.task_id, summary, written, time.monotonic() - started):
+                self.log.info("%s", line)
+            self.keep_written_outlets(context, written)
             return summary
+        # By spark-submit the job's summary stays in its driver: every outlet gets its event, as before.
         return self.spark_submit()
 
-    def annotate_outlet_events(self, context, summary: Any) -> None:
-        """Put the event hours the run wrote on each of its Asset events (the UI's Assets page shows them)."""
-        if not isinstance(summary, dict) or "event_hours" not in summary:
-            return
-        extra = {"mode": summary.get("mode", "incremental"), "event_hours": summary["event_hours"]}
-        for outlet in self.outlets:
-            context["outlet_events"][outlet].extra = extra
+    def written(self, summary: Any) -> dict[str, dict]:
+        """The tables this run wrote, each with its asset event's extra (:mod:`lakehouse_airflow.assets`)."""
+        if self.job == "run":
+            return assets.written(
+                catalog.task(self.application_args[0]), summary, self.application_args
+            )
+        if self.job == "maintenance":
+            return assets.maintenance_written(summary)
+        return {}
+
+    def keep_written_outlets(self, context, written: dict[str, dict]) -> None:
+        """Only the tables this run wrote keep their outlet (so get an event), each with rows and event hours.
+
+        Airflow builds a succeeding task's asset events from its outlets at that moment (the task
+        runner's ``ti.task.outlets``), so the tables left out get none; the DAG still declares them all.
+        """
+        kept = [outlet for outlet in self.outlets if getattr(outlet, "name", None) in written]
+        for outlet in kept:
+            context["outlet_events"][outlet].extra = written[outlet.name]
+        left = [o.name for o in self.outlets if o not in kept]
+        if left:
+            self.log.info("No asset event for %s: this run wrote nothing there", ", ".join(left))
+        self.outlets = kept
 
     def run_on_engine(self) -> Any:
         from lakehouse.spark import release_engine_sessions
@@ -121,11 +147,17 @@ class SparkJobOperator(BaseOperator):
         main = getattr(importlib.import_module(module), function)
         try:
             return main(list(self.application_args))
-        except ExpectationFailed as failed:
+        except (ExpectationFailed, ConfigError) as refused:
             from airflow.sdk.exceptions import AirflowFailException
 
-            # A retry would find the hour failing again (lakehouse.expectations): no point in waiting for it.
-            raise AirflowFailException(str(failed)) from failed
+            from lakehouse.runtime.locks import CheckpointBusy
+
+            if isinstance(refused, CheckpointBusy):  # another try still runs the query: retry later
+                raise
+
+            # A retry would find the hour failing again (lakehouse.expectations), or the same setting
+            # wrong: fail at once, with the message alone (its traceback says nothing more to a user).
+            raise AirflowFailException(str(refused)) from None
         finally:
             release_engine_sessions()
             # This process now holds Airflow's, pyspark's and pandas' objects until it ends: the

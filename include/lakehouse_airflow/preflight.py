@@ -59,7 +59,11 @@ def preflight(params: dict, run_type: str, logical_date: datetime | None) -> lis
     try:
         run_interval(run_type, params, logical_date)
     except ConfigError as error:
-        problems.append(str(error))
+        given = ", ".join(f"{k}={params.get(k)!r}" for k in ("start", "end") if params.get(k))
+        problems.append(
+            f"{error}{f' ({given})' if given else ''}. Type whole hours in UTC, e.g. "
+            "start=2026-11-20T13:00Z and end=2026-11-20T16:00Z for the hours 13:00 to 15:00."
+        )
     if not glob.glob(job_path("*")):
         problems.append(f"No job files at {job_path('*')}: set LAKEHOUSE_JOBS_DIR.")
     return problems

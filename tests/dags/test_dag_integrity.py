@@ -50,6 +50,7 @@ def test_hourly_dag_shape():
     from airflow.dag_processing.dagbag import DagBag
 
     from lakehouse import catalog
+    from lakehouse_airflow.assets import task_tables
 
     dag = DagBag(dag_folder=str(DAGS_DIR)).dags["ysb_hourly"]
     assert dag.timetable.expression == "0 * * * *"
@@ -86,7 +87,10 @@ def test_hourly_dag_shape():
 
     for table in tables:
         task = dag.get_task(table.task)
-        assert [a.name for a in task.outlets] == [t.name for t in catalog.written_by_task(table)]
+        assert [a.name for a in task.outlets] == [t.name for t in task_tables(table)]
+        assert [t.name for t in task_tables(table)][: len(catalog.written_by_task(table))] == [
+            t.name for t in catalog.written_by_task(table)
+        ]
         assert [a.name for a in task.inlets] == list(table.upstream)
         assert all(a.uri == f"delta://{a.name}/" for a in [*task.outlets, *task.inlets])
 
@@ -115,28 +119,66 @@ def test_maintenance_dag_maintains_every_table_one_at_a_time():
 
 
 @pytest.mark.parametrize(
-    "conf",
+    ("conf", "refusal"),
     [
-        {"start": "yesterday"},
-        {"start": "2026-11-20T13:30Z"},
-        {"end": "20.11.2026 14:00"},
-        {"mode": "stream"},
+        (
+            {"start": "yesterday"},
+            "Not an ISO-8601 time: 'yesterday' (expected e.g. 2026-11-20T13:00Z)",
+        ),
+        (
+            {"start": "2026-11-20T13:30Z"},
+            "Interval start 2026-11-20T13:30:00+00:00 is not on a whole hour",
+        ),
+        ({"end": "20.11.2026 14:00"}, "Not an ISO-8601 time: '20.11.2026 14:00'"),
+        ({"start": "2026-13-45T25:00Z"}, "Not an ISO-8601 time: '2026-13-45T25:00Z'"),
+        ({"start": None}, "mode=batch needs the start and end params"),
     ],
-    ids=["not-a-time", "not-a-whole-hour", "not-iso", "unknown-mode"],
+    ids=["not-a-time", "not-a-whole-hour", "not-iso", "no-such-date", "no-start"],
 )
-def test_a_bad_trigger_conf_is_refused_before_any_task_runs(conf):
-    """What the UI's trigger form, the REST API and `airflow dags trigger` validate when a run is created."""
+def test_a_bad_interval_is_refused_by_preflight_saying_what_to_type(conf, refusal):
+    """The form takes any text for start and end; preflight refuses a bad one in a sentence, before any Spark task."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from lakehouse_airflow.preflight import preflight
+
+    dag = DagBag(dag_folder=str(DAGS_DIR)).dags["ysb_hourly"]
+    params = copy.deepcopy(dag.params)
+    good = {"mode": "batch", "start": "2026-11-20T13:00Z", "end": "2026-11-20T14:00+00:00"}
+    params.update({**good, **conf})
+    validated = params.validate()  # what the trigger form and the REST API check: no schema dump
+    problems = [p for p in preflight(validated, "manual", None) if "Landing directory" not in p]
+    assert len(problems) == 1 and problems[0].startswith(refusal), problems
+    assert problems[0].endswith(
+        "Type whole hours in UTC, e.g. start=2026-11-20T13:00Z and end=2026-11-20T16:00Z for the hours 13:00 to 15:00."
+    )
+    assert [
+        p for p in preflight(good | {"source": "files"}, "manual", None) if "Landing" not in p
+    ] == []
+
+
+def test_an_unknown_mode_is_refused_when_the_run_is_created():
     from airflow.dag_processing.dagbag import DagBag
     from airflow.sdk.definitions.param import ParamValidationError
 
     dag = DagBag(dag_folder=str(DAGS_DIR)).dags["ysb_hourly"]
+    params = copy.deepcopy(dag.params)
+    with pytest.raises(ParamValidationError) as refused:
+        params.update({"mode": "stream"})  # what the trigger form and the REST API check
+    assert str(refused.value).splitlines()[0] == (
+        "Invalid input for param mode: 'stream' is not one of ['incremental', 'batch']"
+    )
 
-    def validated(run_conf: dict) -> dict:
-        params = copy.deepcopy(dag.params)
-        params.update(run_conf)
-        return params.validate()
 
-    good = {"mode": "batch", "start": "2026-11-20T13:00Z", "end": "2026-11-20T14:00+00:00"}
-    assert validated(good) | good == validated(good)
-    with pytest.raises(ParamValidationError):
-        validated({**good, **conf})
+def test_every_param_says_what_a_backfill_does_with_it():
+    """The Backfill dialog shows the Run Parameters: each says a backfill ignores it, as the DAG's docs do."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=str(DAGS_DIR)).dags["ysb_hourly"]
+    assert "A backfill ignores the Run Parameters" in dag.doc_md
+    described = {name: dag.params.get_param(name).description for name in dag.params}
+    assert all(described.values()), described
+    mentions = {
+        name: ("backfill" in text or "Incremental runs only" in text)
+        for name, text in described.items()
+    }
+    assert mentions == {name: name != "kafka_topic" for name in described}, described

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from lakehouse import catalog
 from lakehouse.hours import HourRange
 from lakehouse.spark import engine
+from lakehouse_airflow.assets import task_tables
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 # What Airflow's metadata DB knows of the lakehouse's Assets: each table, the tasks that write and
@@ -25,12 +26,12 @@ from airflow.models.xcom import XComModel
 from airflow.utils.session import create_session
 with create_session() as session:
     names = {asset.id: asset.name for asset in session.query(AssetModel)}
+    hourly = lambda refs: refs.filter_by(dag_id="ysb_hourly")
     print(json.dumps({
-        "assets": {asset.name: asset.uri for asset in session.query(AssetModel)},
-        "outlets": sorted([r.task_id, names[r.asset_id]] for r in session.query(TaskOutletAssetReference)),
-        "inlets": sorted([r.task_id, names[r.asset_id]] for r in session.query(TaskInletAssetReference)),
-        "events": sorted({names[e.asset_id] for e in session.query(AssetEvent)}),
-        "extras": {names[e.asset_id]: e.extra for e in session.query(AssetEvent)},
+        "assets": {asset.name: [asset.uri, asset.group] for asset in session.query(AssetModel)},
+        "outlets": sorted([r.task_id, names[r.asset_id]] for r in hourly(session.query(TaskOutletAssetReference))),
+        "inlets": sorted([r.task_id, names[r.asset_id]] for r in hourly(session.query(TaskInletAssetReference))),
+        "events": sorted([e.source_run_id, e.source_task_id, names[e.asset_id], e.extra] for e in session.query(AssetEvent)),
         "summaries": {x.task_id: x.value for x in session.query(XComModel).filter(XComModel.key == "return_value")},
     }))
 """
@@ -55,51 +56,93 @@ def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_
         table(spark, lakehouse, t.name).count() > 0 for t in catalog.tables() if t.layer == "gold"
     )
 
-    # Every table is an Asset with its lineage (writer and readers), and the run emitted an event for each.
+    # Every catalog table is an Asset (the ops records in a group of their own), with its writers
+    # and readers; each task's outlets are the tables its job may write.
     assets = airflow_python(env, READ_ASSETS)
-    written = [
-        t for t in catalog.tables() if t.operation is None
-    ]  # not the ops records of every query or of maintenance
-    assert assets["assets"] == {t.name: f"delta://{t.name}/" for t in written}
-    assert assets["outlets"] == sorted([t.task, t.name] for t in written)
+    assert assets["assets"] == {
+        t.name: [f"delta://{t.name}/", "lakehouse_ops" if t.layer == "ops" else "lakehouse"]
+        for t in catalog.tables()
+    }
+    assert assets["outlets"] == sorted(
+        [t.task, written.name] for t in catalog.tasks() for written in task_tables(t)
+    )
     assert assets["inlets"] == sorted([t.task, up] for t in catalog.tasks() for up in t.upstream)
-    assert assets["events"] == sorted(t.name for t in written)
 
+    if engine() != "connect":
+        assert "local[2]" in output  # spark-submit against the master of the JSON connection
+        return
     # On the engine each Spark task returned its job's summary (an XCom the UI shows), silver's with
     # the account of every batch it ran; by spark-submit the tasks return nothing.
     summaries = {
         task: json.loads(value) if isinstance(value, str) else value
         for task, value in assets["summaries"].items()
     }
-    if engine() == "connect":
-        silver = summaries["silver_ad_events"]
-        lines = expected_lines(lakehouse)
-        assert silver["table"] == "silver.ad_events" and silver["input_rows"] == lines, silver
-        assert sum(batch["lines"] for batch in silver["batches"]) == lines, silver
-        assert {summaries[t.task]["table"] for t in catalog.tasks() if t.streamed} == {
-            t.name for t in catalog.tasks() if t.streamed
-        }
-        # Each hour-addressed table's Asset event names the event hours the run wrote (the UI shows them).
-        hours = (
-            table(spark, lakehouse, "silver.ad_events")
-            .select(F.date_trunc("HOUR", "event_time").alias("h"))
-            .distinct()
-        )
-        written_hours = {
-            "mode": "incremental",
-            "event_hours": HourRange.of(r.h for r in hours.collect()).isoformats(),
-        }
-        hour_tables = [
-            t
-            for t in written
-            if (t.written_by and catalog.get(t.written_by) or t).write in catalog.HOUR_LAYOUTS
-        ]
-        assert {t.name: assets["extras"][t.name] for t in hour_tables} == {
-            t.name: written_hours for t in hour_tables
-        }
-        assert assets["extras"]["bronze.ad_events"] == {}
-    else:
-        assert "local[2]" in output  # spark-submit against the master of the JSON connection
+    silver = summaries["silver_ad_events"]
+    lines = expected_lines(lakehouse)
+    assert silver["table"] == "silver.ad_events" and silver["input_rows"] == lines, silver
+    assert sum(batch["lines"] for batch in silver["batches"]) == lines, silver
+    assert {summaries[t.task]["table"] for t in catalog.tasks() if t.streamed} == {
+        t.name for t in catalog.tasks() if t.streamed
+    }
+    assert_events_say_what_was_written(spark, lakehouse, assets["events"])
+
+    # A second run with nothing new writes nothing, so it emits no asset event at all.
+    later = (START + timedelta(hours=3)).isoformat()
+    again = airflow(env, "dags", "test", "ysb_hourly", later)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-5000:]
+    events = airflow_python(env, READ_ASSETS)["events"]
+    assert events == assets["events"], [e for e in events if e not in assets["events"]]
+
+
+def assert_events_say_what_was_written(spark, lakehouse, events: list) -> None:
+    """The first run's events: one per table it wrote, each with its rows and event hours.
+
+    A table its run added nothing to has none (only tables with rows); the rows of the append-only
+    tables, over every event, are the table's rows; each event names the event hours written.
+    """
+    by_table: dict[str, list[dict]] = {}
+    for _, task, name, extra in events:
+        assert set(extra) >= {"rows", "event_hours", "mode"}, (task, name, extra)
+        assert extra["rows"] > 0 or name == "gold.open_sessions", (task, name, extra)
+        by_table.setdefault(name, []).append(extra)
+    counts = {
+        t.name: table(spark, lakehouse, t.name).count()
+        for t in catalog.tables()
+        if t.name != "ops.table_maintenance"
+    }
+    assert sorted(by_table) == sorted(
+        name for name, rows in counts.items() if rows or name == "gold.open_sessions"
+    ), counts
+    # One progress event per streaming query; one expectations event per task with rules.
+    assert len(by_table["ops.query_progress"]) == sum(t.streamed for t in catalog.tasks())
+    appended = [
+        "dims.campaigns",
+        "bronze.ad_events",
+        "silver.ad_events",
+        "silver.quarantine_ad_events",
+        "ops.silver_batch_metrics",
+        "ops.query_progress",
+        "ops.expectation_results",
+        "gold.user_sessions",
+        "ops.late_session_events",
+    ]
+    assert {n: sum(e["rows"] for e in by_table.get(n, [])) for n in appended} == {
+        n: counts[n] for n in appended
+    }
+    hours = (
+        table(spark, lakehouse, "silver.ad_events")
+        .select(F.date_trunc("HOUR", "event_time").alias("h"))
+        .distinct()
+    )
+    written_hours = HourRange.of(r.h for r in hours.collect()).isoformats()
+    for name, extras in by_table.items():
+        spec = catalog.get(name)
+        writer = catalog.task(spec.written_by or name) if spec.operation is None else None
+        # The sessions query's summary names no event hours (a session spans hours): none given.
+        if writer is not None and writer.batch and writer.write is not catalog.Write.SESSIONS:
+            assert [e["event_hours"] for e in extras] == [written_hours], name
+        if name in ("dims.campaigns", "bronze.ad_events"):
+            assert extras[0]["event_hours"] == [], name
 
 
 # The task states of the newest ysb_hourly run, with their try numbers.
