@@ -49,7 +49,7 @@ def data_tables() -> list[str]:
     return [entry.name for entry in catalog.tables() if entry.layer != "ops"]
 
 
-def merge_table() -> catalog.Table:
+def merge_table() -> catalog.TableSpec:
     """The table written by insert-only MERGE (silver): the one profiled step by step."""
     return next(entry for entry in catalog.tasks() if entry.write is Write.MERGE_NEW)
 

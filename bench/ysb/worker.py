@@ -87,7 +87,7 @@ def run_tasks(
     return result
 
 
-def source_rows(spark, landing: Lakehouse, table: catalog.Table):
+def source_rows(spark, landing: Lakehouse, table: catalog.TableSpec):
     """A source-fed table's input read in batch: its landing file (a dimension) or its landing lines."""
     from pyspark.sql import functions as F
 
@@ -119,7 +119,7 @@ def plain_batch(
 
     where = {}
 
-    def write(rows, table: catalog.Table) -> None:
+    def write(rows, table: catalog.TableSpec) -> None:
         where[table.name] = out.table(table.name)
         rows.write.format("delta").mode("overwrite").partitionBy(*table.partition_by).save(
             where[table.name].path
