@@ -17,7 +17,8 @@ import pytest
 from helpers import START, assert_tables_match_oracle
 
 from lakehouse import catalog
-from lakehouse.config import ConfigError, Lakehouse
+from lakehouse.config import Lakehouse
+from lakehouse.errors import ConfigError
 from lakehouse.flows.merge import MergeBatch
 from lakehouse.runtime import Written, run_available_now
 from lakehouse.sources import delta_stream

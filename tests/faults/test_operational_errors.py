@@ -10,7 +10,7 @@ import pytest
 from helpers import START, run_job, table, table_version
 from pyspark.sql import functions as F
 
-from lakehouse.config import ConfigError
+from lakehouse.errors import ConfigError
 from lakehouse.runtime import run_available_now
 from lakehouse.sources import delta_stream
 from lakehouse_tools.fault_harness.checkpoint_trials import follow_recovery

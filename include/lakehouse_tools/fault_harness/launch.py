@@ -176,7 +176,7 @@ class TaskRunner:
 
     def _in_process(self, task: str, args: tuple[str, ...]) -> tuple[int, str]:
         from lakehouse import refresh
-        from lakehouse.config import ConfigError
+        from lakehouse.errors import ConfigError
 
         argv = ["--lakehouse-root", self.lakehouse.root, *JOB_ARGS.get(task, ()), *args]
         try:
