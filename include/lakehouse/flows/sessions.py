@@ -1,6 +1,6 @@
 """SESSIONS tables: a stateful streaming query keeps each user's open sessions and emits each once, when the watermark closes it.
 
-Incremental mode streams silver's new events (availableNow) through ``transformWithStateInPandas``:
+Incremental mode streams silver's new events (availableNow) through ``transformWithState`` (rows):
 the state (RocksDB, in the checkpoint) holds each user's open sessions, an event-time timer per
 user fires when the watermark passes its open session's last event plus the gap, and the session
 is emitted then (output mode append) and MERGEd into the table by its id under the batch's Delta
