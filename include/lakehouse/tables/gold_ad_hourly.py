@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakehouse.catalog import Write, expect, table
-from lakehouse.tables import F
-from lakehouse.tables.gold_campaign_hourly import count_of
+from lakehouse.tables.gold_campaign_hourly import hourly_kpis
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -31,20 +30,4 @@ def ad_hourly(silver: DataFrame) -> DataFrame:
 
     The campaign rides along (an ad belongs to one campaign), so a campaign's ads compare side by side.
     """
-    hourly = silver.groupBy(
-        "ad_id", "campaign_id", F.date_trunc("hour", "event_time").alias("hour_start")
-    ).agg(
-        count_of("view").alias("views"),
-        count_of("click").alias("clicks"),
-        count_of("purchase").alias("purchases"),
-    )
-    return hourly.select(
-        "ad_id",
-        "campaign_id",
-        "hour_start",
-        "views",
-        "clicks",
-        "purchases",
-        F.when(F.col("views") > 0, F.col("clicks") / F.col("views")).alias("ctr"),
-        F.to_date("hour_start").alias("event_date"),
-    )
+    return hourly_kpis(silver, "ad_id", "campaign_id")

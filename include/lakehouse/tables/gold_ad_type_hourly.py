@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakehouse.catalog import Write, table
-from lakehouse.tables import F
-from lakehouse.tables.gold_campaign_hourly import count_of
+from lakehouse.tables.gold_campaign_hourly import hourly_kpis
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -27,17 +26,4 @@ SCHEMA = """
 )
 def ad_type_hourly(silver: DataFrame) -> DataFrame:
     """Views, clicks, purchases and click-through rate per ad type and event hour (CTR null without views)."""
-    hourly = silver.groupBy("ad_type", F.date_trunc("hour", "event_time").alias("hour_start")).agg(
-        count_of("view").alias("views"),
-        count_of("click").alias("clicks"),
-        count_of("purchase").alias("purchases"),
-    )
-    return hourly.select(
-        "ad_type",
-        "hour_start",
-        "views",
-        "clicks",
-        "purchases",
-        F.when(F.col("views") > 0, F.col("clicks") / F.col("views")).alias("ctr"),
-        F.to_date("hour_start").alias("event_date"),
-    )
+    return hourly_kpis(silver, "ad_type")

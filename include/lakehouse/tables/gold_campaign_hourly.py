@@ -21,6 +21,27 @@ def count_of(event_type: str):
     return F.count(F.when(F.col("event_type") == event_type, True))
 
 
+def hourly_kpis(silver: DataFrame, *keys: str) -> DataFrame:
+    """Views, clicks, purchases and CTR per ``keys`` and event hour, with the event date.
+
+    CTR is clicks / views, null for an hour without views (not zero: nothing to click through from).
+    """
+    hourly = silver.groupBy(*keys, F.date_trunc("hour", "event_time").alias("hour_start")).agg(
+        count_of("view").alias("views"),
+        count_of("click").alias("clicks"),
+        count_of("purchase").alias("purchases"),
+    )
+    return hourly.select(
+        *keys,
+        "hour_start",
+        "views",
+        "clicks",
+        "purchases",
+        F.when(F.col("views") > 0, F.col("clicks") / F.col("views")).alias("ctr"),
+        F.to_date("hour_start").alias("event_date"),
+    )
+
+
 @table(
     "gold.campaign_hourly",
     upstream=["silver.ad_events"],
