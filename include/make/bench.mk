@@ -67,4 +67,4 @@ bench-ops-records: setup  ## ops records appended by Spark on the engine vs by d
 
 SESSIONS_COMPARE_ARGS ?= --events 1M
 bench-sessions-compare: setup  ## the sessions task beside Spark's own session_window on the same silver, CPU-s (issue 39; --baseline REV for a before/after)
-	python -m bench.sessions_runs compare $(SESSIONS_COMPARE_ARGS) --results $(ROOT)/bench/results/sessions-compare.json
+	python -m bench.sessions_compare $(SESSIONS_COMPARE_ARGS) --results $(ROOT)/bench/results/sessions-compare.json
