@@ -3,16 +3,28 @@ times are quarantined, files the source will not read are reported, changed file
 
 from __future__ import annotations
 
+import gzip
 import json
+import subprocess
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from helpers import assert_silver_matches_oracle, run_job, table
+from helpers import (
+    assert_silver_matches_oracle,
+    assert_tables_match_oracle,
+    run_job,
+    run_pipeline,
+    table,
+)
+from pyspark.testing import assertDataFrameEqual
 
+from lakehouse.landing import landing_report
 from lakehouse_tools.generator import campaign_dimension, write_campaigns
 
 EVENT_MS = 1795168800000  # 2026-11-20T10:00:00Z
 SILVER = ("dim_campaigns", "bronze_ad_events", "silver_ad_events")
+# Gold by event hour and sessions: where a 1970 event time would show.
+GOLD_TASKS = ("gold.campaign_hourly", "gold.user_sessions")
 
 
 def event(event_id: str, ad_id: str, event_time: str = str(EVENT_MS)) -> str:
@@ -88,5 +100,128 @@ def test_any_file_name_is_read_exactly_once(spark, lakehouse):
         run_job(job, lakehouse)
     assert _bronze_by_file(spark, lakehouse) == sorted(
         [*expected, ("later: [1].jsonl", event("e-later", ad))]
+    )
+    assert_silver_matches_oracle(spark, lakehouse)
+
+
+def test_event_times_before_the_floor_are_quarantined_with_a_hint_for_seconds(spark, lakehouse):
+    """Digits that the contract admits but no producer means (1970) never reach silver or gold."""
+    write_campaigns(lakehouse, seed=51)
+    ad = campaign_dimension(51)[0][0]
+    too_old = {
+        "1763596800": "1763596800 ms is before 2000-01-01; 10 digits: likely epoch seconds, "
+        "the contract is milliseconds",
+        "0": "0 ms is before 2000-01-01",
+        "1000": "1000 ms is before 2000-01-01",
+        "946684799999": "946684799999 ms is before 2000-01-01",
+    }
+    lines = [event(f"old-{index}", ad, millis) for index, millis in enumerate(too_old)]
+    lines += [event("e-1", ad), event("e-2", ad)]  # the floor itself: tests/unit, silver
+    (_hour_dir(lakehouse) / "part-0.jsonl").write_text("\n".join(lines) + "\n")
+
+    run_pipeline(lakehouse, up_to=GOLD_TASKS)
+    quarantine = table(spark, lakehouse, "silver.quarantine_ad_events")
+    assertDataFrameEqual(
+        quarantine.select("raw_line", "reason", "reason_detail"),
+        spark.createDataFrame(
+            [(line, "event_time_too_old", detail) for line, detail in zip(lines, too_old.values())],
+            "raw_line string, reason string, reason_detail string",
+        ),
+    )
+    assert sorted(r.event_id for r in table(spark, lakehouse, "silver.ad_events").collect()) == [
+        "e-1",
+        "e-2",
+    ]
+    assert_tables_match_oracle(spark, lakehouse, gold=(*GOLD_TASKS, "gold.open_sessions"))
+
+
+def test_files_the_source_will_not_read_are_reported_with_what_to_do(spark, lakehouse):
+    """Other suffixes and compressed files are listed, not read; .jsonl files at another depth are
+    read and listed (status cannot place them in an hour); a gzip payload under .jsonl is named."""
+    write_campaigns(lakehouse, seed=51)
+    ad = campaign_dimension(51)[0][0]
+    folder = _hour_dir(lakehouse)
+    (folder / "part-0.jsonl").write_text(event("e-0", ad) + "\n")
+    (folder / "notes.txt").write_text(event("e-txt", ad) + "\n")
+    (folder / "part-1.json").write_text(event("e-json", ad) + "\n")
+    (folder / "part-2.jsonl.gz").write_bytes(gzip.compress((event("e-gz", ad) + "\n").encode()))
+    (folder / "packed.jsonl").write_bytes(gzip.compress((event("e-packed", ad) + "\n").encode()))
+    (folder.parent / "shallow.jsonl").write_text(event("e-shallow", ad) + "\n")
+    (folder / "retry").mkdir()
+    (folder / "retry" / "deep.jsonl").write_text(event("e-deep", ad) + "\n")
+    (folder / ".in-progress.jsonl.tmp").write_text(event("e-hidden", ad))  # a producer writing
+
+    summary = run_job("bronze_ad_events", lakehouse)
+    reported = sorted((p["file"], p["reason"], p["read"]) for p in summary["ignored_files"])
+    assert reported == [
+        ("2026-11-20/10/notes.txt", "not_jsonl", False),
+        ("2026-11-20/10/packed.jsonl", "gzip_payload_in_jsonl", True),
+        ("2026-11-20/10/part-1.json", "not_jsonl", False),
+        ("2026-11-20/10/part-2.jsonl.gz", "compressed_file", False),
+        ("2026-11-20/10/retry/deep.jsonl", "outside_layout", True),
+        ("2026-11-20/shallow.jsonl", "outside_layout", True),
+    ]
+    fixes = {p["file"]: p["what_to_do"] for p in summary["ignored_files"]}
+    assert (
+        "gunzip -c part-2.jsonl.gz > .part.tmp && mv .part.tmp part-2.jsonl"
+        in (fixes["2026-11-20/10/part-2.jsonl.gz"])
+    )
+    assert "part-1.jsonl" in fixes["2026-11-20/10/part-1.json"]
+    read = {name for name, _ in _bronze_by_file(spark, lakehouse)}
+    assert read == {"part-0.jsonl", "packed.jsonl", "shallow.jsonl", "deep.jsonl"}
+    # The same report for lakehouse status, from files alone.
+    assert landing_report(lakehouse)["ignored"] == summary["ignored_files"]
+
+
+def test_a_file_changed_after_ingestion_is_refused_by_name_with_a_fix_that_works(spark, lakehouse):
+    """Appended to, or rewritten in place: never read again (in part or twice), named in bronze's
+    summary with the fix; after the fix the next run reads the new lines once, as the oracle does."""
+    write_campaigns(lakehouse, seed=51)
+    ad = campaign_dimension(51)[0][0]
+    folder = _hour_dir(lakehouse)
+    appended, rewritten, touched = (
+        folder / f"{n}.jsonl" for n in ("appended", "rewritten", "touched")
+    )
+    appended.write_text(event("a-1", ad) + "\n" + event("a-2", ad) + "\n")
+    original = event("r-1", ad) + "\n" + event("r-2", ad) + "\n"
+    rewritten.write_text(original)
+    touched.write_text(event("t-1", ad) + "\n")
+    for job in SILVER:
+        run_job(job, lakehouse)
+    ingested = _bronze_by_file(spark, lakehouse)
+    size = appended.stat().st_size
+
+    with appended.open("a") as handle:
+        handle.write(event("a-3", ad) + "\n")
+    rewritten.write_text(
+        event("r-1", ad) + "\n" + event("r-3", ad) + "\n" + event("r-4", ad) + "\n"
+    )
+    touched.touch()  # a new modification time, the same bytes: not a change
+    summary = run_job("bronze_ad_events", lakehouse)
+    changed = {p["file"]: p for p in summary["changed_files"]}
+    assert sorted((p["file"], p["reason"], p["read"]) for p in changed.values()) == [
+        ("2026-11-20/10/appended.jsonl", "appended_after_ingestion", False),
+        ("2026-11-20/10/rewritten.jsonl", "rewritten_after_ingestion", False),
+    ]
+    assert changed["2026-11-20/10/appended.jsonl"]["detail"].startswith(
+        f"{len(event('a-3', ad)) + 1} byte(s) appended after bronze read its first {size} byte(s)"
+    )
+    assert _bronze_by_file(spark, lakehouse) == ingested  # nothing read again, in part or whole
+
+    # The printed fixes: the appended bytes moved to a new file; the rewritten file's original
+    # content back, its new content landed under a new name.
+    subprocess.run(["bash", "-c", changed["2026-11-20/10/appended.jsonl"]["command"]], check=True)
+    new_content = rewritten.read_text()
+    rewritten.write_text(original)
+    (folder / "rewritten-v2.jsonl").write_text(new_content)
+    summary = run_job("bronze_ad_events", lakehouse)
+    assert summary["changed_files"] == []
+    run_job("silver_ad_events", lakehouse)
+    assert _bronze_by_file(spark, lakehouse) == sorted(
+        [
+            *ingested,
+            ("appended-after-" + str(size) + ".jsonl", event("a-3", ad)),
+            *[("rewritten-v2.jsonl", line) for line in new_content.splitlines()],
+        ]
     )
     assert_silver_matches_oracle(spark, lakehouse)
