@@ -22,22 +22,36 @@ state (the state data source), corrected for users with unreconciled late events
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pandas as pd
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
 from lakehouse import catalog, checkpoint_log, delta_log
 from lakehouse.catalog import TableSpec, Write
-from lakehouse.config import ConfigError, Lakehouse, Table
+from lakehouse.config import Lakehouse, Table
+from lakehouse.errors import ConfigError
 from lakehouse.faults import fault_point
+from lakehouse.flows.sessions.batch_form import (
+    iso_instant,
+    recomputed_sessions,
+    replace_sessions,
+    utc_datetime,
+)
+from lakehouse.flows.sessions.processor import (
+    OUTPUT_SCHEMA,
+    STATE_VERSION,
+    UserSessions,
+    table_rows,
+)
+from lakehouse.flows.sessions.state import (
+    check_state_contract,
+    checkpoint_watermark_ms,
+    open_sessions_in_state,
+    watermark_for,
+    whole_sessions,
+)
 from lakehouse.freshness import delta_source_caught_up, job_input_bytes
 from lakehouse.hours import HourRange
 from lakehouse.progress import ProgressLog
@@ -46,13 +60,11 @@ from lakehouse.runtime import (
     Written,
     guarded_batches,
     log,
-    refresh_advice,
     run_available_now,
 )
 from lakehouse.sinks import (
     append,
     ensure_table,
-    replace_where,
     txn_app_id,
     upsert,
     with_conflict_retries,
@@ -62,10 +74,22 @@ from lakehouse.spark import build_spark_session, fit_code_generation
 from lakehouse.tables.gold_user_sessions import (
     SESSION_GAP_MS,
     WATERMARK_DELAY,
-    WATERMARK_DELAY_MS,
-    Session,
-    add_events,
 )
+
+# What jobs, tests and the bench use of the sessions flow (its parts: processor, batch_form, state).
+__all__ = [
+    "FAULT_POINTS",
+    "STATE_VERSION",
+    "check_state_contract",
+    "late_rows",
+    "reconcile",
+    "recompute",
+    "replace_sessions",
+    "run",
+    "sessions_stream",
+    "show_state",
+    "whole_sessions",
+]
 
 FAULT_POINTS = ("before_sessions_write", "after_sessions_write", "before_open_sessions")
 
@@ -73,442 +97,6 @@ FAULT_POINTS = ("before_sessions_write", "after_sessions_write", "before_open_se
 # for them (the earliest close). One state read and one write per user and batch, and the timer
 # moved only when the earliest close moves: each state or timer call is a round trip between the
 # Python worker and the JVM, and per-user calls were most of the query's cost (issue 39).
-SESSION_STATE = StructType(
-    [StructField(name, LongType()) for name in ("start_ms", "end_ms", "first_ms")]
-    + [StructField(name, StringType()) for name in ("first_event_id", "first_campaign_id")]
-    + [StructField("last_ms", LongType())]
-    + [StructField(name, StringType()) for name in ("last_event_id", "last_campaign_id")]
-    + [StructField(name, LongType()) for name in ("events", "views", "clicks", "purchases")]
-    + [StructField(name, ArrayType(StringType())) for name in ("ads", "campaigns")]
-)
-STATE_SCHEMA = StructType(
-    [StructField("sessions", ArrayType(SESSION_STATE)), StructField("timer_ms", LongType())]
-)
-STATE_NAME = "open_sessions"
-# Raised with every change the checkpoint's state cannot take (the state schema, the gap, the
-# meaning of a field): the run then refuses to start and names the full refresh that rebuilds it.
-# 2: one value per user (sessions and timer) instead of a list of sessions.
-STATE_VERSION = 2
-
-# What the processor and the batch form emit: kind "session" (closed), "open" or "late" (an event).
-OUTPUT_SCHEMA = (
-    "kind STRING, user_id STRING, start_ms BIGINT, end_ms BIGINT, events BIGINT, views BIGINT, clicks BIGINT, "
-    "purchases BIGINT, distinct_ads BIGINT, distinct_campaigns BIGINT, first_campaign_id STRING, "
-    "last_campaign_id STRING, event_id STRING, event_ms BIGINT, watermark_ms BIGINT"
-)
-OUTPUT_COLUMNS = [part.split()[0] for part in OUTPUT_SCHEMA.split(", ")]
-OutputRow = Row(*OUTPUT_COLUMNS)
-EVENT_FIELDS = ["event_ms", "event_id", "event_type", "ad_id", "campaign_id"]
-
-
-def _to_state(s: Session) -> tuple:
-    return (
-        s.start,
-        s.end,
-        *s.first,
-        *s.last,
-        s.events,
-        s.views,
-        s.clicks,
-        s.purchases,
-        sorted(s.ads),
-        sorted(s.campaigns),
-    )
-
-
-def _from_state(row) -> Session:
-    (
-        start,
-        end,
-        first_ms,
-        first_id,
-        first_campaign,
-        last_ms,
-        last_id,
-        last_campaign,
-        events,
-        views,
-        clicks,
-        purchases,
-        ads,
-        campaigns,
-    ) = row
-    return Session(
-        int(start),
-        int(end),
-        (int(first_ms), first_id, first_campaign),
-        (int(last_ms), last_id, last_campaign),
-        int(events),
-        int(views),
-        int(clicks),
-        int(purchases),
-        set(ads),
-        set(campaigns),
-    )
-
-
-def _output(kind: str, user_id: str, s: Session) -> tuple:
-    return (
-        kind,
-        user_id,
-        s.start,
-        s.end,
-        s.events,
-        s.views,
-        s.clicks,
-        s.purchases,
-        len(s.ads),
-        len(s.campaigns),
-        s.first[2],
-        s.last[2],
-        None,
-        None,
-        None,
-    )
-
-
-def _late(user_id: str, event: tuple, watermark_ms: int) -> tuple:
-    return ("late", user_id, *([None] * 10), event[1], int(event[0]), watermark_ms)
-
-
-class UserSessions(StatefulProcessor):
-    """Per user: open sessions in state, a timer at the earliest close, closed sessions emitted once.
-
-    Row-based (``transformWithState``): a user's events arrive as rows and what it emits leaves as
-    rows, without a pandas frame per user each way.
-    """
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.open = handle.getValueState(STATE_NAME, STATE_SCHEMA)
-
-    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        (user_id,) = key
-        watermark = timerValues.getCurrentWatermarkInMs()
-        on_time, late = [], []
-        for row in rows:
-            event = (row.event_ms, row.event_id, row.event_type, row.ad_id, row.campaign_id)
-            (late if event[0] < watermark else on_time).append(event)
-        if on_time:
-            sessions, timer = self._load()
-            self._keep(add_events(sessions, on_time), timer)
-        for event in late:
-            yield OutputRow(*_late(user_id, event, watermark))
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
-        (user_id,) = key
-        watermark = timerValues.getCurrentWatermarkInMs()
-        sessions, timer = self._load()
-        # Spark deletes the timer that fired once this returns.
-        if timer == expiredTimerInfo.getExpiryTimeInMs():
-            timer = None
-        self._keep([s for s in sessions if not s.closed_at(watermark)], timer)
-        for s in sessions:
-            if s.closed_at(watermark):
-                yield OutputRow(*_output("session", user_id, s))
-
-    def _load(self) -> tuple[list[Session], int | None]:
-        """The user's open sessions and their registered timer (none: a user new to the state)."""
-        value = self.open.get()
-        if value is None:
-            return [], None
-        return [_from_state(s) for s in value[0]], value[1]
-
-    def _keep(self, sessions: list[Session], timer: int | None) -> None:
-        """Store ``sessions``, and move the registered ``timer`` to their earliest close if it moved."""
-        wanted = min(s.end for s in sessions) + SESSION_GAP_MS if sessions else None
-        if timer is not None and timer != wanted:
-            self.handle.deleteTimer(timer)
-        if wanted is not None and wanted != timer:
-            self.handle.registerTimer(wanted)
-        if sessions:
-            self.open.update(([_to_state(s) for s in sessions], wanted))
-        else:
-            self.open.clear()
-
-    def close(self) -> None:
-        pass
-
-
-def sessions_of_users(watermark_ms: int):
-    """The batch form: a user's events (a pandas frame) -> their closed and open sessions as of ``watermark_ms``."""
-
-    def per_user(key, events):  # no type hints: pandas' grouped-map form is chosen by applyInPandas
-        (user_id,) = key
-        sessions = add_events([], events[EVENT_FIELDS].itertuples(index=False, name=None))
-        rows = [
-            _output("session" if s.closed_at(watermark_ms) else "open", user_id, s)
-            for s in sessions
-        ]
-        return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
-
-    return per_user
-
-
-def table_rows(output: DataFrame, with_closes_at: bool = False) -> DataFrame:
-    """The table's columns from emitted sessions (``OUTPUT_SCHEMA`` rows of kind session or open)."""
-    start = F.timestamp_millis("start_ms")
-    columns = [
-        F.md5(F.concat_ws("/", "user_id", F.col("start_ms").cast("string"))).alias("session_id"),
-        "user_id",
-        start.alias("session_start"),
-        F.timestamp_millis("end_ms").alias("session_end"),
-        ((F.col("end_ms") - F.col("start_ms")) / 1000).cast("double").alias("duration_seconds"),
-        "events",
-        "views",
-        "clicks",
-        "purchases",
-        "distinct_ads",
-        "distinct_campaigns",
-        "first_campaign_id",
-        "last_campaign_id",
-        F.to_date(start).alias("session_date"),
-    ]
-    if with_closes_at:
-        columns.append(F.timestamp_millis(F.col("end_ms") + SESSION_GAP_MS).alias("closes_at"))
-    return output.select(*columns)
-
-
-# --------------------------------------------------------------------------------------------
-# The batch form: sessions recomputed from silver and replaced
-
-
-INITIAL_MARGIN_MS = 2 * 3_600_000
-MAX_MARGIN_MS = 32 * 24 * 3_600_000
-
-
-def _silver_events(
-    spark: SparkSession, silver: Table, table: TableSpec, from_ms: int, to_ms: int | None, users
-) -> DataFrame:
-    rows = spark.read.format("delta").load(silver.path)
-    after = _utc(from_ms)
-    rows = rows.where(F.col("event_date") >= F.lit(after.date())).where(
-        F.unix_millis("event_time") >= from_ms
-    )
-    if to_ms is not None:
-        before = _utc(to_ms)
-        rows = rows.where(F.col("event_date") <= F.lit(before.date())).where(
-            F.unix_millis("event_time") < to_ms
-        )
-    if users is not None:
-        rows = rows.where(F.col("user_id").isin(sorted(users)))
-    return table.transform(rows)
-
-
-def recomputed_sessions(
-    spark: SparkSession,
-    silver: Table,
-    table: TableSpec,
-    watermark_ms: int,
-    start_ms: int,
-    end_ms: int | None = None,
-    users: set[str] | None = None,
-) -> DataFrame:
-    """Every session (closed or open as of ``watermark_ms``) overlapping [start_ms, end_ms), whole.
-
-    Silver is read with a margin around the interval, doubled while a session could reach past
-    what was read (a session is whole when no event lies within the gap before its first or after
-    its last). Returns the sessions (``OUTPUT_SCHEMA``), cached: the caller unpersists them.
-    """
-    margin = INITIAL_MARGIN_MS
-    while True:
-        read_from, read_to = start_ms - margin, (end_ms + margin if end_ms is not None else None)
-        events = _silver_events(spark, silver, table, read_from, read_to, users)
-        sessions = events.groupBy("user_id").applyInPandas(
-            sessions_of_users(watermark_ms), OUTPUT_SCHEMA
-        )
-        overlapping = sessions.where(F.col("end_ms") >= start_ms)
-        if end_ms is not None:
-            overlapping = overlapping.where(F.col("start_ms") < end_ms)
-        overlapping = overlapping.persist()
-        reach = overlapping.agg(
-            F.min("start_ms").alias("first"), F.max("end_ms").alias("last")
-        ).first()
-        first, last = reach["first"], reach["last"]
-        whole = first is None or (
-            first - SESSION_GAP_MS >= read_from
-            and (read_to is None or last + SESSION_GAP_MS < read_to)
-        )
-        if whole:
-            return overlapping
-        overlapping.unpersist()
-        if margin >= MAX_MARGIN_MS:
-            raise ConfigError(
-                f"{table.name}: a session reaches more than {MAX_MARGIN_MS // 86_400_000} days beyond "
-                f"{_iso(start_ms)}..{_iso(end_ms)}; a user active without a {SESSION_GAP_MS // 60_000}-minute "
-                "pause for that long is a producer bug. Check silver for that user."
-            )
-        margin *= 2
-
-
-def _utc(millis: int) -> datetime:
-    """Epoch milliseconds as a naive UTC datetime, exactly (no float rounding)."""
-    return datetime(1970, 1, 1) + timedelta(milliseconds=millis)
-
-
-def _iso(millis: int | None) -> str:
-    return "now" if millis is None else f"{_utc(millis):%Y-%m-%dT%H:%M:%SZ}"
-
-
-def _ts(millis: int) -> str:
-    return f"TIMESTAMP'{_utc(millis):%Y-%m-%d %H:%M:%S.%f}'"
-
-
-def _quoted(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def replace_sessions(
-    spark: SparkSession,
-    target: Table,
-    table: TableSpec,
-    sessions: DataFrame,
-    watermark_ms: int,
-    start_ms: int,
-    end_ms: int | None,
-    users: set[str] | None = None,
-) -> None:
-    """Replace the target's sessions overlapping [start_ms, end_ms) (of ``users``) with the closed ones of ``sessions``.
-
-    ``sessions`` are every recomputed session overlapping the interval, closed or open as of
-    ``watermark_ms``. One that reaches past its start or end also replaces the rows of its user
-    within its own extent: a stored session that it now contains (merged by an event since) would
-    otherwise stay beside it. Only stored sessions closed as of ``watermark_ms`` are replaced: one
-    that the stream closed since (beside a backfill that read an older watermark) is newer than
-    this recomputation, which saw it open and would delete it without writing it back.
-    """
-    overlapping = f"session_end >= {_ts(start_ms)}" + (
-        f" AND session_start < {_ts(end_ms)}" if end_ms is not None else ""
-    )
-    if users is not None:
-        overlapping += f" AND user_id IN ({', '.join(_quoted(user) for user in sorted(users))})"
-    reaching_out = F.col("start_ms") < start_ms
-    if end_ms is not None:
-        reaching_out = reaching_out | (F.col("end_ms") >= end_ms)
-    extents = [
-        f"(user_id = {_quoted(row.user_id)} AND session_end >= {_ts(row.start_ms)} AND session_start <= {_ts(row.end_ms)})"
-        for row in sessions.where(reaching_out).select("user_id", "start_ms", "end_ms").collect()
-    ]
-    closed_by_then = (
-        f"session_end <= {_ts(watermark_ms - SESSION_GAP_MS)}"  # Session.closed_at, as SQL
-    )
-    predicate = f"({' OR '.join([f'({overlapping})', *extents])}) AND {closed_by_then}"
-    closed = table_rows(sessions.where(F.col("kind") == "session"))
-    with_conflict_retries(
-        lambda: replace_where(closed, target, table, predicate), f"{table.name} sessions"
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# The watermark and the state contract, read from the checkpoint
-
-
-def checkpoint_watermark_ms(checkpoint: str) -> int | None:
-    """The watermark of the checkpoint's newest planned batch (None: no batch yet)."""
-    offsets = Path(checkpoint) / "offsets"
-    for batch in reversed(checkpoint_log.batches(checkpoint, "offsets")):
-        try:
-            metadata = json.loads((offsets / str(batch)).read_text().splitlines()[1])
-            return int(metadata.get("batchWatermarkMs", 0))
-        except (OSError, ValueError, IndexError):
-            continue
-    return None
-
-
-def watermark_for(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec) -> int:
-    """The stream's watermark, or (no stream yet) the one it will reach over today's silver."""
-    target = lakehouse.table(table.name)
-    recorded = checkpoint_watermark_ms(target.checkpoint(target.current_generation()))
-    if recorded is not None:
-        return recorded
-    return final_watermark(spark.read.format("delta").load(lakehouse.table(table.upstream[0]).path))
-
-
-def final_watermark(silver: DataFrame) -> int:
-    """The watermark the stream reaches once it has read all of ``silver``."""
-    newest = silver.agg(F.max(F.unix_millis("event_time")).alias("newest")).first()["newest"]
-    return (newest or 0) - WATERMARK_DELAY_MS
-
-
-def whole_sessions(silver: DataFrame, table: TableSpec) -> tuple[DataFrame, DataFrame]:
-    """Every session of ``silver`` as of :func:`final_watermark`: (closed rows, open rows); no stream, no state."""
-    sessions = (
-        table.transform(silver)
-        .groupBy("user_id")
-        .applyInPandas(sessions_of_users(final_watermark(silver)), OUTPUT_SCHEMA)
-    )
-    return table_rows(sessions.where(F.col("kind") == "session")), table_rows(
-        sessions.where(F.col("kind") == "open"), with_closes_at=True
-    )
-
-
-def _contract() -> dict:
-    return {
-        "state_version": STATE_VERSION,
-        "state_schema": STATE_SCHEMA.simpleString(),
-        "session_gap_ms": SESSION_GAP_MS,
-        "watermark_delay": WATERMARK_DELAY,
-    }
-
-
-def check_state_contract(checkpoint: str, name: str) -> None:
-    """Refuse to run a query whose state the checkpoint holds in another shape; record the shape otherwise.
-
-    Spark would fail mid-batch on a changed state schema, and would carry on silently under a
-    changed gap or meaning; both are caught here, before the query starts.
-    """
-    record = Path(checkpoint).with_name(Path(checkpoint).name + ".state.json")
-    has_state = bool(checkpoint_log.batches(checkpoint, "offsets"))
-    wanted = _contract()
-    if has_state and record.exists():
-        recorded = json.loads(record.read_text())
-        if recorded != wanted:
-            changed = ", ".join(
-                f"{k} {recorded.get(k)!r} -> {v!r}"
-                for k, v in wanted.items()
-                if recorded.get(k) != v
-            )
-            raise ConfigError(
-                f"{name}: the sessions query changed in a way its checkpoint's state cannot take ({changed}; "
-                f"state recorded in {record}). Nothing was written. The state is rebuilt from silver by a new "
-                f"checkpoint generation. {refresh_advice('gold')}"
-            )
-        return
-    record.parent.mkdir(parents=True, exist_ok=True)
-    tmp = record.with_name(f".{record.name}.tmp")
-    tmp.write_text(json.dumps(wanted))
-    os.replace(tmp, record)
-
-
-def open_sessions_in_state(spark: SparkSession, checkpoint: str) -> DataFrame:
-    """The open sessions the query's state holds (Spark's state data source: also for debugging)."""
-    spark.streams.active  # noqa: B018 - the state reader needs the state store coordinator a query manager starts
-    state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(checkpoint)
-    s = F.col("session")
-    return state.select(
-        F.col("key.user_id").alias("user_id"), F.explode("value.sessions").alias("session")
-    ).select(
-        F.lit("open").alias("kind"),
-        "user_id",
-        s.start_ms.alias("start_ms"),
-        s.end_ms.alias("end_ms"),
-        s.events.alias("events"),
-        s.views.alias("views"),
-        s.clicks.alias("clicks"),
-        s.purchases.alias("purchases"),
-        F.size(s.ads).cast("bigint").alias("distinct_ads"),
-        F.size(s.campaigns).cast("bigint").alias("distinct_campaigns"),
-        s.first_campaign_id.alias("first_campaign_id"),
-        s.last_campaign_id.alias("last_campaign_id"),
-        F.lit(None).cast("string").alias("event_id"),
-        F.lit(None).cast("bigint").alias("event_ms"),
-        F.lit(None).cast("bigint").alias("watermark_ms"),
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# The job
-
 
 # A backfill's recomputations of sessions while silver keeps growing beside it, before it gives up.
 RECOMPUTE_ATTEMPTS = 5
@@ -567,9 +155,9 @@ def recompute(
         table.name,
         written,
         hours,
-        _iso(watermark),
+        iso_instant(watermark),
     )
-    return {"sessions": written, "watermark": _iso(watermark)}
+    return {"sessions": written, "watermark": iso_instant(watermark)}
 
 
 def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec, run_label: str) -> dict:
@@ -776,7 +364,7 @@ def run(table: TableSpec, args: JobArgs) -> dict:
         {k: v for k, v in reconciled.items() if k in ("late_pending", "late_reconciled")}
     )
     watermark = checkpoint_watermark_ms(checkpoint)
-    summary["watermark"] = _iso(watermark) if watermark is not None else None
+    summary["watermark"] = iso_instant(watermark) if watermark is not None else None
     log.info(
         "%s: watermark %s, %s open session(s), late events: %d reconciled, %d pending",
         table.name,
@@ -796,7 +384,7 @@ def late_rows(
     ``earliest_ms``: the earliest late event's time; only the session dates it can reach are read
     (a session touched ends within the gap of the event).
     """
-    since = (_utc(earliest_ms) - timedelta(days=1)).date()
+    since = (utc_datetime(earliest_ms) - timedelta(days=1)).date()
     stored = (
         spark.read.format("delta")
         .load(sessions.path)
@@ -862,7 +450,7 @@ def show_state(argv: list[str] | None = None) -> None:
     ).first()
     watermark = checkpoint_watermark_ms(checkpoint)
     print(
-        f"{table.name}: checkpoint {checkpoint}\n  watermark {_iso(watermark) if watermark is not None else 'none'}; "
+        f"{table.name}: checkpoint {checkpoint}\n  watermark {iso_instant(watermark) if watermark is not None else 'none'}; "
         f"{figures.sessions} open session(s) of {figures.users} user(s); oldest start {figures.oldest_start}, "
         f"newest event {figures.newest_event}"
     )

@@ -1,0 +1,144 @@
+"""The batch form: sessions recomputed from silver (with the margin sessionization needs) and replaced."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse.catalog import TableSpec
+from lakehouse.config import Table
+from lakehouse.errors import ConfigError
+from lakehouse.flows.sessions.processor import OUTPUT_SCHEMA, sessions_of_users, table_rows
+from lakehouse.sinks import (
+    replace_where,
+    with_conflict_retries,
+)
+from lakehouse.tables.gold_user_sessions import (
+    SESSION_GAP_MS,
+)
+
+INITIAL_MARGIN_MS = 2 * 3_600_000
+MAX_MARGIN_MS = 32 * 24 * 3_600_000
+
+
+def _silver_events(
+    spark: SparkSession, silver: Table, table: TableSpec, from_ms: int, to_ms: int | None, users
+) -> DataFrame:
+    rows = spark.read.format("delta").load(silver.path)
+    after = utc_datetime(from_ms)
+    rows = rows.where(F.col("event_date") >= F.lit(after.date())).where(
+        F.unix_millis("event_time") >= from_ms
+    )
+    if to_ms is not None:
+        before = utc_datetime(to_ms)
+        rows = rows.where(F.col("event_date") <= F.lit(before.date())).where(
+            F.unix_millis("event_time") < to_ms
+        )
+    if users is not None:
+        rows = rows.where(F.col("user_id").isin(sorted(users)))
+    return table.transform(rows)
+
+
+def recomputed_sessions(
+    spark: SparkSession,
+    silver: Table,
+    table: TableSpec,
+    watermark_ms: int,
+    start_ms: int,
+    end_ms: int | None = None,
+    users: set[str] | None = None,
+) -> DataFrame:
+    """Every session (closed or open as of ``watermark_ms``) overlapping [start_ms, end_ms), whole.
+
+    Silver is read with a margin around the interval, doubled while a session could reach past
+    what was read (a session is whole when no event lies within the gap before its first or after
+    its last). Returns the sessions (``OUTPUT_SCHEMA``), cached: the caller unpersists them.
+    """
+    margin = INITIAL_MARGIN_MS
+    while True:
+        read_from, read_to = start_ms - margin, (end_ms + margin if end_ms is not None else None)
+        events = _silver_events(spark, silver, table, read_from, read_to, users)
+        sessions = events.groupBy("user_id").applyInPandas(
+            sessions_of_users(watermark_ms), OUTPUT_SCHEMA
+        )
+        overlapping = sessions.where(F.col("end_ms") >= start_ms)
+        if end_ms is not None:
+            overlapping = overlapping.where(F.col("start_ms") < end_ms)
+        overlapping = overlapping.persist()
+        reach = overlapping.agg(
+            F.min("start_ms").alias("first"), F.max("end_ms").alias("last")
+        ).first()
+        first, last = reach["first"], reach["last"]
+        whole = first is None or (
+            first - SESSION_GAP_MS >= read_from
+            and (read_to is None or last + SESSION_GAP_MS < read_to)
+        )
+        if whole:
+            return overlapping
+        overlapping.unpersist()
+        if margin >= MAX_MARGIN_MS:
+            raise ConfigError(
+                f"{table.name}: a session reaches more than {MAX_MARGIN_MS // 86_400_000} days beyond "
+                f"{iso_instant(start_ms)}..{iso_instant(end_ms)}; a user active without a {SESSION_GAP_MS // 60_000}-minute "
+                "pause for that long is a producer bug. Check silver for that user."
+            )
+        margin *= 2
+
+
+def utc_datetime(millis: int) -> datetime:
+    """Epoch milliseconds as a naive UTC datetime, exactly (no float rounding)."""
+    return datetime(1970, 1, 1) + timedelta(milliseconds=millis)
+
+
+def iso_instant(millis: int | None) -> str:
+    return "now" if millis is None else f"{utc_datetime(millis):%Y-%m-%dT%H:%M:%SZ}"
+
+
+def _ts(millis: int) -> str:
+    return f"TIMESTAMP'{utc_datetime(millis):%Y-%m-%d %H:%M:%S.%f}'"
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def replace_sessions(
+    spark: SparkSession,
+    target: Table,
+    table: TableSpec,
+    sessions: DataFrame,
+    watermark_ms: int,
+    start_ms: int,
+    end_ms: int | None,
+    users: set[str] | None = None,
+) -> None:
+    """Replace the target's sessions overlapping [start_ms, end_ms) (of ``users``) with the closed ones of ``sessions``.
+
+    ``sessions`` are every recomputed session overlapping the interval, closed or open as of
+    ``watermark_ms``. One that reaches past its start or end also replaces the rows of its user
+    within its own extent: a stored session that it now contains (merged by an event since) would
+    otherwise stay beside it. Only stored sessions closed as of ``watermark_ms`` are replaced: one
+    that the stream closed since (beside a backfill that read an older watermark) is newer than
+    this recomputation, which saw it open and would delete it without writing it back.
+    """
+    overlapping = f"session_end >= {_ts(start_ms)}" + (
+        f" AND session_start < {_ts(end_ms)}" if end_ms is not None else ""
+    )
+    if users is not None:
+        overlapping += f" AND user_id IN ({', '.join(_quoted(user) for user in sorted(users))})"
+    reaching_out = F.col("start_ms") < start_ms
+    if end_ms is not None:
+        reaching_out = reaching_out | (F.col("end_ms") >= end_ms)
+    extents = [
+        f"(user_id = {_quoted(row.user_id)} AND session_end >= {_ts(row.start_ms)} AND session_start <= {_ts(row.end_ms)})"
+        for row in sessions.where(reaching_out).select("user_id", "start_ms", "end_ms").collect()
+    ]
+    # Session.closed_at, as SQL
+    closed_by_then = f"session_end <= {_ts(watermark_ms - SESSION_GAP_MS)}"
+    predicate = f"({' OR '.join([f'({overlapping})', *extents])}) AND {closed_by_then}"
+    closed = table_rows(sessions.where(F.col("kind") == "session"))
+    with_conflict_retries(
+        lambda: replace_where(closed, target, table, predicate), f"{table.name} sessions"
+    )

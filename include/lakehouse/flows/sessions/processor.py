@@ -1,0 +1,212 @@
+"""The stateful processor: each user's open sessions in one state value, emitted when the watermark closes them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pandas as pd
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
+
+from lakehouse.tables.gold_user_sessions import (
+    SESSION_GAP_MS,
+    Session,
+    add_events,
+)
+
+SESSION_STATE = StructType(
+    [StructField(name, LongType()) for name in ("start_ms", "end_ms", "first_ms")]
+    + [StructField(name, StringType()) for name in ("first_event_id", "first_campaign_id")]
+    + [StructField("last_ms", LongType())]
+    + [StructField(name, StringType()) for name in ("last_event_id", "last_campaign_id")]
+    + [StructField(name, LongType()) for name in ("events", "views", "clicks", "purchases")]
+    + [StructField(name, ArrayType(StringType())) for name in ("ads", "campaigns")]
+)
+STATE_SCHEMA = StructType(
+    [StructField("sessions", ArrayType(SESSION_STATE)), StructField("timer_ms", LongType())]
+)
+STATE_NAME = "open_sessions"
+# Raised with every change the checkpoint's state cannot take (the state schema, the gap, the
+# meaning of a field): the run then refuses to start and names the full refresh that rebuilds it.
+# 2: one value per user (sessions and timer) instead of a list of sessions.
+STATE_VERSION = 2
+
+# What the processor and the batch form emit: kind "session" (closed), "open" or "late" (an event).
+OUTPUT_SCHEMA = (
+    "kind STRING, user_id STRING, start_ms BIGINT, end_ms BIGINT, events BIGINT, views BIGINT, clicks BIGINT, "
+    "purchases BIGINT, distinct_ads BIGINT, distinct_campaigns BIGINT, first_campaign_id STRING, "
+    "last_campaign_id STRING, event_id STRING, event_ms BIGINT, watermark_ms BIGINT"
+)
+OUTPUT_COLUMNS = [part.split()[0] for part in OUTPUT_SCHEMA.split(", ")]
+OutputRow = Row(*OUTPUT_COLUMNS)
+EVENT_FIELDS = ["event_ms", "event_id", "event_type", "ad_id", "campaign_id"]
+
+
+def _to_state(s: Session) -> tuple:
+    return (
+        s.start,
+        s.end,
+        *s.first,
+        *s.last,
+        s.events,
+        s.views,
+        s.clicks,
+        s.purchases,
+        sorted(s.ads),
+        sorted(s.campaigns),
+    )
+
+
+def _from_state(row) -> Session:
+    (
+        start,
+        end,
+        first_ms,
+        first_id,
+        first_campaign,
+        last_ms,
+        last_id,
+        last_campaign,
+        events,
+        views,
+        clicks,
+        purchases,
+        ads,
+        campaigns,
+    ) = row
+    return Session(
+        int(start),
+        int(end),
+        (int(first_ms), first_id, first_campaign),
+        (int(last_ms), last_id, last_campaign),
+        int(events),
+        int(views),
+        int(clicks),
+        int(purchases),
+        set(ads),
+        set(campaigns),
+    )
+
+
+def _output(kind: str, user_id: str, s: Session) -> tuple:
+    return (
+        kind,
+        user_id,
+        s.start,
+        s.end,
+        s.events,
+        s.views,
+        s.clicks,
+        s.purchases,
+        len(s.ads),
+        len(s.campaigns),
+        s.first[2],
+        s.last[2],
+        None,
+        None,
+        None,
+    )
+
+
+def _late(user_id: str, event: tuple, watermark_ms: int) -> tuple:
+    return ("late", user_id, *([None] * 10), event[1], int(event[0]), watermark_ms)
+
+
+class UserSessions(StatefulProcessor):
+    """Per user: open sessions in state, a timer at the earliest close, closed sessions emitted once.
+
+    Row-based (``transformWithState``): a user's events arrive as rows and what it emits leaves as
+    rows, without a pandas frame per user each way.
+    """
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.open = handle.getValueState(STATE_NAME, STATE_SCHEMA)
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
+        (user_id,) = key
+        watermark = timerValues.getCurrentWatermarkInMs()
+        on_time, late = [], []
+        for row in rows:
+            event = (row.event_ms, row.event_id, row.event_type, row.ad_id, row.campaign_id)
+            (late if event[0] < watermark else on_time).append(event)
+        if on_time:
+            sessions, timer = self._load()
+            self._keep(add_events(sessions, on_time), timer)
+        for event in late:
+            yield OutputRow(*_late(user_id, event, watermark))
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
+        (user_id,) = key
+        watermark = timerValues.getCurrentWatermarkInMs()
+        sessions, timer = self._load()
+        # Spark deletes the timer that fired once this returns.
+        if timer == expiredTimerInfo.getExpiryTimeInMs():
+            timer = None
+        self._keep([s for s in sessions if not s.closed_at(watermark)], timer)
+        for s in sessions:
+            if s.closed_at(watermark):
+                yield OutputRow(*_output("session", user_id, s))
+
+    def _load(self) -> tuple[list[Session], int | None]:
+        """The user's open sessions and their registered timer (none: a user new to the state)."""
+        value = self.open.get()
+        if value is None:
+            return [], None
+        return [_from_state(s) for s in value[0]], value[1]
+
+    def _keep(self, sessions: list[Session], timer: int | None) -> None:
+        """Store ``sessions``, and move the registered ``timer`` to their earliest close if it moved."""
+        wanted = min(s.end for s in sessions) + SESSION_GAP_MS if sessions else None
+        if timer is not None and timer != wanted:
+            self.handle.deleteTimer(timer)
+        if wanted is not None and wanted != timer:
+            self.handle.registerTimer(wanted)
+        if sessions:
+            self.open.update(([_to_state(s) for s in sessions], wanted))
+        else:
+            self.open.clear()
+
+    def close(self) -> None:
+        pass
+
+
+def sessions_of_users(watermark_ms: int):
+    """The batch form: a user's events (a pandas frame) -> their closed and open sessions as of ``watermark_ms``."""
+
+    def per_user(key, events):  # no type hints: pandas' grouped-map form is chosen by applyInPandas
+        (user_id,) = key
+        sessions = add_events([], events[EVENT_FIELDS].itertuples(index=False, name=None))
+        rows = [
+            _output("session" if s.closed_at(watermark_ms) else "open", user_id, s)
+            for s in sessions
+        ]
+        return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
+
+    return per_user
+
+
+def table_rows(output: DataFrame, with_closes_at: bool = False) -> DataFrame:
+    """The table's columns from emitted sessions (``OUTPUT_SCHEMA`` rows of kind session or open)."""
+    start = F.timestamp_millis("start_ms")
+    columns = [
+        F.md5(F.concat_ws("/", "user_id", F.col("start_ms").cast("string"))).alias("session_id"),
+        "user_id",
+        start.alias("session_start"),
+        F.timestamp_millis("end_ms").alias("session_end"),
+        ((F.col("end_ms") - F.col("start_ms")) / 1000).cast("double").alias("duration_seconds"),
+        "events",
+        "views",
+        "clicks",
+        "purchases",
+        "distinct_ads",
+        "distinct_campaigns",
+        "first_campaign_id",
+        "last_campaign_id",
+        F.to_date(start).alias("session_date"),
+    ]
+    if with_closes_at:
+        columns.append(F.timestamp_millis(F.col("end_ms") + SESSION_GAP_MS).alias("closes_at"))
+    return output.select(*columns)
