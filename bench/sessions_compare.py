@@ -41,9 +41,8 @@ from lakehouse_tools.generator import write_campaigns, write_hours
 COMPARE_HOURS = 3
 SIZES = {"100k": 100_000, "1M": 1_000_000, "5M": 5_000_000}
 PROJECT, BASELINE, NATIVE = "project", "baseline", "native"
-NATIVE_TABLE = (
-    "tables/gold/native_sessions"  # where the native job writes, under its root (no catalog table)
-)
+# where the native job writes, under its root (no catalog table)
+NATIVE_TABLE = "tables/gold/native_sessions"
 
 
 def _spark():

@@ -23,9 +23,8 @@ from bench.compare.steps import (
     steps_side_by_side,
 )
 
-DEFAULT_ARGS = (
-    "--sizes 1M,5M --reps 2"  # make bench-compare's (COMPARE_ARGS in include/make/bench.mk)
-)
+# make bench-compare's (COMPARE_ARGS in include/make/bench.mk)
+DEFAULT_ARGS = "--sizes 1M,5M --reps 2"
 
 
 def make_command(command: str) -> str:

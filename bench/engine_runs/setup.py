@@ -121,16 +121,13 @@ class Step:
     cpu: float | None = None  # Airflow's processes (+ the engine's for connect)
     engine_cpu: float | None = None
     spark_tasks: float | None = None  # sum of the Spark tasks' wall time (metadata DB)
-    runs_span: float | None = (
-        None  # backfill: first run's start to the last run's end (metadata DB)
-    )
+    # backfill: first run's start to the last run's end (metadata DB)
+    runs_span: float | None = None
     commits: int | None = None  # Delta commits the step added, all tables
-    preflight: float | None = (
-        None  # the preflight task's wall time (metadata DB; summed over a backfill's runs)
-    )
-    retries: int = (
-        0  # task tries beyond the first (Airflow's retries), all tasks of the step's runs
-    )
+    # the preflight task's wall time (metadata DB; summed over a backfill's runs)
+    preflight: float | None = None
+    # task tries beyond the first (Airflow's retries), all tasks of the step's runs
+    retries: int = 0
     retried: list[dict] = field(
         default_factory=list
     )  # each retried task: task, extra tries, first failure

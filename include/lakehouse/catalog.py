@@ -87,9 +87,8 @@ class TableSpec:
     role: str | None = None  # a side table's role in that query (e.g. quarantine)
     # columns that may differ between two correct runs (where a row came from)
     lineage: tuple[str, ...] = ()
-    reject: Callable | None = field(
-        default=None, compare=False
-    )  # OVERWRITE: rows that make the input unusable
+    # OVERWRITE: rows that make the input unusable
+    reject: Callable | None = field(default=None, compare=False)
     # the column that places a row in event time (default: hour_start or event_time)
     event_time: str | None = None
     # an ops record written by an operation (e.g. maintenance), not by a query

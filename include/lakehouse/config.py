@@ -16,7 +16,7 @@ from lakehouse import catalog
 from lakehouse.catalog import TableSpec
 from lakehouse.errors import ConfigError
 
-__all__ = ["ConfigError", "EngineSettings", "Lakehouse", "Table", "engine_settings", "jar_paths"]
+__all__ = ["EngineSettings", "Lakehouse", "Table", "engine_settings", "jar_paths"]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse import catalog, delta_log
-from lakehouse.config import ConfigError, Table
+from lakehouse.config import Table
+from lakehouse.errors import ConfigError
 from lakehouse.hours import HourRange
 from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S
 from lakehouse.landing import EVENTS_SUFFIX

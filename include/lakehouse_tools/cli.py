@@ -32,7 +32,8 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from lakehouse.config import ConfigError, Lakehouse
+from lakehouse.config import Lakehouse
+from lakehouse.errors import ConfigError
 from lakehouse_tools import rollback
 from lakehouse_tools.observe import observe
 from lakehouse_tools.status import NEEDS_ACTION, REPAIRABLE, Grid, grade, grid_json, grid_text

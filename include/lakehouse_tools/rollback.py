@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse import catalog
-from lakehouse.config import ConfigError, Lakehouse
+from lakehouse.config import Lakehouse
+from lakehouse.errors import ConfigError
 from lakehouse_tools import storage
 from lakehouse_tools.storage import open_delta, utc
 
@@ -66,9 +67,8 @@ class QueryRollback:
     first_undone_batch: int | None  # None: the query ran no batch since the moment
     kept_batch: int = -1  # the newest batch the checkpoint keeps (-1: none)
     restores: list[TableRestore] = field(default_factory=list)
-    reads_restored: str | None = (
-        None  # the restored upstream table whose RESTORE the offset moves past
-    )
+    # the restored upstream table whose RESTORE the offset moves past
+    reads_restored: str | None = None
 
 
 def _millis(moment: datetime) -> int:

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lakehouse import catalog
-from lakehouse.config import ConfigError, Lakehouse
+from lakehouse.config import Lakehouse
+from lakehouse.errors import ConfigError
 
 
 class UsageError(ConfigError):

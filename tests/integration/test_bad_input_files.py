@@ -12,7 +12,7 @@ import pytest
 from helpers import assert_tables_match_oracle, run_job, run_pipeline, table
 from pyspark.sql import functions as F
 
-from lakehouse.config import ConfigError
+from lakehouse.errors import ConfigError
 from lakehouse_tools.generator import campaign_dimension, write_campaigns
 
 EVENT_MS = 1795168800000  # 2026-11-20T10:00:00Z

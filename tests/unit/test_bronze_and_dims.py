@@ -9,7 +9,7 @@ import pytest
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
 from lakehouse import catalog
-from lakehouse.config import ConfigError
+from lakehouse.errors import ConfigError
 from lakehouse.flows.snapshot import check_csv_shape
 from lakehouse.tables.bronze_ad_events import bronze_ad_events
 from lakehouse.tables.dim_campaigns import campaigns_from_csv, invalid_campaign_rows

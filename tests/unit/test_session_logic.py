@@ -103,7 +103,7 @@ def test_a_state_change_the_checkpoint_cannot_take_is_refused_before_the_run_wit
 
     import pytest
 
-    from lakehouse.config import ConfigError
+    from lakehouse.errors import ConfigError
     from lakehouse.flows import sessions
 
     checkpoint = tmp_path / "gen=0"

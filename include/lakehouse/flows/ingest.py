@@ -29,7 +29,7 @@ import argparse
 from pyspark.errors import StreamingQueryException
 
 from lakehouse.catalog import TableSpec
-from lakehouse.config import ConfigError
+from lakehouse.errors import ConfigError
 from lakehouse.freshness import file_source_caught_up, file_source_new_bytes
 from lakehouse.kafka_settings import (
     DEFAULT_MAX_OFFSETS_PER_TRIGGER,

@@ -52,9 +52,8 @@ def _withdraw_last_commit(checkpoint: str, name: str) -> None:
         batch,
     )
     commit, crc = checkpoint_log.log_files(checkpoint, "commits", batch)
-    crc.unlink(
-        missing_ok=True
-    )  # first: a stale checksum would fail Spark's rename of the commit it writes again
+    # The checksum first: a stale one would fail Spark's rename of the commit it writes again.
+    crc.unlink(missing_ok=True)
     commit.unlink()
 
 
