@@ -20,7 +20,7 @@
 #
 # bench.engine_runs builds its Airflow homes with the tests' tests/airflow_env.py and
 # bench.sessions_runs takes the tests' Spark settings (tests/conftest.py): tests/ is on the
-# benchmarks' PYTHONPATH (pytest has it from pyproject.toml), so no bench module edits sys.path.
+# benchmarks' PYTHONPATH (pytest has it from pyproject.toml), so no bench module changes its import path.
 
 BENCH_ARGS ?= --sizes 100k,300k --reps 3 --growth-runs 50 --backfill-eps 2 --tune-growth-runs 3
 
