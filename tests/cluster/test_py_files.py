@@ -25,7 +25,7 @@ def submit_probe(cluster, cwd: Path, py_files: Path | None = None, **env: str) -
     environment = {
         k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_CONNECT_MODE_ENABLED")
     }
-    environment.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, **env)
+    environment.update({"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, **env})
     cmd = [
         str(VENV_BIN / "spark-submit"),
         "--master",
@@ -62,13 +62,47 @@ def test_executors_import_the_lakehouse_package_from_the_py_files_zip(
         assert executor["lakehouse"].endswith("lakehouse.zip/lakehouse/config.py"), executor
 
 
-def test_without_py_files_executors_cannot_import_it_even_from_the_drivers_checkout(spark_cluster):
+# The editable install is a .pth in site-packages naming a folder (or an import hook): drop the
+# folder's entry (unless PYTHONPATH names it too: the .pth then added nothing) and any hook.
+SITECUSTOMIZE_WITHOUT_THE_PROJECT = """\
+import glob, os, site, sys
+for pth in glob.glob(os.path.join(site.getsitepackages()[0], "__editable__*.pth")):
+    for entry in open(pth).read().split():
+        if entry in sys.path and entry not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+            sys.path.remove(entry)
+sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in repr(f)]
+"""
+
+
+def python_without_the_project(folder: Path) -> Path:
+    """This venv's Python with the project's editable install hidden: an executor host's Python.
+
+    ``make venv`` installs the project (editable) for the tools and tests; an executor on another
+    machine has only its own Python. A ``sitecustomize`` drops the install's import finder.
+    """
+    hidden = folder / "hidden"
+    hidden.mkdir()
+    (hidden / "sitecustomize.py").write_text(SITECUSTOMIZE_WITHOUT_THE_PROJECT)
+    python = folder / "python"
+    python.write_text(
+        f'#!/bin/sh\nPYTHONPATH="{hidden}${{PYTHONPATH:+:$PYTHONPATH}}" exec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    return python
+
+
+def test_without_py_files_executors_cannot_import_it_even_from_the_drivers_checkout(
+    spark_cluster, tmp_path
+):
     # The driver runs in include/ with PYTHONPATH=include, as a developer's shell would: neither
     # its working directory nor its environment may reach the executors. Were the executors to
     # import the package anyway, a missing --py-files would go unnoticed here and fail on a real
     # cluster.
     include = ROOT / "include"
-    report = submit_probe(spark_cluster, include, None, PYTHONPATH=str(include))
+    python = python_without_the_project(tmp_path)
+    report = submit_probe(
+        spark_cluster, include, None, PYTHONPATH=str(include), PYSPARK_PYTHON=str(python)
+    )
     for executor in report["executors"]:
         assert executor["lakehouse"].startswith("ModuleNotFoundError"), executor
 
