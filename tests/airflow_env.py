@@ -84,6 +84,19 @@ def airflow_python(env: dict[str, str], code: str):
     return json.loads(lines[-1]) if lines else None
 
 
+def task_states(env: dict[str, str], dag_id: str) -> dict[str, list]:
+    """Every task instance of ``dag_id`` in the test's metadata DB: task id -> [state, try number]."""
+    return airflow_python(
+        env,
+        "import json\n"
+        "from airflow.models.taskinstance import TaskInstance\n"
+        "from airflow.utils.session import create_session\n"
+        "with create_session() as session:\n"
+        f"    rows = session.query(TaskInstance).filter(TaskInstance.dag_id == {dag_id!r}).all()\n"
+        "    print(json.dumps({ti.task_id: [str(ti.state), ti.try_number] for ti in rows}))\n",
+    )
+
+
 def migrate(airflow_home: Path) -> None:
     env = airflow_environment(airflow_home, Lakehouse(str(airflow_home / "unused")))
     result = airflow(env, "db", "migrate", timeout=300)

@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import json
 
-from airflow_env import airflow, airflow_environment, airflow_python, migrate
+from airflow_env import airflow, airflow_environment, migrate, task_states
 
 from lakehouse.config import Lakehouse
-
-TASK_STATES = """
-import json, sys
-from airflow.models.taskinstance import TaskInstance
-from airflow.utils.session import create_session
-with create_session() as session:
-    rows = session.query(TaskInstance).filter(TaskInstance.dag_id == "ysb_hourly").all()
-    print(json.dumps({ti.task_id: [str(ti.state), ti.try_number] for ti in rows}))
-"""
 
 
 def test_a_batch_run_without_start_and_end_fails_in_preflight_and_starts_no_spark_task(tmp_path):
@@ -35,7 +26,7 @@ def test_a_batch_run_without_start_and_end_fails_in_preflight_and_starts_no_spar
     output = result.stdout + result.stderr
     assert "mode=batch needs the start and end params" in output, output[-4000:]
 
-    states = airflow_python(env, TASK_STATES)
+    states = task_states(env, "ysb_hourly")
     assert states.pop("preflight") == [
         "failed",
         1,

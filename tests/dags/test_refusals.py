@@ -9,18 +9,9 @@ from __future__ import annotations
 
 import json
 
-from airflow_env import airflow, airflow_environment, airflow_python, migrate
+from airflow_env import airflow, airflow_environment, migrate, task_states
 
 from lakehouse.config import Lakehouse
-
-TASK_STATES = """
-import json
-from airflow.models.taskinstance import TaskInstance
-from airflow.utils.session import create_session
-with create_session() as session:
-    rows = session.query(TaskInstance).filter(TaskInstance.dag_id == "ysb_consistency_check").all()
-    print(json.dumps({ti.task_id: [str(ti.state), ti.try_number] for ti in rows}))
-"""
 
 
 def test_a_bad_time_fails_the_consistency_check_once_with_the_message_alone(tmp_path):
@@ -44,4 +35,4 @@ def test_a_bad_time_fails_the_consistency_check_once_with_the_message_alone(tmp_
     ]
     assert "AirflowFailException" in output, output[-4000:]
     assert "ConfigError" not in output and "The above exception was the direct cause" not in output
-    assert airflow_python(env, TASK_STATES) == {"consistency_check": ["failed", 1]}
+    assert task_states(env, "ysb_consistency_check") == {"consistency_check": ["failed", 1]}
