@@ -51,6 +51,14 @@ DEFAULT_CONF = {
 }
 
 
+def session_conf() -> dict[str, str]:
+    """Every setting a driver starts with: :data:`DEFAULT_CONF`, the lakehouse's storage (object
+    storage's connector and commit settings when the root is on S3) and the table-name metastore."""
+    from lakehouse import metastore, object_storage
+
+    return {**DEFAULT_CONF, **object_storage.spark_conf(), **metastore.spark_conf()}
+
+
 # What a client may set in its own session; the rest is the server's (lakehouse_tools.engine).
 SESSION_CONF_PREFIXES = (
     "spark.sql.session.",
@@ -101,7 +109,7 @@ def build_spark_session(
         # the engine) would turn this local session into a remote one that has no URL.
         os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     builder = SparkSession.builder.appName(app_name)
-    conf = {**DEFAULT_CONF, **(extra_conf or {})}
+    conf = {**session_conf(), **(extra_conf or {})}
     # spark.jars set here only matters when no JVM runs yet (tests, python -m); spark-submit
     # already put the same jars on the classpath through --jars.
     conf.setdefault("spark.jars", ",".join(jar_paths()))

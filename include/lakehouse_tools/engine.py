@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from lakehouse.config import engine_settings, jar_paths
-from lakehouse.spark import DEFAULT_CONF, check_engine
+from lakehouse.spark import check_engine, session_conf
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -49,7 +49,7 @@ def state_dir() -> Path:
 def server_command() -> list[str]:
     settings = engine_settings()
     conf = {
-        **DEFAULT_CONF,
+        **session_conf(),
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(settings.port),
         "spark.ui.enabled": "true" if os.environ.get("LAKEHOUSE_ENGINE_UI") == "1" else "false",
