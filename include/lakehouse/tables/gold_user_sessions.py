@@ -134,13 +134,47 @@ def add_events(sessions: list[Session], events: Iterable[tuple]) -> list[Session
     Order does not matter: sorted by start, a session merges into the one before it when it
     begins less than the gap after that one's last event; so an event falling between two
     sessions bridges them into one.
+
+    One pass, folding into a fresh accumulator per session (``sessions`` are not modified): the
+    stream calls this for every event, and a new Session per event and per merge (sets copied
+    each time) was most of the processor's Python time (issue 39).
     """
+    items = sorted(
+        [(s.start, 1, s) for s in sessions] + [(event[0], 0, event) for event in events],
+        key=lambda item: item[0],
+    )
     merged: list[Session] = []
-    for session in sorted(
-        [*sessions, *(Session.of_event(*event) for event in events)], key=lambda s: s.start
-    ):
-        if merged and session.start - merged[-1].end < SESSION_GAP_MS:
-            merged[-1] = merged[-1].merged(session)
+    current: Session | None = None
+    for start, is_session, item in items:
+        if current is None or start - current.end >= SESSION_GAP_MS:
+            current = Session(start, start, None, None)  # first and last: from its first item
+            merged.append(current)
+        if is_session:
+            current.end = max(current.end, item.end)
+            current.first = item.first if current.first is None else min(current.first, item.first)
+            current.last = item.last if current.last is None else max(current.last, item.last)
+            current.events += item.events
+            current.views += item.views
+            current.clicks += item.clicks
+            current.purchases += item.purchases
+            current.ads |= item.ads
+            current.campaigns |= item.campaigns
         else:
-            merged.append(session)
+            event_ms, event_id, event_type, ad_id, campaign_id = item
+            mark = (event_ms, event_id, campaign_id)
+            if event_ms > current.end:
+                current.end = event_ms
+            if current.first is None or mark < current.first:
+                current.first = mark
+            if current.last is None or mark > current.last:
+                current.last = mark
+            current.events += 1
+            if event_type == "view":
+                current.views += 1
+            elif event_type == "click":
+                current.clicks += 1
+            elif event_type == "purchase":
+                current.purchases += 1
+            current.ads.add(ad_id)
+            current.campaigns.add(campaign_id)
     return merged
