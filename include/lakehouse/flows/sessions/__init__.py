@@ -40,9 +40,11 @@ from lakehouse.flows.sessions.batch_form import (
     utc_datetime,
 )
 from lakehouse.flows.sessions.processor import (
+    EVENTS_PER_USER_SCHEMA,
     OUTPUT_SCHEMA,
     STATE_VERSION,
     UserSessions,
+    events_per_user,
     table_rows,
 )
 from lakehouse.flows.sessions.state import (
@@ -271,7 +273,8 @@ def sessions_stream(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec)
     events = table.transform(
         delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY)
     )
-    return events.groupBy("user_id").transformWithState(
+    per_user = events.mapInArrow(events_per_user, EVENTS_PER_USER_SCHEMA)
+    return per_user.groupBy("user_id").transformWithState(
         UserSessions(), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="EventTime"
     )
 
