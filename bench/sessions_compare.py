@@ -1,14 +1,14 @@
 """The sessions task beside Spark's own ``session_window`` on the same silver (issue 39).
 
 Usage (``make bench-sessions-compare`` runs it):
-    python -m bench.sessions_compare [--events 1M] [--baseline REV] [--reps 1]
+    python -m bench.sessions_compare [--events 1M] [--baseline REV[,REV...]] [--reps 1]
 
 Silver is built once per size (``.local/bench/sessions/data-<size>``: the generator's hours, 3 of
 them, then the pipeline up to silver) and shared read-only by every contender. Each contender runs
 in a fresh process of its own (CPU of its whole tree from /proc when its work ended: Python, JVM,
 the JVM's Python workers, start-up included), into a fresh lakehouse whose silver is that one:
-``project`` (the sessions task of the work tree, one run), ``baseline`` (the same task with
-``include/`` as of REV) and ``native`` (a minimal batch job: ``session_window`` with the same
+``project`` (the sessions task of the work tree, one run), ``baseline@COMMIT`` (the same task with
+``include/`` as of each REV: the steps of a change side by side) and ``native`` (a minimal batch job: ``session_window`` with the same
 figures per session, written to Delta). Every contender's closed and open sessions are compared
 with the oracle's row for row (id, user, start, end and every figure); the state's rows and bytes
 after the run are read back with the state data source.
@@ -17,6 +17,7 @@ after the run are read back with the state data source.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -25,6 +26,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench.sections import markers
 from bench.sessions_runs import (
     PROJECT_DIR,
     SEED,
@@ -122,17 +124,18 @@ def run_native(root: str) -> dict:
 
 def measure_state(root: str) -> dict:
     """The sessions query's state after its run: rows (state data source) and bytes on disk (newest version)."""
-    from lakehouse.flows import sessions as flow
+    from lakehouse.flows.sessions.processor import STATE_NAME
+    from lakehouse.flows.sessions.state import open_sessions_in_state
 
     spark = _spark()
     target = Lakehouse(root=root).table(catalog.get(SESSIONS_TABLE).name)
     checkpoint = target.checkpoint(target.current_generation())
     spark.streams.active  # noqa: B018 - the state reader needs the state store coordinator
-    state = spark.read.format("statestore").option("stateVarName", flow.STATE_NAME).load(checkpoint)
+    state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(checkpoint)
     files = [p for p in Path(checkpoint, "state").rglob("*") if p.is_file()]
     return {
         "state_rows": state.count(),
-        "state_open_sessions": flow.open_sessions_in_state(spark, checkpoint).count(),
+        "state_open_sessions": open_sessions_in_state(spark, checkpoint).count(),
         "state_dir_bytes": sum(p.stat().st_size for p in files),
     }
 
@@ -292,32 +295,58 @@ def _oracle_keys(data: Lakehouse) -> tuple[Counter, Counter]:
 
 def compare(argv: list[str]) -> None:
     """Sessions: the task (now, and at ``--baseline``) beside Spark's ``session_window``, at one or more sizes."""
-    import json
 
     parser = argparse.ArgumentParser(description=compare.__doc__)
     parser.add_argument("--events", default="1M", help=f"comma-separated sizes of {list(SIZES)}")
     parser.add_argument(
-        "--baseline", help="also run the sessions task with include/ as of this commit"
+        "--baseline",
+        help="also run the sessions task with include/ as of these commits (comma-separated)",
     )
     parser.add_argument("--reps", type=int, default=1)
-    parser.add_argument("--contenders", default=f"{BASELINE},{PROJECT},{NATIVE}")
+    parser.add_argument(
+        "--contenders",
+        default=f"{BASELINE},{PROJECT},{NATIVE}",
+        help=f"of {BASELINE} (every --baseline), {PROJECT}, {NATIVE}",
+    )
     parser.add_argument("--work-dir", default=str(PROJECT_DIR / ".local" / "bench" / "sessions"))
     parser.add_argument(
         "--project-include", help="the project's code (default: the work tree's include/)"
     )
     parser.add_argument("--results", help="write the figures as JSON here")
+    parser.add_argument(
+        "--out", help="replace this comparison in that Markdown file's sessions section"
+    )
+    parser.add_argument("--summary", help="update this comparison's keys in that JSON file")
+    parser.add_argument(
+        "--render", metavar="RESULTS", help="measure nothing: publish these saved --results"
+    )
     options = parser.parse_args(argv)
+    if options.render:
+        publish(json.loads(Path(options.render).read_text()), options.out, options.summary)
+        return
     work = Path(options.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     head = PROJECT_DIR / "include"
     project = Path(options.project_include or head)
     code = {PROJECT: project, NATIVE: project}
-    if options.baseline:
-        baseline, code[BASELINE] = _snapshot(options.baseline, work)
-    contenders = [c for c in options.contenders.split(",") if c in code]
+    baselines = []
+    for rev in (options.baseline or "").split(","):
+        if rev:
+            commit, include = _snapshot(rev, work)
+            baselines.append(f"{BASELINE}@{commit}")
+            code[baselines[-1]] = include
+    wanted = options.contenders.split(",")
+    contenders = [
+        c
+        for c in [*baselines, PROJECT, NATIVE]
+        if c in wanted or (BASELINE in wanted and c in baselines)
+    ]
     results = {
         "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M}Z",
+        "command": "python -m bench.sessions_compare " + " ".join(argv),
         "baseline": options.baseline,
+        "code": {label: _subject(label.split("@")[1]) for label in baselines},
+        "load_before": list(os.getloadavg()),
         "sizes": {},
     }
     for label in options.events.split(","):
@@ -344,6 +373,8 @@ def compare(argv: list[str]) -> None:
                 entry.setdefault("cpu_s_reaped", []).append(round(run["cpu_s"], 1))
                 entry.setdefault("cpu_split", []).append(split)
                 entry["wall_s"].append(round(run["wall_s"], 1))
+                if run.get("state_memory_bytes") is not None:
+                    entry["state_memory_bytes"] = run["state_memory_bytes"]
                 if contender == NATIVE:
                     path = f"{lakehouse.root}/{NATIVE_TABLE}"
                     entry["closed_equal"] = _session_keys(path, True) == closed_truth
@@ -365,9 +396,97 @@ def compare(argv: list[str]) -> None:
                 figures[contender]["ratio_to_native"] = round(
                     statistics.median(figures[contender]["cpu_s"]) / native, 2
                 )
+    results["load_after"] = list(os.getloadavg())
     print(json.dumps(results, indent=2))
     if options.results:
         Path(options.results).write_text(json.dumps(results, indent=2) + "\n")
+    publish(results, options.out, options.summary)
+
+
+def _subject(commit: str) -> str:
+    import subprocess
+
+    return subprocess.run(
+        ["git", "log", "-1", "--format=%s", commit],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def _median(values: list) -> float:
+    return round(statistics.median(values), 1)
+
+
+def render(results: dict) -> tuple[str, dict]:
+    """The comparison's part of the sessions section, and its summary keys.
+
+    The keys name the project by its newest code measured: ``project`` (the work tree) if it ran,
+    else the last ``--baseline``.
+    """
+    begin, end = markers("bench/sessions_compare.py")
+    code = results.get("code", {})
+    lines = [
+        begin,
+        "### Beside Spark's own session windows (issue 39)",
+        "",
+        f"`{results.get('command', 'python -m bench.sessions_compare')}` ({results['date']}; load average "
+        f"{', '.join(f'{x:.1f}' for x in results.get('load_before', []))} before, "
+        f"{', '.join(f'{x:.1f}' for x in results.get('load_after', []))} after; 2 cores). Silver of "
+        f"{COMPARE_HOURS} generated hours built once per size; each contender one fresh process tree over "
+        "it (Python, its JVM, the JVM's Python workers, JVM start included), CPU-s from /proc when its "
+        "work ended: the sessions task as of each commit (one run: a micro-batch with the events, one "
+        "that closes sessions, then the open sessions' rewrite) and `native`, a minimal batch job of "
+        "Spark's `session_window` with the same figures per session written to Delta. Every "
+        "contender's closed and open sessions compared row for row with the oracle's; the task's "
+        "state after the run read back with the state data source.",
+        "",
+        "| events | contender | CPU-s | JVM | Python workers | driver | wall s | × native | closed = oracle "
+        "| open = oracle | state rows | state on disk MB |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |",
+    ]
+    figures = {}
+    for size, measured in results["sizes"].items():
+        contenders = [c for c in measured if isinstance(measured[c], dict)]
+        for contender in contenders:
+            entry = measured[contender]
+            split = entry["cpu_split"][len(entry["cpu_split"]) // 2]
+            name = contender
+            if contender in code:
+                name = f"{contender.split('@')[1]} {code[contender]}"
+            state_mb = (
+                f"{entry['state_dir_bytes'] / 1e6:.1f}" if entry.get("state_dir_bytes") else ""
+            )
+            lines.append(
+                f"| {size} | {name} | {_median(entry['cpu_s'])} | {split['jvm']} | "
+                f"{split['python_workers']} | {split['driver_python']} | {_median(entry['wall_s'])} | "
+                f"{entry.get('ratio_to_native', '')} | {'yes' if entry.get('closed_equal') else 'NO'} | "
+                f"{'yes' if entry.get('open_equal') else 'NO'} | {entry.get('state_rows', '')} | {state_mb} |"
+            )
+        ours = [c for c in contenders if c != NATIVE]
+        newest = PROJECT if PROJECT in ours else (ours[-1] if ours else None)
+        key = size.lower()
+        if NATIVE in measured:
+            figures[f"sessions_native_spark_cpu_s_{key}"] = _median(measured[NATIVE]["cpu_s"])
+        if newest:
+            entry = measured[newest]
+            figures[f"sessions_cpu_s_{key}"] = _median(entry["cpu_s"])
+            if "ratio_to_native" in entry:
+                figures[f"sessions_ratio_to_native_spark_{key}"] = entry["ratio_to_native"]
+            for name in ("state_rows", "state_dir_bytes", "state_memory_bytes"):
+                if entry.get(name) is not None:
+                    figures[f"sessions_{name.replace('_dir', '')}_{key}"] = entry[name]
+    lines += ["", end, ""]
+    return "\n".join(lines), figures
+
+
+def publish(results: dict, out: str | None, summary: str | None) -> None:
+    """This comparison's part of the sessions section and its summary keys (:func:`bench.sessions_runs.publish_part`)."""
+    from bench.sessions_runs import publish_part
+
+    text, figures = render(results)
+    publish_part("bench/sessions_compare.py", text, out, summary, figures)
 
 
 if __name__ == "__main__":

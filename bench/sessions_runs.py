@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.compare.processes import tree_cpu
-from bench.sections import markers, publish
+from bench.sections import RESULTS, SUMMARY, markers, save_results
 from lakehouse import catalog, runner
 from lakehouse.config import Lakehouse
 from lakehouse_tools.generator import write_campaigns, write_hours
@@ -112,8 +112,6 @@ def render(runs: list[dict], hours: int, eps: float) -> tuple[str, dict]:
     }
     lines = [
         begin,
-        "## 13. The sessions query on hourly runs (issue 15)",
-        "",
         f"`python -m bench.sessions_runs --hours {hours} --events-per-second {eps:g}` (one local[2] driver; "
         f"{runs[0]['lines']} lines per hour). Per run: the sessions task beside silver's, what it closed, "
         "the late events it recorded and reconciled, and its state after the run. Medians over runs "
@@ -136,6 +134,62 @@ def render(runs: list[dict], hours: int, eps: float) -> tuple[str, dict]:
     return "\n".join(lines), figures
 
 
+def publish_part(part: str, text: str, out: str | None, summary: str | None, figures: dict) -> None:
+    """Put one part of the sessions section (``text``, opened and closed by ``markers(part)``) in place.
+
+    The sessions section is one results file (``sessions_runs.json``, its Markdown) made of parts,
+    each written by its own benchmark: this one's hourly runs and :mod:`bench.sessions_compare`'s
+    comparison with Spark's own session windows. A part replaces its earlier text and keeps the
+    others'; the summary keys of both stay the section's. With ``out``, that Markdown file's
+    sessions section (only it) is rewritten in place.
+    """
+    import json
+
+    from bench.render import BENCHMARKS, section
+    from bench.sections import declared_tables
+
+    print(text)
+    if summary is None and out is None:
+        return
+    results_dir = Path(summary).parent if summary else RESULTS
+    path = results_dir / "sessions_runs.json"
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    current = saved.get("section", "")
+    runs_begin, runs_end = markers("bench/sessions_runs.py")
+    if current.strip() and runs_begin not in current and markers(part)[0] not in current:
+        current = f"{runs_begin}\n{current.strip()}\n{runs_end}\n"  # saved before parts had markers
+    begin, end = markers(part)
+    if begin in current and end in current:
+        head, rest = current.split(begin, 1)
+        current = head + text.strip("\n") + rest.split(end, 1)[1]
+    else:
+        current = current.rstrip("\n") + "\n\n" + text.strip("\n") + "\n"
+    known = (
+        json.loads((results_dir / SUMMARY).read_text()) if (results_dir / SUMMARY).exists() else {}
+    )
+    kept = {k: known[k] for k in saved.get("summary_keys", []) if k in known}
+    # The catalog the hourly runs were measured with (a table declared since is named left out).
+    catalog_then = saved.get("catalog") if part != "bench/sessions_runs.py" else None
+    save_results(
+        "sessions_runs",
+        results_dir,
+        section=current,
+        figures={**kept, **figures},
+        catalog=catalog_then,
+    )
+    if out:
+        saved = json.loads(path.read_text())
+        benchmark = next(b for b in BENCHMARKS if b.name == "sessions_runs")
+        markdown = Path(out).read_text()
+        heading = f"## {benchmark.title}\n"
+        if heading in markdown:
+            before, after = markdown.split(heading, 1)
+            following = after.find("\n## ")
+            after = after[following + 1 :] if following >= 0 else ""
+            rendered = section(benchmark, saved, declared_tables())
+            Path(out).write_text(before + rendered.strip("\n") + "\n\n" + after)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hours", type=int, default=12)
@@ -146,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     runs = run_hours(args.hours, args.events_per_second, Path(args.work_dir))
     section, figures = render(runs, args.hours, args.events_per_second)
-    publish(section, args.out, args.summary, figures)
+    publish_part("bench/sessions_runs.py", section, args.out, args.summary, figures)
 
 
 if __name__ == "__main__":
