@@ -8,12 +8,14 @@ old rows stay readable by time travel until VACUUM) and moves the table's stream
 new checkpoint generation (``checkpoints/<layer>/<table>/gen=N+1``). The old checkpoint folder is
 kept aside, not deleted, and the Delta transaction app ids carry the generation, so the rebuilt
 query's batch ids (which restart at 0) are not mistaken for ones already written. The next
-incremental run then re-reads its source from the beginning.
+incremental run then re-reads its source from the beginning. Each table stays at its path, so its
+name in the metastore (``silver.ad_events``) keeps working; a written table the metastore lacks is
+registered.
 """
 
 import argparse
 
-from lakehouse import catalog, delta_log
+from lakehouse import catalog, delta_log, metastore
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
 from lakehouse.runtime import log
@@ -57,3 +59,4 @@ def main(argv: list[str] | None = None) -> None:
             )
         else:
             log.info("%s emptied", name)
+    metastore.register(spark, lakehouse)

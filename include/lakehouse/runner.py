@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import importlib
 
-from lakehouse import catalog, expectations
+from lakehouse import catalog, expectations, metastore
 from lakehouse.catalog import Write
 from lakehouse.errors import ConfigError
 from lakehouse.runtime import log, parse_job_args
-from lakehouse.spark import release_engine_sessions
+from lakehouse.spark import build_spark_session, release_engine_sessions
 
 FLOWS = {
     Write.OVERWRITE: "lakehouse.flows.snapshot",
@@ -35,6 +35,14 @@ def flow(spec: catalog.TableSpec):
     return importlib.import_module(FLOWS[spec.write])
 
 
+def register_names(spec: catalog.TableSpec, lakehouse) -> None:
+    """Tables by name: what the job wrote (and any other written table) registered in its
+    session's metastore, if that is its lakehouse's (:mod:`lakehouse.metastore`)."""
+    added = metastore.register(build_spark_session(spec.task), lakehouse)
+    if added:
+        log.info("registered in the metastore: %s", ", ".join(added))
+
+
 def run(task: str, argv: list[str]) -> dict:
     """Run task ``task`` (a table's module name, or the table's name) with job arguments ``argv``."""
     spec = catalog.task(task)
@@ -44,7 +52,9 @@ def run(task: str, argv: list[str]) -> dict:
         if spec.write is Write.APPEND:
             source, rest = flow_module.source_options().parse_known_args(argv)
             args = parse_job_args(description, rest, batch=False)
-            return flow_module.run(spec.at(args.lakehouse), args, source)
+            summary = flow_module.run(spec.at(args.lakehouse), args, source)
+            register_names(spec, args.lakehouse)
+            return summary
         args = parse_job_args(description, argv, batch=spec.batch)
         table = spec.at(args.lakehouse)
         summary = flow_module.run(table, args)
@@ -52,6 +62,7 @@ def run(task: str, argv: list[str]) -> dict:
         if spec.write in catalog.HOUR_LAYOUTS:  # the Airflow task's Asset events carry them
             summary = {**summary, "event_hours": hours.isoformats()}
         checked = expectations.check(args.lakehouse, table, hours, summary)
+        register_names(spec, args.lakehouse)
         return {**summary, "expectations": checked} if checked else summary
     finally:
         release_engine_sessions()

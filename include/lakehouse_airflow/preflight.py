@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lakehouse import metastore
 from lakehouse.config import Lakehouse, jar_paths
 from lakehouse.errors import ConfigError
 from lakehouse.kafka_settings import (
@@ -54,6 +55,11 @@ def preflight(params: dict, run_type: str, logical_date: datetime | None) -> lis
         problems.append(str(error))
     try:
         jar_paths()
+    except ConfigError as error:
+        problems.append(str(error))
+    try:  # every Spark task's driver (the engine's too) opens the table-name metastore
+        if metastore.enabled() and (found := metastore.problem()):
+            problems.append(found)
     except ConfigError as error:
         problems.append(str(error))
     try:

@@ -29,7 +29,9 @@ import sys
 import time
 from pathlib import Path
 
+from lakehouse import metastore
 from lakehouse.config import engine_settings, jar_paths
+from lakehouse.errors import ConfigError
 from lakehouse.spark import check_engine, session_conf
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -197,14 +199,22 @@ def _jars_file() -> Path:
 
 def up(timeout_s: float = START_TIMEOUT_S) -> None:
     settings = engine_settings()
-    jars = "\n".join(jar_paths())
+    try:  # the metastore (make metastore-up) first: a server without it would keep dying
+        conf = session_conf()
+    except ConfigError as error:
+        sys.exit(f"engine: {error}")
+    # What a server takes once, at its start: its jars and its lakehouse's metastore.
+    jars = "\n".join([*jar_paths(), f"metastore: {conf.get(metastore.ROOT_KEY, 'none')}"])
     if check_engine(settings.url, timeout_s=5) is None:
         started_with = _jars_file().read_text() if _jars_file().exists() else jars
         if started_with == jars:
             print(f"engine: already up at {settings.display_url}")
             return
-        # A server loads its jars once: new ones (e.g. make kafka-source-jars) need a new server.
-        print("engine: the jars changed since it started; restarting it")
+        # A server loads its jars once: new ones (e.g. make kafka-source-jars) need a new server;
+        # another LAKEHOUSE_ROOT has another metastore.
+        print(
+            "engine: its jars or its lakehouse's metastore changed since it started; restarting it"
+        )
         down()
     if _running_group() is None:
         jar_paths()  # fail fast, with its message, before anything starts
