@@ -46,6 +46,7 @@ from lakehouse.flows.sessions.processor import (
     UserSessions,
     events_per_user,
     table_rows,
+    user_bucket,
 )
 from lakehouse.flows.sessions.state import (
     check_state_contract,
@@ -95,10 +96,11 @@ __all__ = [
 
 FAULT_POINTS = ("before_sessions_write", "after_sessions_write", "before_open_sessions")
 
-# What the processor keeps per user, one value: their open sessions and the one timer registered
-# for them (the earliest close). One state read and one write per user and batch, and the timer
-# moved only when the earliest close moves: each state or timer call is a round trip between the
-# Python worker and the JVM, and per-user calls were most of the query's cost (issue 39).
+# What the processor keeps per bucket of users (processor.USER_BUCKETS), one value: their open
+# sessions and the one timer registered for them (the earliest close). One state read and one
+# write per bucket and batch, and the timer moved only when the earliest close moves: each state
+# or timer call is a round trip between the Python worker and the JVM, and per-user calls were
+# most of the query's cost (issue 39).
 
 # A backfill's recomputations of sessions while silver keeps growing beside it, before it gives up.
 RECOMPUTE_ATTEMPTS = 5
@@ -273,8 +275,10 @@ def sessions_stream(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec)
     events = table.transform(
         delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY)
     )
-    per_user = events.mapInArrow(events_per_user, EVENTS_PER_USER_SCHEMA)
-    return per_user.groupBy("user_id").transformWithState(
+    per_user = events.withColumn("bucket", user_bucket(F.col("user_id"))).mapInArrow(
+        events_per_user, EVENTS_PER_USER_SCHEMA
+    )
+    return per_user.groupBy("bucket").transformWithState(
         UserSessions(), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="EventTime"
     )
 

@@ -1,11 +1,11 @@
-"""The stateful processor: each user's open sessions in one state value, emitted when the watermark closes them."""
+"""The stateful processor: users' open sessions in state, by bucket of users, emitted when the watermark closes them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pandas as pd
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
@@ -24,14 +24,23 @@ SESSION_STATE = StructType(
     + [StructField(name, LongType()) for name in ("events", "views", "clicks", "purchases")]
     + [StructField(name, ArrayType(StringType())) for name in ("ads", "campaigns")]
 )
+USER_STATE = StructType(
+    [StructField("user_id", StringType()), StructField("sessions", ArrayType(SESSION_STATE))]
+)
 STATE_SCHEMA = StructType(
-    [StructField("sessions", ArrayType(SESSION_STATE)), StructField("timer_ms", LongType())]
+    [StructField("users", ArrayType(USER_STATE)), StructField("timer_ms", LongType())]
 )
 STATE_NAME = "open_sessions"
+# The query's key: a bucket of users (a hash of user_id), not the user. Each state or timer call
+# is a round trip between the Python worker and the JVM's state server, a few per key and batch;
+# per user they were most of the query's cost (1M events: some 40k users, issue 39). Per bucket
+# they are a few thousand per batch, and a bucket's value (its users' open sessions) stays small.
+USER_BUCKETS = 1024
 # Raised with every change the checkpoint's state cannot take (the state schema, the gap, the
 # meaning of a field): the run then refuses to start and names the full refresh that rebuilds it.
 # 2: one value per user (sessions and timer) instead of a list of sessions.
-STATE_VERSION = 2
+# 3: one value per bucket of users (USER_BUCKETS): each user's sessions, the bucket's timer.
+STATE_VERSION = 3
 
 # What the processor and the batch form emit: kind "session" (closed), "open" or "late" (an event).
 OUTPUT_SCHEMA = (
@@ -44,7 +53,7 @@ OutputRow = Row(*OUTPUT_COLUMNS)
 EVENT_FIELDS = ["event_ms", "event_id", "event_type", "ad_id", "campaign_id"]
 # What the processor reads: a user's events of one input partition of a micro-batch, as lists
 # (:func:`events_per_user`), one list per field in the order of EVENT_FIELDS.
-EVENTS_PER_USER_SCHEMA = "user_id STRING, " + ", ".join(
+EVENTS_PER_USER_SCHEMA = "bucket INT, user_id STRING, " + ", ".join(
     f"{name} ARRAY<{'BIGINT' if name == 'event_ms' else 'STRING'}>" for name in EVENT_FIELDS
 )
 
@@ -66,14 +75,23 @@ def events_per_user(batches):
     events = pa.Table.from_batches(batches)
     if events.num_rows == 0:
         return
-    grouped = events.group_by("user_id", use_threads=False).aggregate(
+    grouped = events.group_by(["bucket", "user_id"], use_threads=False).aggregate(
         [(name, "list") for name in EVENT_FIELDS]
     )
     per_user = pa.table(
-        [grouped["user_id"], *(grouped[f"{name}_list"] for name in EVENT_FIELDS)],
-        names=["user_id", *EVENT_FIELDS],
+        [
+            grouped["bucket"],
+            grouped["user_id"],
+            *(grouped[f"{name}_list"] for name in EVENT_FIELDS),
+        ],
+        names=["bucket", "user_id", *EVENT_FIELDS],
     )
     yield from per_user.to_batches(max_chunksize=1024)
+
+
+def user_bucket(user_id: Column) -> Column:
+    """The query's key for a user: one of USER_BUCKETS, a hash of the user id (Spark's, stable across runs)."""
+    return F.pmod(F.xxhash64(user_id), F.lit(USER_BUCKETS)).cast("int")
 
 
 def _to_state(s: Session) -> tuple:
@@ -147,11 +165,11 @@ def _late(user_id: str, event: tuple, watermark_ms: int) -> tuple:
 
 
 class UserSessions(StatefulProcessor):
-    """Per user: open sessions in state, a timer at the earliest close, closed sessions emitted once.
+    """Per bucket of users: their open sessions in state, a timer at the earliest close, closed sessions emitted once.
 
-    Row-based (``transformWithState``): a user's events arrive as rows of lists
-    (:func:`events_per_user`) and what it emits leaves as rows, without a pandas frame per user
-    each way.
+    Row-based (``transformWithState``): a bucket's events arrive as rows of one user's events
+    each, as lists (:func:`events_per_user`), and what it emits leaves as rows, without a pandas
+    frame per key each way.
     """
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -159,48 +177,72 @@ class UserSessions(StatefulProcessor):
         self.open = handle.getValueState(STATE_NAME, STATE_SCHEMA)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        (user_id,) = key
         watermark = timerValues.getCurrentWatermarkInMs()
-        on_time, late = [], []
-        for row in rows:  # EVENTS_PER_USER_SCHEMA: the user's events of one input partition
+        on_time: dict[str, list[tuple]] = {}
+        late = []
+        for row in rows:  # EVENTS_PER_USER_SCHEMA: a user's events of one input partition
+            user_events = on_time.setdefault(row.user_id, [])
             for event in zip(
                 row.event_ms, row.event_id, row.event_type, row.ad_id, row.campaign_id
             ):
-                (late if event[0] < watermark else on_time).append(event)
-        if on_time:
-            sessions, timer = self._load()
-            self._keep(add_events(sessions, on_time), timer)
-        for event in late:
-            yield OutputRow(*_late(user_id, event, watermark))
+                if event[0] < watermark:
+                    late.append(OutputRow(*_late(row.user_id, event, watermark)))
+                else:
+                    user_events.append(event)
+        if any(on_time.values()):
+            users, timer = self._load()
+            for user_id, events in on_time.items():
+                if events:
+                    users[user_id] = add_events(users.get(user_id, []), events)
+            self._keep(users, timer)
+        yield from late
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Row]:
-        (user_id,) = key
         watermark = timerValues.getCurrentWatermarkInMs()
-        sessions, timer = self._load()
+        users, timer = self._load()
         # Spark deletes the timer that fired once this returns.
         if timer == expiredTimerInfo.getExpiryTimeInMs():
             timer = None
-        self._keep([s for s in sessions if not s.closed_at(watermark)], timer)
-        for s in sessions:
-            if s.closed_at(watermark):
-                yield OutputRow(*_output("session", user_id, s))
+        closed = []
+        for user_id, sessions in list(users.items()):
+            kept = []
+            for s in sessions:
+                if s.closed_at(watermark):
+                    closed.append(OutputRow(*_output("session", user_id, s)))
+                else:
+                    kept.append(s)
+            if kept:
+                users[user_id] = kept
+            else:
+                del users[user_id]
+        self._keep(users, timer)
+        yield from closed
 
-    def _load(self) -> tuple[list[Session], int | None]:
-        """The user's open sessions and their registered timer (none: a user new to the state)."""
+    def _load(self) -> tuple[dict[str, list[Session]], int | None]:
+        """The bucket's users' open sessions and its registered timer (none: a bucket new to the state)."""
         value = self.open.get()
         if value is None:
-            return [], None
-        return [_from_state(s) for s in value[0]], value[1]
+            return {}, None
+        return {user[0]: [_from_state(s) for s in user[1]] for user in value[0]}, value[1]
 
-    def _keep(self, sessions: list[Session], timer: int | None) -> None:
-        """Store ``sessions``, and move the registered ``timer`` to their earliest close if it moved."""
-        wanted = min(s.end for s in sessions) + SESSION_GAP_MS if sessions else None
+    def _keep(self, users: dict[str, list[Session]], timer: int | None) -> None:
+        """Store ``users``' sessions, and move the registered ``timer`` to their earliest close if it moved."""
+        ends = [s.end for sessions in users.values() for s in sessions]
+        wanted = min(ends) + SESSION_GAP_MS if ends else None
         if timer is not None and timer != wanted:
             self.handle.deleteTimer(timer)
         if wanted is not None and wanted != timer:
             self.handle.registerTimer(wanted)
-        if sessions:
-            self.open.update(([_to_state(s) for s in sessions], wanted))
+        if users:
+            self.open.update(
+                (
+                    [
+                        (user_id, [_to_state(s) for s in sessions])
+                        for user_id, sessions in sorted(users.items())
+                    ],
+                    wanted,
+                )
+            )
         else:
             self.open.clear()
 

@@ -18,6 +18,7 @@ from lakehouse.flows.sessions.processor import (
     STATE_NAME,
     STATE_SCHEMA,
     STATE_VERSION,
+    USER_BUCKETS,
     sessions_of_users,
     table_rows,
 )
@@ -73,6 +74,7 @@ def whole_sessions(silver: DataFrame, table: TableSpec) -> tuple[DataFrame, Data
 def _contract() -> dict:
     return {
         "state_version": STATE_VERSION,
+        "user_buckets": USER_BUCKETS,
         "state_schema": STATE_SCHEMA.simpleString(),
         "session_gap_ms": SESSION_GAP_MS,
         "watermark_delay": WATERMARK_DELAY,
@@ -113,8 +115,10 @@ def open_sessions_in_state(spark: SparkSession, checkpoint: str) -> DataFrame:
     spark.streams.active  # noqa: B018 - the state reader needs the state store coordinator a query manager starts
     state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(checkpoint)
     s = F.col("session")
-    return state.select(
-        F.col("key.user_id").alias("user_id"), F.explode("value.sessions").alias("session")
+    return (
+        state.select(F.explode("value.users").alias("user")).select(
+            F.col("user.user_id").alias("user_id"), F.explode("user.sessions").alias("session")
+        )
     ).select(
         F.lit("open").alias("kind"),
         "user_id",
