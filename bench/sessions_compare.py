@@ -193,7 +193,13 @@ def _in_process(kind: str, spec: dict, include: Path, work: Path, timeout: float
     spec_path = work / f"{kind}-{Path(spec['root']).name}.json"
     spec = {**spec, "out": str(spec_path.with_suffix(".out.json"))}
     spec_path.write_text(json.dumps(spec))
-    env = {**os.environ, "PYTHONPATH": f"{include}:{PROJECT_DIR}", "LAKEHOUSE_ENGINE": "local"}
+    # No table-name metastore: the sessions need none, and code from before it had none.
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{include}:{PROJECT_DIR}",
+        "LAKEHOUSE_ENGINE": "local",
+        "LAKEHOUSE_METASTORE": "none",
+    }
     log_path = spec_path.with_suffix(".log")
     code, wall, cpu = run_tree(
         [sys.executable, "-m", "bench.sessions_compare", "worker", kind, str(spec_path)],
