@@ -90,7 +90,9 @@ def hive_client_jars() -> str:
     client = [path for path in jar_paths() if Path(path).name.startswith("derbyclient-")]
     if not client:
         raise ConfigError("No Derby client jar (derbyclient) in the jars folder: run `make jars`.")
-    return ",".join([f"file://{Path(pyspark.__file__).parent}/jars/*.jar", f"file://{client[0]}"])
+    # Under spark-submit, pyspark is imported from $SPARK_HOME/python/lib/pyspark.zip.
+    spark_home = os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent
+    return ",".join([f"file://{spark_home}/jars/*.jar", f"file://{client[0]}"])
 
 
 def hive_conf(url: str, warehouse: Path) -> dict[str, str]:
