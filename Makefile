@@ -11,8 +11,8 @@ VENV        := $(ROOT)/.venv
 JARS_DIR    := $(ROOT)/.jars
 
 # One environment for every command below; `make env` prints it for a shell (the exported names
-# are read from this file's export lines, so the list is never restated).
-ENV_VARS := $(shell sed -n 's/^export \([A-Z_]*\).*/\1/p' $(firstword $(MAKEFILE_LIST)))
+# are read from the export lines of this file and include/make/*.mk, so the list is never restated).
+ENV_VARS = $(shell sed -n 's/^export \([A-Z_0-9]*\).*/\1/p' $(MAKEFILE_LIST) | sort -u)
 export AIRFLOW_HOME                    ?= $(ROOT)/airflow_home
 export LAKEHOUSE_ROOT                  ?= $(ROOT)/lakehouse_data
 export LAKEHOUSE_JARS_DIR              := $(JARS_DIR)
@@ -139,7 +139,7 @@ test-long: setup $(TEST_PREREQS)  ## the tests marked long: many-minute variants
 	python -m pytest $(TEST_PATHS) -m long -ra --durations=15 --timeout=$(TEST_TIMEOUT)
 
 env:  ## print the environment, e.g. eval "$$(make -s env)"
-	@for v in $(ENV_VARS) KAFKA_BOOTSTRAP_SERVERS; do printf "export %s='%s'\n" "$$v" "$${!v}"; done
+	@for v in $(ENV_VARS); do printf "export %s='%s'\n" "$$v" "$${!v}"; done
 
 airflow-ui: setup engine-up  ## the Airflow UI on http://127.0.0.1:8080, or PORT=8081 (Ctrl-C stops every component)
 	PORT="$(PORT)" include/scripts/airflow_ui.sh

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from lakehouse.files import lake_path
+
 # Spark writes a log file to a temp file beside it (".N.<uuid>.tmp", and its checksum
 # "..N.<uuid>.tmp.crc"), then renames it: a driver killed in between leaves them behind.
 _TEMP_FILE = re.compile(
@@ -22,7 +24,7 @@ def batches(checkpoint: str, log: str) -> tuple[int, ...]:
     """The batch ids in the checkpoint's ``log`` ("offsets" or "commits"), oldest first; () when it has none."""
     try:
         return tuple(
-            sorted(int(p.name) for p in (Path(checkpoint) / log).iterdir() if p.name.isdigit())
+            sorted(int(p.name) for p in (lake_path(checkpoint) / log).iterdir() if p.name.isdigit())
         )
     except (FileNotFoundError, NotADirectoryError):
         return ()
@@ -37,13 +39,15 @@ def newest(checkpoint: str, log: str) -> int | None:
 def log_files(checkpoint: str | Path, log: str, batch: int) -> tuple[Path, Path]:
     """Batch ``batch``'s file in the checkpoint's ``log``, and its hidden checksum file (Spark's rename
     of a file written again fails on a stale one)."""
-    folder = Path(checkpoint) / log
+    folder = lake_path(checkpoint) / log
     return folder / str(batch), folder / f".{batch}.crc"
 
 
 def unfinished_writes(checkpoint: str, log: str) -> list[Path]:
     """The temp files of log files whose write never finished (their driver died), in the checkpoint's ``log``."""
     try:
-        return sorted(p for p in (Path(checkpoint) / log).iterdir() if _TEMP_FILE.fullmatch(p.name))
+        return sorted(
+            p for p in (lake_path(checkpoint) / log).iterdir() if _TEMP_FILE.fullmatch(p.name)
+        )
     except (FileNotFoundError, NotADirectoryError):
         return []

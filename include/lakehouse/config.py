@@ -12,9 +12,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lakehouse import catalog
+from lakehouse import catalog, object_storage
 from lakehouse.catalog import TableSpec
 from lakehouse.errors import ConfigError
+from lakehouse.files import lake_path, write_atomic
 
 __all__ = ["EngineSettings", "Lakehouse", "Table", "engine_settings", "jar_paths"]
 
@@ -65,28 +66,26 @@ class Table:
         return f"{self.checkpoint_root}/gen={generation}"
 
     @property
-    def _generation_file(self) -> Path:
-        return Path(self.checkpoint_root) / "CURRENT"
+    def _generation_file(self):
+        return lake_path(self.checkpoint_root) / "CURRENT"
 
     def current_generation(self) -> int:
         """The checkpoint generation the table's streaming writer uses now (0 until a full refresh)."""
-        if not self._generation_file.exists():
+        try:
+            return int(json.loads(self._generation_file.read_text())["generation"])
+        except FileNotFoundError:
             return 0
-        return int(json.loads(self._generation_file.read_text())["generation"])
 
     def start_new_generation(self) -> int:
         """Move to the next checkpoint generation; the old checkpoint folder is kept as it is."""
         generation = self.current_generation() + 1
-        self._generation_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._generation_file.with_name(".CURRENT.tmp")
-        tmp.write_text(json.dumps({"generation": generation}))
-        os.replace(tmp, self._generation_file)
+        write_atomic(self._generation_file, json.dumps({"generation": generation}))
         return generation
 
 
 @dataclass(frozen=True)
 class Lakehouse:
-    """All locations of the lakehouse under one root folder."""
+    """All locations of the lakehouse under one root: a local folder or ``s3a://bucket/prefix``."""
 
     root: str
 
@@ -99,6 +98,8 @@ class Lakehouse:
                 'No lakehouse root: set LAKEHOUSE_ROOT (e.g. `eval "$(make -s env)"`) '
                 "or pass --lakehouse-root."
             )
+        if object_storage.is_object_store(root):
+            return cls(root=root.rstrip("/"))
         return cls(root=str(Path(root).absolute()))
 
     # Landing zone: written by the generator (or any producer), read by bronze and the dimension.
@@ -133,13 +134,19 @@ def jars_dir() -> Path:
     )
 
 
-def jar_paths() -> list[str]:
-    """The Delta (and Kafka) jars fetched by ``make jars``; fails fast when they are missing."""
+def jar_paths(root: str | None = None) -> list[str]:
+    """The Delta (and Kafka) jars fetched by ``make jars``, and the S3 ones (``make s3-jars``) when
+    the lakehouse ``root`` (default ``$LAKEHOUSE_ROOT``) is on object storage; fails fast when
+    they are missing."""
     jars = sorted(glob.glob(f"{jars_dir()}/*.jar"))
     if not any("delta-spark" in Path(j).name for j in jars):
         raise ConfigError(
             f"No Delta jars in {jars_dir()}: run `make jars` (or set LAKEHOUSE_JARS_DIR)."
         )
+    if object_storage.root_is_object_store(root):
+        s3_jars = sorted(glob.glob(f"{jars_dir()}/s3/*.jar"))
+        object_storage.require_jars(s3_jars)
+        jars += s3_jars
     return jars
 
 

@@ -14,13 +14,15 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+from lakehouse.files import lake_path
+
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d{10}\.\d{10})?\.parquet$")
 
 
 def _log(path: str) -> tuple[Path, list[str]] | None:
     """The table's ``_delta_log`` folder and the names in it (None: no such folder)."""
-    log = Path(path) / "_delta_log"
+    log = lake_path(path) / "_delta_log"
     try:
         return log, [p.name for p in log.iterdir()]
     except (FileNotFoundError, NotADirectoryError):
@@ -34,7 +36,7 @@ def _commit_versions(names: list[str], newest_first: bool = False) -> list[int]:
 
 def _read_commit(log: Path, version: int, kinds: tuple[str, ...]) -> list[dict]:
     """The actions of one JSON commit that are of ``kinds``, in order (raises OSError, ValueError)."""
-    with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
+    with (log / f"{version:020d}.json").open(encoding="utf-8") as commit:
         # A cheap pre-filter: most lines are add/remove actions, parsed only when asked for.
         return [json.loads(line) for line in commit if any(f'"{kind}"' in line for kind in kinds)]
 
@@ -125,7 +127,7 @@ def latest_commit_info(path: str) -> dict:
     version = latest_version(path)
     if version is None:
         return {}
-    return _commit_info(Path(path) / "_delta_log", version) or {}
+    return _commit_info(lake_path(path) / "_delta_log", version) or {}
 
 
 def tagged_commit_info(path: str, user_metadata: str) -> dict | None:
@@ -147,7 +149,7 @@ def tagged_commit_info(path: str, user_metadata: str) -> dict | None:
 
 def commit_time(path: str, version: int) -> datetime | None:
     """When ``version`` of the table at ``path`` was committed (None: its commit is gone from the log)."""
-    millis = (_commit_info(Path(path) / "_delta_log", version) or {}).get("timestamp")
+    millis = (_commit_info(lake_path(path) / "_delta_log", version) or {}).get("timestamp")
     return None if millis is None else datetime.fromtimestamp(millis / 1000, tz=UTC)
 
 
@@ -199,7 +201,7 @@ def data_changed_since(path: str, version: int) -> bool:
         return True
     for current in range(version, latest + 1):
         actions = _commit_actions(
-            Path(path) / "_delta_log", current, ("metaData", "protocol", "add", "remove")
+            lake_path(path) / "_delta_log", current, ("metaData", "protocol", "add", "remove")
         )
         if actions is None:
             return True

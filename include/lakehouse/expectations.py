@@ -23,7 +23,7 @@ from functools import partial
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse import catalog, delta_log
+from lakehouse import catalog, delta_log, object_storage
 from lakehouse.catalog import Expectation, ExpectationFailed, TableSpec
 from lakehouse.config import Lakehouse
 from lakehouse.hours import HourRange
@@ -147,9 +147,7 @@ def still_failing(lakehouse: Lakehouse, spec: TableSpec) -> list[datetime]:
     }
     if not gating or not delta_log.is_delta_table(path):
         return []
-    from deltalake import DeltaTable
-
-    results = DeltaTable(path).to_pyarrow_table(
+    results = object_storage.delta_table(path).to_pyarrow_table(
         columns=["rule", "hour_start", "checked_at", "passed"],
         filters=[("table_name", "=", spec.name)],
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse import checkpoint_log, delta_log
+from lakehouse.files import lake_path
 
 if TYPE_CHECKING:
     from lakehouse.catalog import TableSpec
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 def _committed_offsets(checkpoint: str) -> list[str] | None:
     """The source offsets (one JSON line per source) of the newest batch, if it is committed."""
-    offsets, commits = Path(checkpoint) / "offsets", Path(checkpoint) / "commits"
+    offsets, commits = lake_path(checkpoint) / "offsets", lake_path(checkpoint) / "commits"
     planned = checkpoint_log.newest(checkpoint, "offsets")
     if planned is None or not (commits / str(planned)).is_file():
         return None
@@ -73,7 +74,7 @@ def _files_read(checkpoint: str) -> set[str] | None:
         committed = int(json.loads(sources[0])["logOffset"])
         entries = {
             int(p.name.split(".")[0]): p
-            for p in (Path(checkpoint) / "sources" / "0").iterdir()
+            for p in (lake_path(checkpoint) / "sources" / "0").iterdir()
             if p.name.split(".")[0].isdigit()
         }
     except (FileNotFoundError, KeyError, TypeError, ValueError):
@@ -95,7 +96,7 @@ def _landed(pattern_root: str, pattern: str) -> dict[str, Path]:
     """The non-hidden files ``pattern`` matches under ``pattern_root``, by URI (as the source logs them)."""
     from lakehouse.landing import hidden, spark_uri
 
-    root = Path(pattern_root)
+    root = lake_path(pattern_root)
     return {
         spark_uri(p): p
         for p in root.glob(pattern)
@@ -150,7 +151,7 @@ def _started(checkpoint: str) -> bool:
 
 def file_fingerprint(path: str) -> str:
     """The SHA-256 of a (small) file's bytes: what a snapshot table records of its source."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return hashlib.sha256(lake_path(path).read_bytes()).hexdigest()
 
 
 def snapshot_unchanged(table_path: str, fingerprint: str) -> str | None:
@@ -168,7 +169,7 @@ def watermark_advance_pending(checkpoint: str) -> bool:
     that died in between leaves sessions unclosed until new data comes, unless the next run
     replays the batch (:func:`lakehouse.runtime.run_available_now` does).
     """
-    offsets, commits = Path(checkpoint) / "offsets", Path(checkpoint) / "commits"
+    offsets, commits = lake_path(checkpoint) / "offsets", lake_path(checkpoint) / "commits"
     newest = checkpoint_log.newest(checkpoint, "commits")
     if newest is None:
         return False

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse import checkpoint_log
+from lakehouse.files import S3Path, lake_path, read_head, write_atomic
 
 if TYPE_CHECKING:
     from lakehouse.config import Lakehouse
@@ -44,13 +45,20 @@ _URI_PATH_SAFE = frozenset(
 )
 
 
-def spark_uri(path: Path) -> str:
-    """A local file's URI as Spark's file source logs it (``file:///...``, Hadoop's quoting).
+def spark_uri(path: Path | S3Path) -> str:
+    """A landed file's URI as Spark's file source logs it (``file:///...`` or ``s3a://bucket/...``,
+    Hadoop's quoting).
 
     Unlike :meth:`pathlib.Path.as_uri`, colons, ``*`` and non-ASCII letters stay as they are.
     """
+    if isinstance(path, S3Path):
+        return f"s3a://{path.bucket}" + _quoted(f"/{path.key}")
+    return "file://" + _quoted(str(Path(path).absolute()))
+
+
+def _quoted(path: str) -> str:
     quoted = []
-    for char in str(Path(path).absolute()):
+    for char in path:
         if char in _URI_PATH_SAFE or (
             ord(char) > 127 and unicodedata.category(char) not in ("Zs", "Zl", "Zp", "Cc", "Cs")
         ):
@@ -59,7 +67,7 @@ def spark_uri(path: Path) -> str:
             quoted.append(
                 "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogateescape"))
             )
-    return "file://" + "".join(quoted)
+    return "".join(quoted)
 
 
 def hidden(relative: Path) -> bool:
@@ -67,9 +75,9 @@ def hidden(relative: Path) -> bool:
     return any(part.startswith((".", "_")) for part in relative.parts)
 
 
-def readable_files(root: str | Path) -> dict[str, Path]:
+def readable_files(root: str | Path) -> dict[str, Path | S3Path]:
     """The files the source reads under ``root`` (visible ``*.jsonl`` at any depth), by :func:`spark_uri`."""
-    root = Path(root)
+    root = lake_path(root)
     return {
         spark_uri(path): path
         for path in _visible_files(root)
@@ -77,7 +85,12 @@ def readable_files(root: str | Path) -> dict[str, Path]:
     }
 
 
-def _visible_files(root: Path):
+def _visible_files(root: Path | S3Path):
+    if isinstance(root, S3Path):  # one listing of every key under the prefix
+        for path, _ in root.walk_files():
+            if not hidden(path.relative_to(root)):
+                yield path
+        return
     for folder, folders, files in os.walk(root):
         folders[:] = sorted(name for name in folders if not name.startswith((".", "_")))
         for name in sorted(files):
@@ -116,7 +129,7 @@ def ignored_files(root: str | Path) -> list[LandingProblem]:
 
     Hidden names (a producer still writing) are not listed: they are read once renamed.
     """
-    root = Path(root)
+    root = lake_path(root)
     problems = []
     if not root.is_dir():
         return problems
@@ -184,10 +197,9 @@ def _stem(name: str) -> str:
     return name or "part"
 
 
-def _starts_with_gzip(path: Path) -> bool:
+def _starts_with_gzip(path: Path | S3Path) -> bool:
     try:
-        with path.open("rb") as handle:
-            return handle.read(2) == GZIP_MAGIC
+        return read_head(path, 2) == GZIP_MAGIC
     except OSError:
         return False
 
@@ -207,11 +219,11 @@ def ingested_files(checkpoint: str) -> dict[str, int]:
     if committed is None:
         return {}
     try:
-        offsets = (Path(checkpoint) / "offsets" / str(committed)).read_text(encoding="utf-8")
+        offsets = (lake_path(checkpoint) / "offsets" / str(committed)).read_text(encoding="utf-8")
         log_offset = int(json.loads(offsets.splitlines()[2])["logOffset"])
         entries = {
             int(p.name.split(".")[0]): p
-            for p in (Path(checkpoint) / "sources" / "0").iterdir()
+            for p in (lake_path(checkpoint) / "sources" / "0").iterdir()
             if p.name.split(".")[0].isdigit()
         }
     except (OSError, IndexError, KeyError, TypeError, ValueError):
@@ -230,9 +242,9 @@ def ingested_files(checkpoint: str) -> dict[str, int]:
     return files
 
 
-def manifest_path(checkpoint: str) -> Path:
+def manifest_path(checkpoint: str) -> Path | S3Path:
     """Where bronze keeps what it knows of each file it has read (beside the checkpoint folder)."""
-    return Path(f"{checkpoint}.landed_files.json")
+    return lake_path(f"{checkpoint}.landed_files.json")
 
 
 def _sha256(path: Path, limit: int | None = None) -> str:
@@ -257,20 +269,20 @@ def _read_manifest(checkpoint: str) -> dict[str, dict]:
 
 
 def _write_manifest(checkpoint: str, manifest: dict[str, dict]) -> None:
-    path = manifest_path(checkpoint)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text(json.dumps(manifest, sort_keys=True), encoding="utf-8")
-    temp.replace(path)
+    write_atomic(manifest_path(checkpoint), json.dumps(manifest, sort_keys=True))
 
 
-def _local_path(uri: str) -> Path:
+def _landed_path(uri: str) -> Path | S3Path:
     from urllib.parse import unquote_to_bytes, urlsplit
 
-    return Path(os.fsdecode(unquote_to_bytes(urlsplit(uri).path)))
+    parts = urlsplit(uri)
+    path = os.fsdecode(unquote_to_bytes(parts.path))
+    if parts.scheme in ("s3a", "s3"):
+        return S3Path(parts.netloc, path.lstrip("/"))
+    return Path(path)
 
 
-def _mtime_ms(stat: os.stat_result) -> int:
+def _mtime_ms(stat) -> int:
     return stat.st_mtime_ns // 1_000_000
 
 
@@ -287,7 +299,7 @@ def record_ingested_files(checkpoint: str, write: bool = True) -> dict[str, dict
     for uri, logged_mtime in ingested_files(checkpoint).items():
         if uri in manifest:
             continue
-        path = _local_path(uri)
+        path = _landed_path(uri)
         try:
             stat = path.stat()
             same = _mtime_ms(stat) == logged_mtime
@@ -313,11 +325,11 @@ def changed_files(checkpoint: str, root: str | Path, write: bool = True) -> list
     the checkpoint is read, never written (bronze's job writes it).
     """
     manifest = record_ingested_files(checkpoint, write)
-    root = Path(root)
+    root = lake_path(root)
     problems = []
     touched = False
     for uri, known in sorted(manifest.items()):
-        path = _local_path(uri)
+        path = _landed_path(uri)
         try:
             stat = path.stat()
         except OSError:
@@ -344,9 +356,12 @@ def _changed(path: Path, root: Path, size: int | None, sha: str | None, now: int
     rest = path.with_name(f"{_stem(path.name)}-after-{size}{EVENTS_SUFFIX}")
     temp = path.with_name(f".{rest.name}.tmp")
     if size is not None and now > size and _sha256(path, size) == sha:
+        # A shell command for a local landing zone; on object storage the same steps by its tools.
         command = (
-            f"tail -c +{size + 1} {quoted} > {shlex.quote(str(temp))} && truncate -s {size} {quoted} "
-            f"&& mv {shlex.quote(str(temp))} {shlex.quote(str(rest))}"
+            None
+            if isinstance(path, S3Path)
+            else f"tail -c +{size + 1} {quoted} > {shlex.quote(str(temp))} && truncate -s {size} "
+            f"{quoted} && mv {shlex.quote(str(temp))} {shlex.quote(str(rest))}"
         )
         return LandingProblem(
             relative,
@@ -354,7 +369,8 @@ def _changed(path: Path, root: Path, size: int | None, sha: str | None, now: int
             f"{now - size} byte(s) appended after bronze read its first {size} byte(s); a landed "
             "file is read once, so they are not read",
             "move the appended bytes into a new file and cut this one back to what bronze read "
-            f"({command}); the next run reads the new file",
+            f"({command or f'its first {size} byte(s); the rest into {rest}'}); the next run "
+            "reads the new file",
             False,
             command,
         )

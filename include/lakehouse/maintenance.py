@@ -24,11 +24,11 @@ import os
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from lakehouse import catalog, checkpoint_log, delta_log
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
+from lakehouse.files import lake_path
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's own default (delta.deletedFileRetentionDuration, 7 days)
 MARGIN_HOURS = 1  # a reader may be starting while VACUUM lists files
@@ -56,7 +56,7 @@ def reader_position(checkpoint: str, table_id: str) -> int | None:
     that version's files). None: the query never planned a batch, so it will start from the
     current snapshot, whose files VACUUM keeps.
     """
-    offsets, commits = Path(checkpoint) / "offsets", Path(checkpoint) / "commits"
+    offsets, commits = lake_path(checkpoint) / "offsets", lake_path(checkpoint) / "commits"
     planned = checkpoint_log.batches(checkpoint, "offsets")
     committed = [batch for batch in planned if (commits / str(batch)).is_file()]
     batch = committed[-1] if committed else (planned[0] if planned else None)

@@ -1,8 +1,182 @@
-"""The lakehouse on object storage (an ``s3a://`` root): connector and commit settings."""
+"""The lakehouse on object storage: an ``s3a://bucket/prefix`` root, and how each writer commits there.
+
+A root is either a local folder or ``s3a://bucket/prefix`` (AWS S3 or any S3-compatible store:
+the local server of ``make s3-up``, MinIO, Ceph). The settings come from the standard AWS
+variables: ``AWS_ENDPOINT_URL_S3`` (empty for AWS S3 itself), ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``.
+
+Every writer of a table commits through the store's put-if-absent (S3 conditional writes,
+``If-None-Match: *``), so commits never overwrite each other, whoever makes them:
+
+* Spark drivers (the engine, spark-submit tasks, local drivers) through the project's
+  ``S3ConditionalPutLogStore`` (include/jars/s3/src), not Delta's S3SingleDriverLogStore, which is
+  safe for one driver only;
+* delta-rs (the ops tables, rollback's RESTORE) through object_store's conditional put;
+* the project's own small files (checkpoint locks, generation markers) through :mod:`lakehouse.files`.
+
+Streaming checkpoints need no rename: ``ObjectStoreCheckpointFileManager`` writes each offsets,
+commits or state file in place through an abortable stream.
+"""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from urllib.parse import urlparse
 
-def spark_conf() -> dict[str, str]:
-    """Settings a driver needs for the lakehouse's storage (none for a local root)."""
-    return {}
+from lakehouse.errors import ConfigError
+
+SCHEMES = ("s3a", "s3")
+COMMIT_STORE = "io.ysb.lakehouse.S3ConditionalPutLogStore"
+CHECKPOINT_FILE_MANAGER = "io.ysb.lakehouse.ObjectStoreCheckpointFileManager"
+
+
+def is_object_store(path: str) -> bool:
+    """True for an ``s3a://`` (or ``s3://``) path."""
+    return urlparse(str(path)).scheme in SCHEMES
+
+
+def split(path: str) -> tuple[str, str]:
+    """``s3a://bucket/a/b`` -> (``bucket``, ``a/b``)."""
+    parsed = urlparse(path)
+    return parsed.netloc, parsed.path.lstrip("/")
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Where the store is and who we are there; None fields fall back to the AWS defaults."""
+
+    endpoint: str | None
+    access_key: str | None
+    secret_key: str | None
+    region: str
+
+    @classmethod
+    def from_env(cls) -> S3Settings:
+        return cls(
+            endpoint=os.environ.get("AWS_ENDPOINT_URL_S3") or None,
+            access_key=os.environ.get("AWS_ACCESS_KEY_ID") or None,
+            secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY") or None,
+            region=os.environ.get("AWS_REGION", "us-east-1"),
+        )
+
+    @property
+    def plain_http(self) -> bool:
+        return bool(self.endpoint) and self.endpoint.startswith("http://")
+
+
+def root_is_object_store(root: str | None = None) -> bool:
+    return is_object_store(root or os.environ.get("LAKEHOUSE_ROOT", ""))
+
+
+def spark_conf(root: str | None = None) -> dict[str, str]:
+    """A driver's settings for a lakehouse on object storage (none for a local root)."""
+    if not root_is_object_store(root):
+        return {}
+    settings = S3Settings.from_env()
+    conf = {
+        "spark.delta.logStore.s3a.impl": COMMIT_STORE,
+        "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
+        # S3A sends If-None-Match: * for the commit store's creates (Hadoop 3.5's default; said
+        # here because commits depend on it).
+        "spark.hadoop.fs.s3a.create.conditional.enabled": "true",
+        "spark.hadoop.fs.s3a.endpoint.region": settings.region,
+        # s3:// paths (as delta-rs and other tools write them) read through S3A too.
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    }
+    if settings.endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = settings.endpoint
+        # An S3-compatible server on one host name: bucket in the path, not in a DNS name.
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(not settings.plain_http).lower()
+        # The SDK's "Expect: 100-continue" on uploads is answered wrongly by some S3-compatible
+        # servers (the local one: state store uploads failed with "Status Code: 100").
+        conf["spark.hadoop.fs.s3a.connection.expect.continue"] = "false"
+    if settings.access_key and settings.secret_key:
+        conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = (
+            "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+        )
+        conf["spark.hadoop.fs.s3a.access.key"] = settings.access_key
+        conf["spark.hadoop.fs.s3a.secret.key"] = settings.secret_key
+    return conf
+
+
+def delta_rs_uri(path: str) -> str:
+    """The path as delta-rs names it (``s3://``); local paths unchanged."""
+    if is_object_store(path):
+        bucket, key = split(path)
+        return f"s3://{bucket}/{key}"
+    return path
+
+
+def delta_rs_options(path: str) -> dict[str, str] | None:
+    """delta-rs ``storage_options`` for ``path``: None for a local path.
+
+    delta-rs commits to S3 with conditional puts (``If-None-Match: *``), the same coordination
+    as the Spark drivers' commit store, so both may write one table.
+    """
+    if not is_object_store(path):
+        return None
+    settings = S3Settings.from_env()
+    options = {"AWS_REGION": settings.region, "conditional_put": "etag"}
+    if settings.endpoint:
+        options["AWS_ENDPOINT_URL"] = settings.endpoint
+        options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"
+        if settings.plain_http:
+            options["AWS_ALLOW_HTTP"] = "true"
+    if settings.access_key and settings.secret_key:
+        options["AWS_ACCESS_KEY_ID"] = settings.access_key
+        options["AWS_SECRET_ACCESS_KEY"] = settings.secret_key
+    return options
+
+
+def check_reachable(root: str) -> str | None:
+    """What is wrong with the object-storage root ``root`` (endpoint, credentials, bucket), or None."""
+    if not is_object_store(root):
+        return None
+    from obstore.exceptions import BaseError
+
+    from lakehouse import files
+
+    settings = S3Settings.from_env()
+    where = settings.endpoint or "AWS S3"
+    bucket, _ = split(root)
+    try:
+        files.list_names(root)
+    except BaseError as error:
+        text = str(error)
+        if "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text or "403" in text:
+            return (
+                f"{where} refused the credentials for bucket {bucket!r}: check AWS_ACCESS_KEY_ID "
+                "and AWS_SECRET_ACCESS_KEY (the local server's are in .local/s3/keys)."
+            )
+        if "NoSuchBucket" in text or "404" in text:
+            return f"No bucket {bucket!r} at {where}: create it, or fix LAKEHOUSE_ROOT."
+        first_line = text.splitlines()[0] if text else type(error).__name__
+        return (
+            f"Cannot reach {where} for {root} ({first_line}): start the local server with "
+            "`make s3-up`, or fix AWS_ENDPOINT_URL_S3."
+        )
+    return None
+
+
+def require_jars(jars: list[str]) -> None:
+    """Fail fast when an object-storage root has no S3 jars to use."""
+    if not any("hadoop-aws" in jar for jar in jars):
+        raise ConfigError(
+            "LAKEHOUSE_ROOT is on object storage but the S3 jars are missing: run `make s3-jars`."
+        )
+
+
+def delta_table(path: str, **kwargs):
+    """``deltalake.DeltaTable`` at a local or object-storage ``path`` (delta-rs, no JVM)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(delta_rs_uri(path), storage_options=delta_rs_options(path), **kwargs)
+
+
+def write_delta(path: str, data, **kwargs) -> None:
+    """``deltalake.write_deltalake`` to a local or object-storage ``path``: commits by put-if-absent."""
+    from deltalake import write_deltalake
+
+    write_deltalake(delta_rs_uri(path), data, storage_options=delta_rs_options(path), **kwargs)

@@ -23,7 +23,7 @@ from typing import TypeVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse import delta_log
+from lakehouse import delta_log, object_storage
 from lakehouse.catalog import TableSpec
 from lakehouse.config import Table
 from lakehouse.hours import HourRange
@@ -117,7 +117,6 @@ def append_records(rows: list[dict], table: Table, declared: TableSpec | None = 
     (:func:`ensure_table`); columns declared since it was created are added.
     """
     import pyarrow as pa
-    from deltalake import write_deltalake
     from pyspark.sql.pandas.types import to_arrow_schema
 
     # A naive datetime (what PySpark's collect returns) is local time to PySpark; pyarrow would read it as UTC.
@@ -126,7 +125,7 @@ def append_records(rows: list[dict], table: Table, declared: TableSpec | None = 
         for row in rows
     ]
     schema = to_arrow_schema((declared or table.spec).spark_schema(), timezone="UTC")
-    write_deltalake(
+    object_storage.write_delta(
         table.path, pa.Table.from_pylist(rows, schema=schema), mode="append", schema_mode="merge"
     )
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -12,6 +11,7 @@ from pyspark.sql import functions as F
 from lakehouse import catalog, delta_log
 from lakehouse.config import Table
 from lakehouse.errors import ConfigError
+from lakehouse.files import lake_path
 from lakehouse.hours import HourRange
 from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S
 from lakehouse.landing import EVENTS_SUFFIX
@@ -42,7 +42,7 @@ def landing_lines_stream(
     its modification time: one copied in late with an old mtime (a re-delivered hour, a restored
     backup) is new data, not something to skip.
     """
-    if not Path(landing_dir).is_dir():
+    if not lake_path(landing_dir).is_dir():
         raise ConfigError(
             f"Landing directory {landing_dir} does not exist: generate data "
             "(python -m lakehouse_tools.generator ...) or fix LAKEHOUSE_ROOT."

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import uuid
 from dataclasses import asdict, dataclass
@@ -39,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from lakehouse.config import Lakehouse
+from lakehouse.files import lake_path, write_atomic
 
 AD_TYPES = ("banner", "modal", "sponsored-search", "mail", "mobile")
 EVENT_TYPES = ("view", "click", "purchase")
@@ -258,20 +258,13 @@ def generate_hour(
     return files, manifest
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")  # hidden: Spark's file source skips it
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_campaigns(lakehouse: Lakehouse, seed: int) -> Path:
     """Write the ad -> campaign file (CSV with a header) for ``seed``."""
-    path = Path(lakehouse.landing_campaigns)
+    path = lake_path(lakehouse.landing_campaigns)
     body = "ad_id,campaign_id\n" + "".join(
         f"{ad},{campaign}\n" for ad, campaign in campaign_dimension(seed)
     )
-    _write_atomically(path, body)
+    write_atomic(path, body)
     return path
 
 
@@ -288,9 +281,9 @@ def write_hours(
     manifests = []
     for offset in range(hours):
         hour_start = start + timedelta(hours=offset)
-        hour_dir = Path(lakehouse.landing_events) / hour_start.strftime("%Y-%m-%d/%H")
+        hour_dir = lake_path(lakehouse.landing_events) / hour_start.strftime("%Y-%m-%d/%H")
         manifest_path = (
-            Path(lakehouse.root) / "landing" / "manifests" / f"{hour_start:%Y-%m-%dT%H}.json"
+            lake_path(lakehouse.root) / "landing" / "manifests" / f"{hour_start:%Y-%m-%dT%H}.json"
         )
         if manifest_path.exists():
             manifests.append(HourManifest(**json.loads(manifest_path.read_text())))
@@ -299,10 +292,10 @@ def write_hours(
             hour_start, events_per_second, seed, disorder, files_per_hour
         )
         for index, lines in enumerate(files):
-            _write_atomically(
+            write_atomic(
                 hour_dir / f"part-{index:04d}.jsonl", "".join(f"{line}\n" for line in lines)
             )
-        _write_atomically(manifest_path, json.dumps(asdict(manifest), indent=2))
+        write_atomic(manifest_path, json.dumps(asdict(manifest), indent=2))
         manifests.append(manifest)
     return manifests
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from lakehouse.files import lake_path
 from lakehouse_tools.oracle_lines import file_lines, line_verdict
 
 WINDOW_MS = 10_000
@@ -242,7 +243,8 @@ def expected_from_landing(
     Lines are read as bytes, as Spark's line reader splits them; ``ingested_at`` as in
     :func:`expected_from_lines`.
     """
-    root = Path(landing_root)  # as Spark's file source: no file or folder named .* or _*
+    # Local or on object storage (the file access is shared with the jobs, no verdict is).
+    root = lake_path(landing_root)  # as Spark's file source: no file or folder named .* or _*
     files = sorted(
         p
         for p in root.rglob("*.jsonl")
@@ -262,7 +264,7 @@ def expected_from_lines(
     A line is bytes (as read) or text; None is a record without a value. ``ingested_at`` (naive
     means UTC), when known, enables the check for events too far in the future.
     """
-    with open(campaigns_csv, newline="", encoding="utf-8") as handle:
+    with lake_path(campaigns_csv).open(newline="", encoding="utf-8") as handle:
         ads = {row["ad_id"]: row["campaign_id"] for row in csv.DictReader(handle)}
     expected = Expected()
     for line in lines:

@@ -35,9 +35,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakehouse import catalog
+from lakehouse import catalog, object_storage
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
+from lakehouse.files import lake_path
 from lakehouse_tools import storage
 from lakehouse_tools.storage import open_delta, utc
 
@@ -76,13 +77,11 @@ def _millis(moment: datetime) -> int:
 
 
 def _commit_log(path: str) -> Path:
-    return Path(path) / "_delta_log"
+    return lake_path(path) / "_delta_log"
 
 
 def _history(path: str) -> list[dict]:
-    from deltalake import DeltaTable
-
-    return sorted(DeltaTable(path).history(), key=lambda commit: commit["version"])
+    return sorted(object_storage.delta_table(path).history(), key=lambda commit: commit["version"])
 
 
 def _actions(path: str, version: int) -> list[dict]:
@@ -124,7 +123,6 @@ def _streamed(actions: list[dict]) -> bool:
 
 def plan_table(spec: catalog.TableSpec, table: Table, moment: datetime) -> TableRestore | None:
     """How ``table`` goes back to before ``moment`` (None: nothing written since, or no table)."""
-    from deltalake import DeltaTable
 
     if not (_commit_log(table.path)).is_dir():
         return None
@@ -140,7 +138,7 @@ def plan_table(spec: catalog.TableSpec, table: Table, moment: datetime) -> Table
     if keep == latest:
         return None
     apps = {app for app, _, _ in _txns(table.path, range(keep + 1, latest + 1))}
-    then = DeltaTable(table.path, version=keep)
+    then = object_storage.delta_table(table.path, version=keep)
     txns = {
         app: -1 if (version := then.transaction_version(app)) is None else version
         for app in sorted(apps)
@@ -276,7 +274,7 @@ def _held(checkpoint: Path) -> bool:
 
 def execute(plans: list[QueryRollback]) -> list[str]:
     """Carry the plan out: restores first, then checkpoints; a line per step done."""
-    from deltalake import CommitProperties, DeltaTable, Transaction
+    from deltalake import CommitProperties, Transaction
 
     busy = [q.name for q in plans if _held(Path(q.checkpoint))]
     if busy:
@@ -288,10 +286,10 @@ def execute(plans: list[QueryRollback]) -> list[str]:
     for query in plans:
         for r in query.restores:
             transactions = [Transaction(app, version) for app, version in r.txns.items()]
-            DeltaTable(r.path).restore(
+            object_storage.delta_table(r.path).restore(
                 r.keep_version, commit_properties=CommitProperties(app_transactions=transactions)
             )
-            restore_versions[r.name] = DeltaTable(r.path).version()
+            restore_versions[r.name] = object_storage.delta_table(r.path).version()
             done.append(
                 f"{r.name}: restored version {r.keep_version} as version {restore_versions[r.name]}"
             )

@@ -9,9 +9,8 @@ Used by the ``lakehouse`` command (:mod:`lakehouse_tools.cli`) and by the rollba
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
-from lakehouse import catalog
+from lakehouse import catalog, delta_log, object_storage
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
 
@@ -22,9 +21,7 @@ class UsageError(ConfigError):
 
 def open_delta(path: str):
     """The Delta table at ``path`` as a ``deltalake.DeltaTable``, or None when none was written there."""
-    from deltalake import DeltaTable
-
-    return DeltaTable(path) if Path(path, "_delta_log").is_dir() else None
+    return object_storage.delta_table(path) if delta_log.is_delta_table(path) else None
 
 
 def open_tables(lakehouse: Lakehouse) -> dict:

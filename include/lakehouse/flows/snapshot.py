@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lakehouse.catalog import TableSpec
 from lakehouse.errors import ConfigError
+from lakehouse.files import lake_path
 from lakehouse.freshness import file_fingerprint, snapshot_unchanged
 from lakehouse.runtime import JobArgs, log
 from lakehouse.spark import build_spark_session
@@ -27,9 +28,8 @@ def check_csv_shape(source: str | Path, columns: Sequence[str]) -> int:
     expected = ",".join(columns)
     data_rows = 0
     try:
-        with open(
-            source, newline="", encoding="utf-8-sig"
-        ) as file:  # utf-8-sig: a byte-order mark is not a name
+        # utf-8-sig: a byte-order mark is not a name
+        with lake_path(source).open(newline="", encoding="utf-8-sig") as file:
             rows = csv.reader(file)
             header = next(rows, None)
             if header is None:
@@ -60,7 +60,7 @@ def check_csv_shape(source: str | Path, columns: Sequence[str]) -> int:
 
 def run(table: TableSpec, args: JobArgs) -> dict:
     source = args.lakehouse.landing(table.source)
-    if not Path(source).is_file():
+    if not lake_path(source).is_file():
         raise ConfigError(
             f"{table.name}: source file {source} not found: run the generator or copy the file there."
         )

@@ -8,7 +8,6 @@ them twice, without an error. The job refuses to start instead, and says what to
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 from lakehouse import checkpoint_log
 from lakehouse.config import Table
 from lakehouse.errors import ConfigError
+from lakehouse.files import lake_path, write_atomic
 
 if TYPE_CHECKING:
     pass
@@ -44,7 +44,7 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 def identity_record(checkpoint: str) -> Path:
     """Where the query id of ``checkpoint`` is recorded: beside the folder (``gen=N.identity.json``),
     so the record outlives a checkpoint folder that is moved away, deleted or replaced."""
-    path = Path(checkpoint)
+    path = lake_path(checkpoint)
     return path.with_name(path.name + IDENTITY_SUFFIX)
 
 
@@ -63,12 +63,10 @@ def record_identity(checkpoint: str, name: str, query_id: str) -> None:
     """Record which query a checkpoint belongs to, once (its first run, or the first since this check exists)."""
     if _recorded_query_id(checkpoint) == query_id:
         return
-    record = identity_record(checkpoint)
-    tmp = record.with_name(f".{record.name}.tmp")
-    tmp.write_text(
-        json.dumps({"query_id": query_id, "writer": name, "checkpoint": str(checkpoint)})
+    write_atomic(
+        identity_record(checkpoint),
+        json.dumps({"query_id": query_id, "writer": name, "checkpoint": str(checkpoint)}),
     )
-    os.replace(tmp, record)
 
 
 @dataclass(frozen=True)
@@ -85,7 +83,7 @@ class CheckpointLog:
 
     @classmethod
     def read(cls, checkpoint: str) -> CheckpointLog:
-        path = Path(checkpoint)
+        path = lake_path(checkpoint)
         damaged = []
         query_id = _query_id_in(path / "metadata", "id")
         if query_id is None and (path / "metadata").exists():
@@ -198,7 +196,7 @@ def check_checkpoint(checkpoint: str, name: str, writes=(), retained: int = 100)
             # A new Delta-sink checkpoint with no record: the table's streaming writers must all be
             # other checkpoints' (recorded beside them, or named in their metadata), or this one was
             # moved away before its query id was recorded.
-            root = Path(written.table.checkpoint_root)
+            root = lake_path(written.table.checkpoint_root)
             known = {_query_id_in(p, "query_id") for p in root.rglob(f"gen=*{IDENTITY_SUFFIX}")}
             known |= {
                 _query_id_in(p, "id")

@@ -15,13 +15,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from lakehouse.errors import ConfigError
-
-if TYPE_CHECKING:
-    pass
-
+from lakehouse.files import lake_path, write_atomic
+from lakehouse.object_storage import is_object_store
+from lakehouse.runtime import leases
 from lakehouse.runtime.job_args import log
 
 
@@ -37,12 +35,18 @@ def checkpoint_lock(checkpoint: str, name: str) -> Iterator[str]:
     transaction ids already keep a second writer from committing a batch twice, but two drivers
     racing on the offset log fail late and confusingly; this lock makes the second one fail at
     once with a clear message. The kernel drops the lock when the holder dies, even by SIGKILL.
-    (A POSIX lock: it covers drivers on one machine or a shared POSIX file system.)
+    (A POSIX lock: it covers drivers on one machine or a shared POSIX file system. A checkpoint on
+    object storage takes a lease object there instead: :mod:`lakehouse.runtime.leases`.)
 
     Yields the lease: a token written into the lock file, which the query's batches check
     (:func:`guarded_batches`): on the warm engine a query outlives a client killed -9, and must not
     go on writing unattended, nor beside the client that takes over.
     """
+    if is_object_store(checkpoint):
+        with leases.driver_lease(checkpoint, name, CheckpointBusy) as lease:
+            _wait_for_running_batch(checkpoint, name)
+            yield lease
+        return
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     lock_path = Path(checkpoint) / ".driver.lock"
     handle = open(lock_path, "a+")
@@ -83,6 +87,13 @@ def _wait_for_running_batch(checkpoint: str, name: str) -> None:
     Its next batch sees the new lease and stops; checking the checkpoint while it writes would see
     a state that is only half way from one batch to the next.
     """
+    if is_object_store(checkpoint):
+        deadline = time.monotonic() + BATCH_WAIT_S
+        while leases.batch_running(checkpoint):
+            if time.monotonic() > deadline:
+                raise CheckpointBusy(_still_running(checkpoint, name))
+            time.sleep(1)
+        return
     with open(Path(checkpoint) / ".batch.lock", "a+") as batch_lock:
         try:
             fcntl.flock(batch_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -100,15 +111,21 @@ def _wait_for_running_batch(checkpoint: str, name: str) -> None:
                 return
             except BlockingIOError:
                 continue
-        raise CheckpointBusy(
-            f"{name}: a batch of an earlier run on checkpoint {checkpoint} has been running for {BATCH_WAIT_S} s "
-            "more; not starting beside it. If no run of this query is active, the engine may hang: restart it "
-            "(make engine-down engine-up)."
-        )
+        raise CheckpointBusy(_still_running(checkpoint, name))
+
+
+def _still_running(checkpoint: str, name: str) -> str:
+    return (
+        f"{name}: a batch of an earlier run on checkpoint {checkpoint} has been running for {BATCH_WAIT_S} s "
+        "more; not starting beside it. If no run of this query is active, the engine may hang: restart it "
+        "(make engine-down engine-up)."
+    )
 
 
 def batch_running(checkpoint: str) -> bool:
     """True while a batch of ``checkpoint``'s query holds its batch lock (e.g. on the engine, after its client died)."""
+    if is_object_store(checkpoint):
+        return leases.batch_running(checkpoint)
     path = Path(checkpoint) / ".batch.lock"
     if not path.exists():
         return False
@@ -131,6 +148,17 @@ def guarded_batches(on_batch: Callable, checkpoint: str, lease: str, name: str) 
     """
 
     def guarded(rows, batch_id: int) -> None:
+        if is_object_store(checkpoint):
+            with leases.batch_lease(checkpoint):
+                problem = leases.lease_problem(checkpoint, lease)
+                if problem:
+                    raise QueryOrphaned(
+                        f"{name} batch {batch_id}: {problem} (checkpoint {checkpoint}); stopping"
+                    )
+                note = on_batch(rows, batch_id)
+            if note is not None:
+                _write_note(checkpoint, batch_id, note)
+            return
         with open(Path(checkpoint) / ".batch.lock", "a+") as batch_lock:
             fcntl.flock(batch_lock, fcntl.LOCK_EX)
             _check_lease(checkpoint, lease, name, batch_id)
@@ -157,17 +185,13 @@ def _check_lease(checkpoint: str, lease: str, name: str, batch_id: int) -> None:
         )
 
 
-def _notes_dir(checkpoint: str) -> Path:
-    path = Path(checkpoint)
+def _notes_dir(checkpoint: str):
+    path = lake_path(checkpoint)
     return path.with_name(path.name + ".batches")
 
 
 def _write_note(checkpoint: str, batch_id: int, note: dict) -> None:
-    folder = _notes_dir(checkpoint)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{batch_id}.tmp"
-    tmp.write_text(json.dumps(note, default=str))
-    os.replace(tmp, folder / f"{batch_id}.json")
+    write_atomic(_notes_dir(checkpoint) / f"{batch_id}.json", json.dumps(note, default=str))
 
 
 def read_batch_notes(checkpoint: str, batch_ids: list[int]) -> list[dict]:

@@ -1,0 +1,192 @@
+"""The local S3-compatible server: moto's S3 in server mode, on 127.0.0.1, one bucket, one key.
+
+    server.py start    start in the background (own process group), wait until it answers
+    server.py stop     SIGTERM its process group, wait, then SIGKILL
+    server.py status   exit 0 if running, 3 if not
+    server.py run      serve in the foreground (what `start` runs)
+
+Settings (environment): LAKEHOUSE_S3_DIR (pid file, log, request counts), LAKEHOUSE_S3_PORT,
+LAKEHOUSE_S3_BUCKET, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (the Makefile makes them once per
+clone). `start`, `stop` and `status` need only the standard library; `run` runs in the server's
+own venv (.venv-s3, include/s3/requirements.txt).
+
+Two things moto's server does not do the way S3 does, made right here:
+- It checks ``If-None-Match: *`` (S3's put-if-absent, which every Delta commit relies on) and
+  then writes, in separate steps, on a server of many threads: two racing commits could both
+  succeed. Writes are serialized, so the check and the write are one step, as on S3.
+- It accepts any credentials. Requests signed with another access key id are refused (403
+  InvalidAccessKeyId, as S3 answers); the signature itself is not verified.
+
+Data lives in the server's memory: `stop` loses every table (fine for a demo and the tests; a
+durable local store is Ceph's RGW or Garage, set up apart).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+STATE_DIR = Path(os.environ.get("LAKEHOUSE_S3_DIR", ROOT / ".local" / "s3"))
+PORT = int(os.environ.get("LAKEHOUSE_S3_PORT", "15090"))
+BUCKET = os.environ.get("LAKEHOUSE_S3_BUCKET", "lakehouse")
+PID_FILE = STATE_DIR / "server.pid"
+LOG_FILE = STATE_DIR / "server.log"
+# GET: request counts since the server started, by method, and conditional creates and their refusals
+STATS_PATH = "/_lakehouse/requests"
+START_TIMEOUT_S = 60
+STOP_TIMEOUT_S = 20
+_ACCESS_KEY = re.compile(r"Credential=([^/]+)/")
+
+
+class ServedLikeS3:
+    """WSGI middleware around moto: one writer at a time, the access key checked, requests counted."""
+
+    def __init__(self, app, access_key: str):
+        self.app = app
+        self.access_key = access_key
+        self.write_lock = threading.Lock()
+        self.requests: Counter[str] = Counter()
+
+    def __call__(self, environ, start_response):
+        method = environ["REQUEST_METHOD"]
+        if environ.get("PATH_INFO") == STATS_PATH:
+            body = json.dumps(dict(self.requests)).encode()
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [body]
+        self.requests[method] += 1
+        presented = _ACCESS_KEY.search(
+            environ.get("HTTP_AUTHORIZATION", "")
+            or environ.get("QUERY_STRING", "").replace("%2F", "/")
+        )
+        if not presented or presented.group(1) != self.access_key:
+            start_response("403 Forbidden", [("Content-Type", "application/xml")])
+            return [
+                b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>InvalidAccessKeyId</Code>"
+                b"<Message>The AWS Access Key Id you provided does not exist in our records."
+                b"</Message></Error>"
+            ]
+        if environ.get("HTTP_IF_NONE_MATCH") == "*":
+            self.requests["put-if-absent"] += 1
+
+        def counted(status, headers, *exc_info):
+            if status.startswith("412"):
+                self.requests["precondition-failed"] += 1
+            return start_response(status, headers, *exc_info)
+
+        if method in ("PUT", "POST", "DELETE"):
+            with self.write_lock:  # the response is produced, and the write done, under the lock
+                return list(self.app(environ, counted))
+        return self.app(environ, counted)
+
+
+def run() -> None:
+    import boto3
+    from moto.server import create_backend_app
+    from werkzeug.serving import make_server
+
+    access_key = os.environ["AWS_ACCESS_KEY_ID"]
+    app = ServedLikeS3(create_backend_app("s3"), access_key)
+    server = make_server("127.0.0.1", PORT, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    boto3.client(
+        "s3",
+        endpoint_url=f"http://127.0.0.1:{PORT}",
+        aws_access_key_id=access_key,
+        aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    ).create_bucket(Bucket=BUCKET)
+    print(f"s3 server: serving bucket {BUCKET} on http://127.0.0.1:{PORT}", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: server.shutdown())
+    thread.join()
+
+
+def running_pid() -> int | None:
+    try:
+        pid = int(PID_FILE.read_text())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    # A recycled pid must not pass for the server: its command line names this file.
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    return pid if str(Path(__file__).resolve()) in cmdline else None
+
+
+def serves() -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{PORT}{STATS_PATH}", timeout=2):
+            return True
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def start() -> None:
+    if running_pid():
+        print(f"s3 server: already running on 127.0.0.1:{PORT} (pid {running_pid()})")
+        return
+    if serves():
+        sys.exit(f"s3 server: port {PORT} is taken by another process; set LAKEHOUSE_S3_PORT.")
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    python = os.environ.get("LAKEHOUSE_S3_PYTHON", sys.executable)
+    with open(LOG_FILE, "ab") as log:
+        process = subprocess.Popen(
+            [python, str(Path(__file__).resolve()), "run"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: `stop` signals the group
+        )
+    PID_FILE.write_text(str(process.pid))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not serves():
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = LOG_FILE.read_text(errors="replace").splitlines()[-20:]
+            sys.exit("s3 server: did not start; last lines of its log:\n" + "\n".join(tail))
+        time.sleep(0.2)
+    print(
+        f"s3 server: bucket {BUCKET} on http://127.0.0.1:{PORT} (pid {process.pid}, log {LOG_FILE})"
+    )
+
+
+def stop() -> None:
+    pid = running_pid()
+    if not pid:
+        print("s3 server: not running")
+        return
+    os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while running_pid() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if running_pid():
+        os.killpg(pid, signal.SIGKILL)
+    PID_FILE.unlink(missing_ok=True)
+    print("s3 server: stopped")
+
+
+def status() -> None:
+    pid = running_pid()
+    if not pid:
+        print("s3 server: not running")
+        sys.exit(3)
+    with urllib.request.urlopen(f"http://127.0.0.1:{PORT}{STATS_PATH}", timeout=5) as answer:
+        counts = json.load(answer)
+    print(f"s3 server: running on 127.0.0.1:{PORT} (pid {pid}); requests so far {counts}")
+
+
+if __name__ == "__main__":
+    commands = {"run": run, "start": start, "stop": stop, "status": status}
+    if len(sys.argv) != 2 or sys.argv[1] not in commands:
+        sys.exit(f"usage: server.py {{{'|'.join(commands)}}}")
+    commands[sys.argv[1]]()

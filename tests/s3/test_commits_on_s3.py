@@ -1,0 +1,115 @@
+"""Commits on object storage: writers that never coordinate except through the store's put-if-absent.
+
+The engine (Delta/Spark, through the project's S3ConditionalPutLogStore) and delta-rs (as the ops
+tables' appends and rollback's RESTORE write) append to one table at the same time: every commit
+is kept, each at a version of its own, and the losers of a race retried at the next version.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pytest
+from conftest import s3_requests
+
+from lakehouse import files, object_storage
+from lakehouse.errors import ConfigError
+from lakehouse.runtime import leases
+from lakehouse.runtime.locks import CheckpointBusy, checkpoint_lock
+
+APPENDS = 12
+
+
+def test_engine_and_delta_rs_appending_at_once_lose_no_commit(s3_lakehouse, s3_reader, s3_engine):
+    path = f"{s3_lakehouse.root}/tables/race"
+    schema = pa.schema([("writer", pa.string()), ("n", pa.int64())])
+    object_storage.write_delta(path, pa.table({"writer": ["created"], "n": [0]}, schema=schema))
+    refused_before = s3_requests(s3_engine).get("precondition-failed", 0)
+    errors = []
+
+    def spark_appends():
+        try:
+            for n in range(1, APPENDS + 1):
+                s3_reader.createDataFrame([("spark", n)], "writer string, n long").write.format(
+                    "delta"
+                ).mode("append").save(path)
+        except Exception as error:  # reported below, with the other writer's result
+            errors.append(error)
+
+    def delta_rs_appends():
+        try:
+            for n in range(1, APPENDS + 1):
+                object_storage.write_delta(
+                    path, pa.table({"writer": ["delta-rs"], "n": [n]}, schema=schema), mode="append"
+                )
+        except Exception as error:
+            errors.append(error)
+
+    writers = [threading.Thread(target=spark_appends), threading.Thread(target=delta_rs_appends)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert errors == []
+
+    table = object_storage.delta_table(path)
+    rows = sorted(tuple(row.values()) for row in table.to_pyarrow_table().to_pylist())
+    assert rows == sorted(
+        [("created", 0)] + [(w, n) for w in ("spark", "delta-rs") for n in range(1, APPENDS + 1)]
+    )
+    # One commit per append, at versions 0..2*APPENDS with none missing or written twice.
+    versions = sorted(commit["version"] for commit in table.history())
+    assert versions == list(range(2 * APPENDS + 1))
+    log = files.lake_path(path) / "_delta_log"
+    assert sorted(p.name for p in log.iterdir() if p.name.endswith(".json")) == [
+        f"{v:020d}.json" for v in versions
+    ]
+    # Informational: how many commits lost a race and were retried at the next version.
+    print(
+        "commits refused by put-if-absent:",
+        s3_requests(s3_engine)["precondition-failed"] - refused_before,
+    )
+
+
+def test_a_second_driver_on_an_s3_checkpoint_is_refused_until_the_first_lease_expires(
+    s3_lakehouse, monkeypatch
+):
+    checkpoint = f"{s3_lakehouse.root}/checkpoints/silver/ad_events/gen=0"
+    with checkpoint_lock(checkpoint, "first") as lease:
+        assert leases.lease_problem(checkpoint, lease) is None
+        with pytest.raises(CheckpointBusy, match="another driver holds checkpoint"):
+            with checkpoint_lock(checkpoint, "second"):
+                pass
+    # Released: the next driver takes it at once, and the first one's batches would stop.
+    with checkpoint_lock(checkpoint, "third") as third:
+        assert leases.lease_problem(checkpoint, lease) == "another client took it over"
+        assert leases.lease_problem(checkpoint, third) is None
+    # A holder killed -9 never releases: its lease is taken over once it has expired.
+    monkeypatch.setattr(leases, "EXPIRES_S", 0.5)
+    monkeypatch.setattr(leases, "RENEW_S", 3600)  # it never renews, as after SIGKILL
+    killed = leases.driver_lease(checkpoint, "killed", CheckpointBusy).__enter__()
+    with pytest.raises(CheckpointBusy):
+        with checkpoint_lock(checkpoint, "too early"):
+            pass
+    import time
+
+    time.sleep(1.5)
+    assert leases.lease_problem(checkpoint, killed) == "its client is gone"
+    with checkpoint_lock(checkpoint, "after expiry") as taken:
+        assert leases.lease_problem(checkpoint, taken) is None
+
+
+def test_bad_s3_settings_are_named_before_any_job_starts(s3_lakehouse, monkeypatch):
+    root = s3_lakehouse.root
+    assert object_storage.check_reachable(root) is None
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "NOTOURKEY")
+    files._bucket_store.cache_clear()
+    assert "refused the credentials" in object_storage.check_reachable(root)
+    monkeypatch.undo()
+    files._bucket_store.cache_clear()
+    assert "No bucket 'no-such-bucket'" in object_storage.check_reachable(
+        "s3a://no-such-bucket/lakehouse"
+    )
+    with pytest.raises(ConfigError, match="make s3-jars"):
+        object_storage.require_jars([])
