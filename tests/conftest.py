@@ -21,6 +21,7 @@ TIERS = {
     "dags": "unit",
     "integration": "integration",
     "fuzz": "integration",
+    "s3": "integration",
     "e2e": "e2e",
     "kafka": "e2e",
     "deploy": "e2e",
