@@ -1,10 +1,13 @@
 """SESSIONS tables: a stateful streaming query keeps each user's open sessions and emits each once, when the watermark closes it.
 
-Incremental mode streams silver's new events (availableNow) through ``transformWithState`` (rows):
-the state (RocksDB, in the checkpoint) holds each user's open sessions, an event-time timer per
-user fires when the watermark passes its open session's last event plus the gap, and the session
-is emitted then (output mode append) and MERGEd into the table by its id under the batch's Delta
-transaction id: a replayed batch (a crash between the state commit and the write) is written once.
+Incremental mode streams silver's new events (availableNow) through ``transformWithState`` (rows),
+keyed by a bucket of users (``processor.USER_BUCKETS``; each micro-batch's events reach it as one
+row per user and input partition, grouped by Arrow): the state (RocksDB, in the checkpoint) holds
+each user's open sessions in their bucket's value, an event-time timer per bucket fires when the
+watermark passes the earliest of its open sessions' last event plus the gap, and the sessions
+closed then are emitted (output mode append) and MERGEd into the table by their id under the
+batch's Delta transaction id: a replayed batch (a crash between the state commit and the write)
+is written once.
 
 Late events. The watermark is declared on silver's ``event_time``, but the processor reads a
 copy of it (``event_ms``) that carries no watermark mark, so Spark hands it the events behind the
