@@ -119,3 +119,58 @@ def test_a_state_change_the_checkpoint_cannot_take_is_refused_before_the_run_wit
     record.write_text(json.dumps({**json.loads(record.read_text()), "session_gap_ms": 20 * MINUTE}))
     with pytest.raises(ConfigError, match=r"session_gap_ms 1200000 -> 1800000.*full_refresh=gold"):
         sessions.check_state_contract(str(checkpoint), "gold.user_sessions")
+
+
+def test_a_partitions_events_reach_the_processor_as_one_row_per_user_with_the_fields_as_lists():
+    import pyarrow as pa
+
+    from lakehouse.flows.sessions.processor import EVENT_FIELDS, events_per_user
+
+    rows = [
+        (7, "u1", T0 + 2, "e2", "click", "ad-2", "c-2"),
+        (3, "u2", T0 + 1, "e9", "view", "ad-1", "c-1"),
+        (7, "u1", T0, "e1", "view", "ad-1", "c-1"),
+    ]
+    names = ["bucket", "user_id", *EVENT_FIELDS]
+    batches = [
+        pa.RecordBatch.from_pylist([dict(zip(names, row, strict=True))]) for row in rows
+    ]  # a user's events across the partition's Arrow batches
+    (out,) = list(events_per_user(iter(batches)))
+    by_user = {row["user_id"]: row for row in out.to_pylist()}
+    assert by_user["u1"] == {
+        "bucket": 7,
+        "user_id": "u1",
+        "event_ms": [T0 + 2, T0],
+        "event_id": ["e2", "e1"],
+        "event_type": ["click", "view"],
+        "ad_id": ["ad-2", "ad-1"],
+        "campaign_id": ["c-2", "c-1"],
+    }
+    assert by_user["u2"]["event_id"] == ["e9"] and len(by_user) == 2
+    assert list(events_per_user(iter([]))) == []
+
+
+def test_a_checkpoint_of_the_per_user_state_is_refused_with_the_full_refresh_to_run(tmp_path):
+    import json
+
+    import pytest
+
+    from lakehouse.errors import ConfigError
+    from lakehouse.flows import sessions
+
+    checkpoint = tmp_path / "gen=0"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets" / "0").write_text("v1\n{}\n")
+    record = tmp_path / "gen=0.state.json"
+    record.write_text(
+        json.dumps(
+            {
+                "state_version": 2,
+                "state_schema": "struct<sessions:array<...>,timer_ms:bigint>",
+                "session_gap_ms": SESSION_GAP_MS,
+                "watermark_delay": "10 minutes",
+            }
+        )
+    )
+    with pytest.raises(ConfigError, match=r"state_version 2 -> 3.*full_refresh=gold"):
+        sessions.check_state_contract(str(checkpoint), "gold.user_sessions")
