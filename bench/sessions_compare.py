@@ -324,11 +324,14 @@ def compare(argv: list[str]) -> None:
     )
     parser.add_argument("--summary", help="update this comparison's keys in that JSON file")
     parser.add_argument(
-        "--render", metavar="RESULTS", help="measure nothing: publish these saved --results"
+        "--render",
+        metavar="RESULTS",
+        help="measure nothing: publish these saved --results (comma-separated: their sizes together)",
     )
     options = parser.parse_args(argv)
     if options.render:
-        publish(json.loads(Path(options.render).read_text()), options.out, options.summary)
+        saved = [json.loads(Path(path).read_text()) for path in options.render.split(",")]
+        publish(merged(saved), options.out, options.summary)
         return
     work = Path(options.work_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -421,6 +424,22 @@ def _subject(commit: str) -> str:
     ).stdout.strip()
 
 
+def merged(saved: list[dict]) -> dict:
+    """Several runs' results as one (their sizes side by side), each run's command and load kept."""
+    if len(saved) == 1:
+        return saved[0]
+    return {
+        "date": saved[-1]["date"],
+        "code": {k: v for run in saved for k, v in run.get("code", {}).items()},
+        "sizes": {size: figures for run in saved for size, figures in run["sizes"].items()},
+        "runs": [{k: v for k, v in run.items() if k != "runs"} for run in saved],
+    }
+
+
+def _load(average: list | None) -> str:
+    return ", ".join(f"{x:.1f}" for x in average or [])
+
+
 def _median(values: list) -> float:
     return round(statistics.median(values), 1)
 
@@ -437,9 +456,13 @@ def render(results: dict) -> tuple[str, dict]:
         begin,
         "### Beside Spark's own session windows (issue 39)",
         "",
-        f"`{results.get('command', 'python -m bench.sessions_compare')}` ({results['date']}; load average "
-        f"{', '.join(f'{x:.1f}' for x in results.get('load_before', []))} before, "
-        f"{', '.join(f'{x:.1f}' for x in results.get('load_after', []))} after; 2 cores). Silver of "
+        "; ".join(
+            f"`{run.get('command', 'python -m bench.sessions_compare')}` ({', '.join(run['sizes'])}: "
+            f"{run['date']}, load average {_load(run.get('load_before'))} before, "
+            f"{_load(run.get('load_after'))} after)"
+            for run in results.get("runs", [results])
+        )
+        + ". 2 cores shared. Silver of "
         f"{COMPARE_HOURS} generated hours built once per size; each contender one fresh process tree over "
         "it (Python, its JVM, the JVM's Python workers, JVM start included), CPU-s from /proc when its "
         "work ended: the sessions task as of each commit (one run: a micro-batch with the events, one "
