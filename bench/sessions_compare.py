@@ -433,6 +433,7 @@ def merged(saved: list[dict]) -> dict:
         "code": {k: v for run in saved for k, v in run.get("code", {}).items()},
         "sizes": {size: figures for run in saved for size, figures in run["sizes"].items()},
         "runs": [{k: v for k, v in run.items() if k != "runs"} for run in saved],
+        "note": " ".join(run["note"] for run in saved if run.get("note")),
     }
 
 
@@ -470,6 +471,7 @@ def render(results: dict) -> tuple[str, dict]:
         "Spark's `session_window` with the same figures per session written to Delta. Every "
         "contender's closed and open sessions compared row for row with the oracle's; the task's "
         "state after the run read back with the state data source.",
+        *(["", results["note"]] if results.get("note") else []),
         "",
         "| events | contender | CPU-s | JVM | Python workers | driver | wall s | × native | closed = oracle "
         "| open = oracle | state rows | state on disk MB |",

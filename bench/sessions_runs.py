@@ -177,6 +177,9 @@ def publish_part(part: str, text: str, out: str | None, summary: str | None, fig
         figures={**kept, **figures},
         catalog=catalog_then,
     )
+    if catalog_then is not None and "saved_at" in saved:  # the hourly runs' date stays theirs
+        resaved = json.loads(path.read_text())
+        path.write_text(json.dumps({**resaved, "saved_at": saved["saved_at"]}, indent=1) + "\n")
     if out:
         saved = json.loads(path.read_text())
         benchmark = next(b for b in BENCHMARKS if b.name == "sessions_runs")
