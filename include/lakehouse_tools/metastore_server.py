@@ -5,6 +5,7 @@ Usage (``make metastore-up`` / ``metastore-down`` / ``metastore-status`` run the
     python -m lakehouse_tools.metastore_server down        # stop it (Derby's shutdown, then its process group)
     python -m lakehouse_tools.metastore_server status      # exit 0 when it answers, 1 when not
     python -m lakehouse_tools.metastore_server register    # register $LAKEHOUSE_ROOT's written tables now
+    spark-sql $(python -m lakehouse_tools.metastore_server spark-sql-args)   # the tables by name in spark-sql
 
 Its state is ``$LAKEHOUSE_METASTORE_DIR`` (default ``.local/metastore``, Derby's system home): the
 server's log ``derby.log``, ``template/`` (a metastore database holding Hive's schema and nothing
@@ -248,9 +249,33 @@ def register_now(root: str | None = None) -> None:
     print(f"metastore: registered {', '.join(added) or 'nothing new'}")
 
 
+def spark_sql_args() -> list[str]:
+    """spark-sql's arguments for ``$LAKEHOUSE_ROOT``'s tables by name. Its shell opens Hive's client
+    without a class loader of its own, so Derby's client goes on the JVM's class path."""
+    from lakehouse.config import jar_paths
+    from lakehouse.spark import session_conf
+
+    conf = session_conf()
+    if metastore.ROOT_KEY not in conf:
+        raise ConfigError("no metastore: set LAKEHOUSE_ROOT (and not LAKEHOUSE_METASTORE=none)")
+    client = [path for path in jar_paths() if Path(path).name.startswith("derbyclient-")]
+    args = ["--jars", ",".join(jar_paths()), "--driver-class-path", client[0]]
+    for key, value in conf.items():
+        # (and no JVM options: their spaces would not survive the shell's word splitting)
+        if key not in (
+            "spark.sql.hive.metastore.jars",
+            "spark.sql.hive.metastore.jars.path",
+            "spark.driver.extraJavaOptions",
+        ):
+            args += ["--conf", f"{key}={value}"]
+    return args
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=("up", "down", "status", "register", "template"))
+    parser.add_argument(
+        "command", choices=("up", "down", "status", "register", "spark-sql-args", "template")
+    )
     parser.add_argument("target", nargs="?", help="template: the database folder to create")
     args = parser.parse_args()
     try:
@@ -258,6 +283,8 @@ def main() -> None:
             _make_template(args.target)
         elif args.command == "register":
             register_now()
+        elif args.command == "spark-sql-args":
+            print(" ".join(spark_sql_args()))
         else:
             {"up": up, "down": down, "status": status}[args.command]()
     except ConfigError as error:
