@@ -36,6 +36,7 @@ from lakehouse.catalog import TableSpec, Write
 from lakehouse.config import Lakehouse, Table
 from lakehouse.errors import ConfigError
 from lakehouse.faults import fault_point
+from lakehouse.files import lake_path
 from lakehouse.flows.sessions.batch_form import (
     iso_instant,
     recomputed_sessions,
@@ -250,7 +251,9 @@ def refresh_open_sessions(
     target = lakehouse.table(catalog.side(table, "open").name)
     ensure_table(spark, target, catalog.side(table, "open"))
     opened = (
-        open_sessions_in_state(spark, checkpoint) if (Path(checkpoint) / "state").is_dir() else None
+        open_sessions_in_state(spark, checkpoint)
+        if (lake_path(checkpoint) / "state").is_dir()
+        else None
     )
     dirty = reconciled.get("dirty_users")
     if opened is not None and dirty:
@@ -443,7 +446,7 @@ def show_state(argv: list[str] | None = None) -> None:
     table = next(t for t in catalog.tasks() if t.write is Write.SESSIONS)
     target = Lakehouse.from_env(args.lakehouse_root).table(table.name)
     checkpoint = target.checkpoint(target.current_generation())
-    if not (Path(checkpoint) / "state").is_dir():
+    if not (lake_path(checkpoint) / "state").is_dir():
         raise ConfigError(
             f"{table.name}: no state in {checkpoint} yet: run the {table.task} task first"
         )

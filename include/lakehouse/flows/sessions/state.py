@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -13,6 +11,7 @@ from lakehouse import checkpoint_log
 from lakehouse.catalog import TableSpec
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
+from lakehouse.files import lake_path, write_atomic
 from lakehouse.flows.sessions.processor import (
     OUTPUT_SCHEMA,
     STATE_NAME,
@@ -34,7 +33,7 @@ from lakehouse.tables.gold_user_sessions import (
 
 def checkpoint_watermark_ms(checkpoint: str) -> int | None:
     """The watermark of the checkpoint's newest planned batch (None: no batch yet)."""
-    offsets = Path(checkpoint) / "offsets"
+    offsets = lake_path(checkpoint) / "offsets"
     for batch in reversed(checkpoint_log.batches(checkpoint, "offsets")):
         try:
             metadata = json.loads((offsets / str(batch)).read_text().splitlines()[1])
@@ -87,7 +86,7 @@ def check_state_contract(checkpoint: str, name: str) -> None:
     Spark would fail mid-batch on a changed state schema, and would carry on silently under a
     changed gap or meaning; both are caught here, before the query starts.
     """
-    record = Path(checkpoint).with_name(Path(checkpoint).name + ".state.json")
+    record = lake_path(f"{checkpoint}.state.json")
     has_state = bool(checkpoint_log.batches(checkpoint, "offsets"))
     wanted = _contract()
     if has_state and record.exists():
@@ -104,10 +103,7 @@ def check_state_contract(checkpoint: str, name: str) -> None:
                 f"checkpoint generation. {refresh_advice('gold')}"
             )
         return
-    record.parent.mkdir(parents=True, exist_ok=True)
-    tmp = record.with_name(f".{record.name}.tmp")
-    tmp.write_text(json.dumps(wanted))
-    os.replace(tmp, record)
+    write_atomic(record, json.dumps(wanted))
 
 
 def open_sessions_in_state(spark: SparkSession, checkpoint: str) -> DataFrame:
