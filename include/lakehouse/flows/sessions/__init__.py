@@ -26,7 +26,6 @@ state (the state data source), corrected for users with unreconciled late events
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
