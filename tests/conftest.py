@@ -64,6 +64,7 @@ LONGEST_FILES = (
     "integration/test_user_sessions.py",
     "kafka/test_bronze_kafka.py",
     "integration/test_rollback.py",
+    "integration/test_table_names.py",  # an engine of its own (for its lakehouse's metastore)
     "scheduler/test_clean_stop.py",
 )
 
