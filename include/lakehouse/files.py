@@ -106,6 +106,34 @@ def list_names(path: str | os.PathLike) -> list[str]:
     return sorted(child.name for child in target.iterdir())
 
 
+def check_reachable(root: str) -> str | None:
+    """What is wrong with the object-storage root ``root`` (endpoint, credentials, bucket), or None."""
+    if not is_object_store(root):
+        return None
+    from obstore.exceptions import BaseError
+
+    settings = S3Settings.from_env()
+    where = settings.endpoint or "AWS S3"
+    bucket, _ = split(root)
+    try:
+        list_names(root)
+    except BaseError as error:
+        text = str(error)
+        if "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text or "403" in text:
+            return (
+                f"{where} refused the credentials for bucket {bucket!r}: check AWS_ACCESS_KEY_ID "
+                "and AWS_SECRET_ACCESS_KEY (the local server's are in .local/s3/keys)."
+            )
+        if "NoSuchBucket" in text or "404" in text:
+            return f"No bucket {bucket!r} at {where}: create it, or fix LAKEHOUSE_ROOT."
+        first_line = text.splitlines()[0] if text else type(error).__name__
+        return (
+            f"Cannot reach {where} for {root} ({first_line}): start the local server with "
+            "`make s3-up`, or fix AWS_ENDPOINT_URL_S3."
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class S3Stat:
     st_size: int

@@ -10,7 +10,7 @@ LAKEHOUSE_S3_BUCKET, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (the Makefile m
 clone). `start`, `stop` and `status` need only the standard library; `run` runs in the server's
 own venv (.venv-s3, include/s3/requirements.txt).
 
-Two things moto's server does not do the way S3 does, made right here:
+Three things moto's server does not do the way S3 does, made right here (the third: see OneContinue):
 - It checks ``If-None-Match: *`` (S3's put-if-absent, which every Delta commit relies on) and
   then writes, in separate steps, on a server of many threads: two racing commits could both
   succeed. Writes are serialized, so the check and the write are one step, as on S3.
@@ -94,11 +94,18 @@ class ServedLikeS3:
 def run() -> None:
     import boto3
     from moto.server import create_backend_app
-    from werkzeug.serving import make_server
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class OneContinue(WSGIRequestHandler):
+        # http.server answers "Expect: 100-continue" and werkzeug answers it again; the AWS SDK's
+        # async client (S3A's file uploads, e.g. the state store's) takes the second "100" for the
+        # final response ("S3Exception: Status Code: 100"). One is enough (moto PR 9975).
+        def handle_expect_100(self):
+            return True
 
     access_key = os.environ["AWS_ACCESS_KEY_ID"]
     app = ServedLikeS3(create_backend_app("s3"), access_key)
-    server = make_server("127.0.0.1", PORT, app, threaded=True)
+    server = make_server("127.0.0.1", PORT, app, threaded=True, request_handler=OneContinue)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     boto3.client(

@@ -77,26 +77,31 @@ def s3_requests(settings: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def s3_engine(s3_server, tmp_path_factory):
-    """The S3 settings in this process's environment, and an engine of the module's own that has
-    them (its jobs run there); both undone after the module."""
-    from helpers import private_engine
-
+def s3_settings(s3_server):
+    """The S3 settings in this process's environment for the module (undone after it)."""
     from lakehouse import files
 
     with pytest.MonkeyPatch.context() as patch:
         for name, value in s3_server.items():
             patch.setenv(name, value)
-        patch.setenv("LAKEHOUSE_ROOT", f"s3a://{BUCKET}/engine")
         patch.setenv("LAKEHOUSE_METASTORE", "none")
         files._bucket_store.cache_clear()
-        with private_engine(tmp_path_factory.mktemp("s3-engine"), patch.setenv):
-            yield s3_server
+        yield patch
     files._bucket_store.cache_clear()
 
 
+@pytest.fixture(scope="module")
+def s3_engine(s3_settings, s3_server, tmp_path_factory):
+    """An engine of the module's own started for S3 (its root on the server), for the module's jobs."""
+    from helpers import private_engine
+
+    s3_settings.setenv("LAKEHOUSE_ROOT", f"s3a://{BUCKET}/engine")
+    with private_engine(tmp_path_factory.mktemp("s3-engine"), s3_settings.setenv):
+        yield s3_server
+
+
 @pytest.fixture
-def s3_lakehouse(s3_engine, request) -> Lakehouse:
+def s3_lakehouse(s3_settings, request) -> Lakehouse:
     """A lakehouse of the test's own on the S3 server."""
     name = request.node.name.replace("[", "-").replace("]", "")
     return Lakehouse(root=f"s3a://{BUCKET}/{name}-{secrets.token_hex(3)}")

@@ -11,7 +11,7 @@ on a local disk: a different token means another driver took over, an expired on
 client is gone.
 
 A batch's own lock (the engine running a killed client's batch) is ``.batch.lease``: created at
-a batch's start, deleted at its end, ignored once older than ``BATCH_WAIT_S``.
+a batch's start, deleted at its end, ignored once older than the locks' batch wait.
 """
 
 from __future__ import annotations
@@ -124,18 +124,17 @@ def lease_problem(checkpoint: str, token: str) -> str | None:
 
 
 @contextmanager
-def batch_lease(checkpoint: str) -> Iterator[None]:
-    """Mark a batch of ``checkpoint`` as running while the block runs (waits for one running)."""
-    from lakehouse.runtime.locks import BATCH_WAIT_S
-
+def batch_lease(checkpoint: str, wait_s: float) -> Iterator[None]:
+    """Mark a batch of ``checkpoint`` as running while the block runs; waits up to ``wait_s`` for
+    one running (one older than that died long ago)."""
     path = lake_path(checkpoint) / BATCH_LEASE
-    deadline = _now() + BATCH_WAIT_S
+    deadline = _now() + wait_s
     while _put(path, {"started": _now()}, "create") is None:
         held = _read(path)
-        if held is not None and held[0].get("started", 0) < _now() - BATCH_WAIT_S:
+        if held is not None and held[0].get("started", 0) < _now() - wait_s:
             path.unlink(missing_ok=True)  # a batch that died long ago
         elif _now() > deadline:
-            raise TimeoutError(f"a batch of {checkpoint} has been running for {BATCH_WAIT_S} s")
+            raise TimeoutError(f"a batch of {checkpoint} has been running for {wait_s} s")
         time.sleep(1)
     try:
         yield
@@ -143,9 +142,7 @@ def batch_lease(checkpoint: str) -> Iterator[None]:
         path.unlink(missing_ok=True)
 
 
-def batch_running(checkpoint: str) -> bool:
-    """True while a batch of ``checkpoint``'s query holds its batch lease (a recent one)."""
-    from lakehouse.runtime.locks import BATCH_WAIT_S
-
+def batch_running(checkpoint: str, wait_s: float) -> bool:
+    """True while a batch of ``checkpoint``'s query holds its batch lease (one started in the last ``wait_s``)."""
     held = _read(lake_path(checkpoint) / BATCH_LEASE)
-    return held is not None and held[0].get("started", 0) >= _now() - BATCH_WAIT_S
+    return held is not None and held[0].get("started", 0) >= _now() - wait_s

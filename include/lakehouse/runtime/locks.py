@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import lakehouse.runtime.leases as leases
 from lakehouse.errors import ConfigError
 from lakehouse.files import lake_path, write_atomic
 from lakehouse.object_storage import is_object_store
-from lakehouse.runtime import leases
 from lakehouse.runtime.job_args import log
 
 
@@ -89,7 +89,7 @@ def _wait_for_running_batch(checkpoint: str, name: str) -> None:
     """
     if is_object_store(checkpoint):
         deadline = time.monotonic() + BATCH_WAIT_S
-        while leases.batch_running(checkpoint):
+        while leases.batch_running(checkpoint, BATCH_WAIT_S):
             if time.monotonic() > deadline:
                 raise CheckpointBusy(_still_running(checkpoint, name))
             time.sleep(1)
@@ -125,7 +125,7 @@ def _still_running(checkpoint: str, name: str) -> str:
 def batch_running(checkpoint: str) -> bool:
     """True while a batch of ``checkpoint``'s query holds its batch lock (e.g. on the engine, after its client died)."""
     if is_object_store(checkpoint):
-        return leases.batch_running(checkpoint)
+        return leases.batch_running(checkpoint, BATCH_WAIT_S)
     path = Path(checkpoint) / ".batch.lock"
     if not path.exists():
         return False
@@ -149,7 +149,7 @@ def guarded_batches(on_batch: Callable, checkpoint: str, lease: str, name: str) 
 
     def guarded(rows, batch_id: int) -> None:
         if is_object_store(checkpoint):
-            with leases.batch_lease(checkpoint):
+            with leases.batch_lease(checkpoint, BATCH_WAIT_S):
                 problem = leases.lease_problem(checkpoint, lease)
                 if problem:
                     raise QueryOrphaned(
