@@ -233,19 +233,13 @@ class S3Path:
                 yield S3Path(self.bucket, item["path"]), item
 
     def rglob(self, pattern: str):
-        for path, _ in self.walk_files():
-            relative = posixpath.relpath(path.key, self.key)
-            parts = relative.split("/")
-            # pathlib's rglob: the pattern matches the tail of the relative path
-            depth = pattern.count("/") + 1
-            if len(parts) >= depth and fnmatch.fnmatchcase("/".join(parts[-depth:]), pattern):
-                yield path
+        yield from self.glob(f"**/{pattern}")
 
     def glob(self, pattern: str):
-        depth = pattern.count("/") + 1
+        """pathlib's glob over one listing: ``*`` within a name, ``**`` any number of folders."""
+        wanted = pattern.split("/")
         for path, _ in self.walk_files():
-            relative = posixpath.relpath(path.key, self.key)
-            if relative.count("/") + 1 == depth and fnmatch.fnmatchcase(relative, pattern):
+            if _matches(posixpath.relpath(path.key, self.key).split("/"), wanted):
                 yield path
 
     def read_bytes(self) -> bytes:
@@ -291,3 +285,15 @@ class S3Path:
 
     def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
         """Nothing to make: a "folder" on object storage exists once an object is under it."""
+
+
+def _matches(parts: list[str], pattern: list[str]) -> bool:
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_matches(parts[skip:], pattern[1:]) for skip in range(len(parts) + 1))
+    return (
+        bool(parts)
+        and fnmatch.fnmatchcase(parts[0], pattern[0])
+        and _matches(parts[1:], pattern[1:])
+    )

@@ -10,10 +10,9 @@ import glob
 import os
 from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from lakehouse import metastore
+from lakehouse import files, metastore
 from lakehouse.config import Lakehouse, jar_paths
 from lakehouse.errors import ConfigError
 from lakehouse.kafka_settings import (
@@ -45,7 +44,11 @@ def preflight(params: dict, run_type: str, logical_date: datetime | None) -> lis
     problems = []
     try:
         lakehouse = Lakehouse.from_env()
-        if (params or {}).get("source", "files") == "files" and not Path(
+        # On object storage: the endpoint answers, the keys are taken, the bucket exists.
+        unreachable = files.check_reachable(lakehouse.root)
+        if unreachable:
+            problems.append(unreachable)
+        elif (params or {}).get("source", "files") == "files" and not files.lake_path(
             lakehouse.landing_events
         ).is_dir():
             problems.append(

@@ -61,3 +61,8 @@ s3-down:  ## stop the local S3 server (its process group); its data goes with it
 
 s3-status:  ## is the S3 server running, and how many requests has it served
 	@$(PYTHON) include/s3/server.py status || true
+
+# The demo and the engine on S3 need the server and the jars first.
+ifeq ($(STORAGE),s3)
+engine-up demo: s3-up s3-jars
+endif
