@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -174,3 +175,24 @@ def assert_silver_matches_oracle(
     quarantine = quarantine.groupBy("reason").count().collect()
     assert {row.reason: row["count"] for row in quarantine} == dict(expected.quarantined)
     return expected
+
+
+# Object storage (tests/s3)
+
+
+def s3_requests(settings: dict) -> dict:
+    """Requests the server has served, by method."""
+    import json
+
+    with urllib.request.urlopen(f"{settings['AWS_ENDPOINT_URL_S3']}/_lakehouse/requests") as answer:
+        return json.load(answer)
+
+
+def local_files_named_like(root: str) -> list[str]:
+    """Local paths that a path mistaken for a local one would have created (``s3a:/bucket/...``)."""
+    found = []
+    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
+        mistaken = base / root.split("://")[0]
+        if mistaken.exists():
+            found += [str(p) for p in mistaken.rglob("*")]
+    return found

@@ -10,7 +10,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -68,14 +67,6 @@ def s3_server(tmp_path_factory):
         server.wait(timeout=30)
 
 
-def s3_requests(settings: dict) -> dict:
-    """Requests the server has served, by method."""
-    import json
-
-    with urllib.request.urlopen(f"{settings['AWS_ENDPOINT_URL_S3']}/_lakehouse/requests") as answer:
-        return json.load(answer)
-
-
 @pytest.fixture(scope="module")
 def s3_settings(s3_server):
     """The S3 settings in this process's environment for the module (undone after it)."""
@@ -115,16 +106,3 @@ def s3_reader(s3_engine):
     session = build_spark_session("s3-tests", engine_kind="connect", outlives_jobs=True)
     yield session
     session.stop()
-
-
-def local_files_named_like(root: str) -> list[str]:
-    """Local paths that a path mistaken for a local one would have created (``s3a:/bucket/...``)."""
-    found = []
-    for base in (Path.cwd(), PROJECT_DIR):
-        mistaken = base / root.split("://")[0]
-        if mistaken.exists():
-            found += [str(p) for p in mistaken.rglob("*")]
-    return found
-
-
-__all__ = ["local_files_named_like", "s3_requests", "sys"]

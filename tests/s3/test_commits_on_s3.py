@@ -11,7 +11,7 @@ import threading
 
 import pyarrow as pa
 import pytest
-from conftest import s3_requests
+from helpers import s3_requests
 
 from lakehouse import files, object_storage
 from lakehouse.errors import ConfigError
@@ -112,8 +112,6 @@ def test_bad_s3_settings_are_named_before_any_job_starts(s3_lakehouse, monkeypat
     assert "refused the credentials" in files.check_reachable(root)
     monkeypatch.undo()
     files._bucket_store.cache_clear()
-    assert "No bucket 'no-such-bucket'" in files.check_reachable(
-        "s3a://no-such-bucket/lakehouse"
-    )
+    assert "No bucket 'no-such-bucket'" in files.check_reachable("s3a://no-such-bucket/lakehouse")
     with pytest.raises(ConfigError, match="make s3-jars"):
         object_storage.require_jars([])

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from conftest import local_files_named_like, s3_requests
-from helpers import START, assert_tables_match_oracle, run_job, run_pipeline
+from helpers import (
+    START,
+    assert_tables_match_oracle,
+    local_files_named_like,
+    run_job,
+    run_pipeline,
+    s3_requests,
+)
 
 from lakehouse import catalog, files
 from lakehouse_tools.generator import write_campaigns, write_hours
