@@ -167,6 +167,9 @@ class S3Path:
     def __str__(self) -> str:
         return f"s3a://{self.bucket}/{self.key}"
 
+    def as_posix(self) -> str:
+        return str(self)
+
     def __fspath__(self) -> str:  # for code that formats paths; there is no local file
         return str(self)
 

@@ -15,6 +15,7 @@ from lakehouse.files import lake_path
 from lakehouse.hours import HourRange
 from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S
 from lakehouse.landing import EVENTS_SUFFIX
+from lakehouse.object_storage import is_object_store
 
 # The producer's layout under the landing folder, <date>/<hour>/<part>.jsonl: where lakehouse status
 # finds a file's producer hour. The source reads every visible *.jsonl at any depth (lakehouse.landing).
@@ -22,9 +23,11 @@ LANDING_FILES = "*/*/*.jsonl"
 # Read without Hadoop's glob or checksummed local file system: both build a file's path from its
 # bare name, which fails on a colon ("Relative path in absolute URI") and made Spark's glob re-match
 # names with [x], {x}, ? or * against other files. Options reach only this source's Hadoop conf.
-_ANY_NAME_OPTIONS = {
-    "recursiveFileLookup": "true",
-    "pathGlobFilter": f"*{EVENTS_SUFFIX}",
+_ANY_NAME_OPTIONS = {"recursiveFileLookup": "true", "pathGlobFilter": f"*{EVENTS_SUFFIX}"}
+# Only for a local landing zone: on S3 the connector's file system, cached per bucket, would keep
+# this conf, and the state store's uploads through it would find a raw local file system where
+# they need a checksummed one (ClassCastException in S3AFileSystem.copyFromLocalFile).
+_RAW_LOCAL_OPTIONS = {
     "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "fs.file.impl.disable.cache": "true",
 }
@@ -56,6 +59,7 @@ def landing_lines_stream(
         # it, maxFilesPerTrigger would also disable the age limit, but read newest files first.)
         .option("maxFileAge", "100000d")
         .options(**_ANY_NAME_OPTIONS)
+        .options(**({} if is_object_store(landing_dir) else _RAW_LOCAL_OPTIONS))
         .load(landing_dir)
     )
     return lines.select(

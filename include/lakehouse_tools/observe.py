@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
+from lakehouse.files import lake_path
 from lakehouse_tools.status import Observed, TableWrite
 from lakehouse_tools.storage import UsageError, connect, open_tables, utc
 from lakehouse_tools.text_table import cell
@@ -53,7 +53,7 @@ def count_lines(data: bytes) -> int:
 def landed_lines(landing_root: str) -> dict[datetime, int]:
     """Lines per producer hour in the landing zone (hidden files, still being written, excluded)."""
     lines: dict[datetime, int] = {}
-    for path in Path(landing_root).glob(LANDING_FILES):
+    for path in lake_path(landing_root).glob(LANDING_FILES):
         hour = folder_hour(path.as_posix())
         if hour is not None and not path.name.startswith((".", "_")):
             lines[hour] = lines.get(hour, 0) + count_lines(path.read_bytes())
