@@ -46,6 +46,8 @@ export AIRFLOW_CONN_SPARK_LAKEHOUSE    ?= {"conn_type": "spark_connect", "host":
 # its targets in a file of its own; one may add to TEST_PREREQS what the test suite needs (the
 # fault-injection tests start their drivers with the driver-cds archive).
 TEST_PREREQS := driver-cds
+# Named before the includes: a component's file may add prerequisites to it (the metastore's).
+DRIVER_CDS := $(JARS_DIR)/spark-driver.jsa
 -include include/make/*.mk
 
 .PHONY: help setup venv lint format jars driver-cds airflow-db demo test test-fast env airflow-ui lock clean clean-data \
@@ -82,7 +84,6 @@ $(JARS_DIR)/.fetched: include/jars/pom.xml include/jars/settings.xml
 # A class-data-sharing archive of what a driver loads, written by one JVM that runs every job once
 # (include/lakehouse_tools/jvm_warmup.py); lakehouse.spark.fast_start_java_options() maps it. Rebuilt
 # when the jars or the packages change; a stale one is ignored by the JVM, never an error.
-DRIVER_CDS := $(JARS_DIR)/spark-driver.jsa
 driver-cds: $(DRIVER_CDS)  ## class-data-sharing archive for fast driver start-up
 $(DRIVER_CDS): $(VENV)/.installed $(JARS_DIR)/.fetched include/lakehouse_tools/jvm_warmup.py
 	rm -f $@
