@@ -36,6 +36,8 @@ def private_engine(state_dir: Path, setenv: Callable[[str, str], None]) -> Itera
     """An engine of the caller's own on a free port of 127.0.0.1, its state in ``state_dir``,
     named to this process's jobs through ``setenv``; stopped at the end."""
     setenv("LAKEHOUSE_ENGINE_PORT", str(free_port()))
+    # An explicit URL wins over the port; an in-process Airflow task of an earlier test sets one.
+    setenv("LAKEHOUSE_ENGINE_URL", "")
     setenv("LAKEHOUSE_ENGINE_DIR", str(state_dir))
     subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
     try:

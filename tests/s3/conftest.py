@@ -87,8 +87,6 @@ def s3_engine(s3_settings, s3_server, tmp_path_factory):
     from helpers import private_engine
 
     s3_settings.setenv("LAKEHOUSE_ROOT", f"s3a://{BUCKET}/engine")
-    # An explicit URL (an in-process Airflow task of an earlier test sets one) wins over the port.
-    s3_settings.delenv("LAKEHOUSE_ENGINE_URL", raising=False)
     with private_engine(tmp_path_factory.mktemp("s3-engine"), s3_settings.setenv):
         yield s3_server
 
