@@ -11,12 +11,16 @@ wrote (:func:`written`), and each event's extra says how many rows and which eve
 task's outlets are read when it succeeds, not when the DAG was parsed (Airflow 3.3's task runner
 builds them from the running task), while the DAG keeps declaring every table for lineage.
 
+Each event hour a run wrote is also a partition of the table's Asset (Airflow's partitioned asset
+events): the operator adds one partition key per hour (:func:`partition_keys`), so a DAG scheduled
+by ``PartitionedAssetTimetable`` runs once per hour written, a late hour included.
+
 No Spark here: the DAG files import this module at parse time.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import Asset
@@ -27,6 +31,9 @@ from lakehouse.hours import HourRange, parse_instant
 
 GROUPS = {"ops": "lakehouse_ops"}  # any other layer: "lakehouse"
 # The ops records appended by an operation rather than by one table's query (catalog.ops_table).
+# An event hour as a partition key: a naive UTC time, the input format of Airflow's temporal
+# partition mappers (StartOfHourMapper, StartOfDayMapper), so a consumer may roll hours up to days.
+PARTITION_KEY_FORMAT = "%Y-%m-%dT%H:%M:%S"
 STREAMING_QUERIES, EXPECTATIONS, MAINTENANCE = (
     "every streaming query",
     "expectations",
@@ -160,3 +167,15 @@ def hour_strings(hours: list[str]) -> str:
     if len(hours) == 1:
         return f"{first:%Y-%m-%dT%H:00Z}"
     return f"{first:%Y-%m-%dT%H:00Z}..{last:%H:00Z} ({len(hours)} hours)"
+
+
+def partition_keys(event_hours: list[str]) -> list[str]:
+    """The event hours (ISO-8601) as Airflow partition keys, sorted: ``2026-11-20T02:00:00`` (UTC)."""
+    return sorted(
+        {_utc(datetime.fromisoformat(h)).strftime(PARTITION_KEY_FORMAT) for h in event_hours}
+    )
+
+
+def _utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a naive one is taken as UTC already (the jobs' hours are UTC)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -7,7 +7,12 @@ so the DAG's shape never depends on it:
   Spark Connect client of the engine (``make engine-up``); what the job logs, and its summary
   (the task's return value, an XCom), are the task's.
 * ``spark``: ``spark-submit jobs/<job>.py`` with the connection's master (``local[2]``, a
-  standalone cluster), as before the engine existed.
+  standalone cluster), as before the engine existed. ``jobs/run.py`` hands its summary back in a
+  JSON file the operator names (``$LAKEHOUSE_SUMMARY_FILE``) and reads once the driver has ended,
+  so both kinds annotate the same asset events.
+
+Either way a task emits an asset event only for the tables its run wrote, with one partition per
+event hour written (:mod:`lakehouse_airflow.assets`).
 
 Nothing here imports Spark until a task runs (DAG files import this module at parse time).
 """
@@ -16,7 +21,9 @@ from __future__ import annotations
 
 import gc
 import importlib
+import json
 import os
+import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +45,8 @@ JOB_MAINS = {
     "maintenance": "lakehouse.maintenance:main",
 }
 CONNECT = "spark_connect"
+# Where jobs/run.py writes its summary when spark-submit runs it (a client-mode driver: this machine).
+SUMMARY_FILE_ENV = "LAKEHOUSE_SUMMARY_FILE"
 
 
 def spark_connection(conn_id: str = SPARK_CONN_ID):
@@ -103,16 +112,20 @@ class SparkJobOperator(BaseOperator):
         self.job, self.application_args, self.conn_id = job, application_args, conn_id
 
     def execute(self, context) -> Any:
+        started = time.monotonic()
         if spark_connection(self.conn_id).conn_type == CONNECT:
-            started = time.monotonic()
             summary = self.run_on_engine()
-            written = self.written(summary)
-            for line in summary_lines(self.task_id, summary, written, time.monotonic() - started):
-                self.log.info("%s", line)
-            self.keep_written_outlets(context, written)
-            return summary
-        # By spark-submit the job's summary stays in its driver: every outlet gets its event, as before.
-        return self.spark_submit()
+        else:
+            summary = self.spark_submit()
+            if summary is None:
+                # No summary came back (a job other than run.py, or a driver on another machine):
+                # every outlet gets its event, without partitions.
+                return None
+        written = self.written(summary)
+        for line in summary_lines(self.task_id, summary, written, time.monotonic() - started):
+            self.log.info("%s", line)
+        self.keep_written_outlets(context, written)
+        return summary
 
     def written(self, summary: Any) -> dict[str, dict]:
         """The tables this run wrote, each with its asset event's extra (:mod:`lakehouse_airflow.assets`)."""
@@ -129,10 +142,15 @@ class SparkJobOperator(BaseOperator):
 
         Airflow builds a succeeding task's asset events from its outlets at that moment (the task
         runner's ``ti.task.outlets``), so the tables left out get none; the DAG still declares them all.
+        A table with event hours gets one event per hour, its partition key (``add_partitions``);
+        one without (bronze, the dimension) a single event without a key.
         """
         kept = [outlet for outlet in self.outlets if getattr(outlet, "name", None) in written]
         for outlet in kept:
-            context["outlet_events"][outlet].extra = written[outlet.name]
+            events = context["outlet_events"][outlet]
+            events.extra = written[outlet.name]
+            if written[outlet.name].get("event_hours"):
+                events.add_partitions(assets.partition_keys(written[outlet.name]["event_hours"]))
         left = [o.name for o in self.outlets if o not in kept]
         if left:
             self.log.info("No asset event for %s: this run wrote nothing there", ", ".join(left))
@@ -166,15 +184,28 @@ class SparkJobOperator(BaseOperator):
             # they are left out of both.
             gc.freeze()
 
-    def spark_submit(self) -> None:
+    def spark_submit(self) -> Any:
+        """spark-submit the job; its summary (what ``jobs/run.py`` wrote to the summary file), or None."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        hook = SparkSubmitHook(
-            conn_id=self.conn_id,
-            jars=jars_arg(),
-            py_files=py_files_arg() or None,
-            name=self.task_id,
-            application_args=list(self.application_args),
-            env_vars={"LAKEHOUSE_ENGINE": "local"},
-        )
-        hook.submit(job_path(self.job))
+        with tempfile.TemporaryDirectory(prefix="lakehouse-summary-") as folder:
+            summary_file = os.path.join(folder, "summary.json")
+            hook = SparkSubmitHook(
+                conn_id=self.conn_id,
+                jars=jars_arg(),
+                py_files=py_files_arg() or None,
+                name=self.task_id,
+                application_args=list(self.application_args),
+                env_vars={"LAKEHOUSE_ENGINE": "local", SUMMARY_FILE_ENV: summary_file},
+            )
+            hook.submit(job_path(self.job))
+            if not os.path.exists(summary_file):
+                if self.job == "run":
+                    self.log.warning(
+                        "The driver wrote no summary to %s (a driver on another machine?): "
+                        "every outlet gets an event, without event hours",
+                        summary_file,
+                    )
+                return None
+            with open(summary_file, encoding="utf-8") as handed_back:
+                return json.load(handed_back)
