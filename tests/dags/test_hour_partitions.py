@@ -1,0 +1,220 @@
+"""Event hours as Airflow partitions: the keys a task publishes, the DAG that consumes them, its report.
+
+- the export DAG parses (DagBag) and is scheduled by the hour partitions of gold.campaign_hourly;
+- a task's written tables become asset events, one per event hour and table, as Airflow's task
+  runner serializes them; a table the run did not write gets none;
+- a spark-submit task hands its summary back, so its events carry the same hour partitions as on
+  the engine (a real `airflow dags test` with a `spark` connection);
+- the export writes exactly the rows of its hour.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import UTC, datetime
+
+import pytest
+from airflow.dag_processing.dagbag import DagBag
+from airflow.sdk.execution_time.context import OutletEventAccessors
+from airflow.sdk.execution_time.task_runner import _serialize_outlet_events
+from airflow_env import PROJECT_DIR, airflow, airflow_environment, metadata_query, migrate
+from helpers import START
+
+from lakehouse import catalog
+from lakehouse.config import Lakehouse
+from lakehouse.object_storage import write_delta
+from lakehouse_airflow.assets import asset, partition_keys, written
+from lakehouse_airflow.exports import export_hour, report_path
+from lakehouse_tools.generator import Disorder, write_campaigns, write_hours
+
+H0, H1, H23 = "2026-11-20T00:00:00+00:00", "2026-11-20T01:00:00+00:00", "2026-11-19T23:00:00+00:00"
+
+
+@pytest.fixture(scope="module")
+def dag_bag() -> DagBag:
+    return DagBag(dag_folder=str(PROJECT_DIR / "dags"))
+
+
+def test_the_export_dag_is_scheduled_by_gold_hour_partitions(dag_bag):
+    from airflow.partition_mappers.temporal import StartOfHourMapper
+    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow.timetables.simple import PartitionedAssetTimetable
+
+    assert dag_bag.import_errors == {}
+    dag = dag_bag.get_dag("ysb_hourly_export")
+    assert [task.task_id for task in dag.tasks] == ["export_campaign_hourly"]
+    # The timetable as the scheduler reads it: from the serialized DAG.
+    timetable = DagSerialization.from_dict(DagSerialization.to_dict(dag)).timetable
+    assert isinstance(timetable, PartitionedAssetTimetable)
+    gold = asset(catalog.get("gold.campaign_hourly"))
+    mapper = timetable.get_partition_mapper(name=gold.name, uri=gold.uri)
+    assert isinstance(mapper, StartOfHourMapper)
+    # What ysb_hourly publishes for event hour 02:00 is the export's key of that hour.
+    assert partition_keys(["2026-11-20T02:00:00+00:00"]) == ["2026-11-20T02:00:00"]
+    assert mapper.to_downstream("2026-11-20T02:00:00") == "2026-11-20T02"
+
+
+def test_partition_keys_are_utc_hours_sorted_without_repeats():
+    assert partition_keys([H1, H0, "2026-11-20T01:00:00+01:00", H1]) == [
+        "2026-11-20T00:00:00",
+        "2026-11-20T01:00:00",
+    ]
+    assert partition_keys([]) == []
+
+
+def events_of(
+    task_id: str, summary: dict, dag_bag: DagBag, args: list[str] | None = None
+) -> list[tuple[str, str | None]]:
+    """The asset events the task runner would send for this summary: (asset, partition key)."""
+    operator = dag_bag.get_dag("ysb_hourly").get_task(task_id)
+    declared = operator.outlets  # the operator keeps only the written ones: put them back after
+    events = OutletEventAccessors()
+    try:
+        operator.keep_written_outlets(
+            {"outlet_events": events},
+            written(catalog.task(task_id), summary, args or operator.application_args),
+        )
+    finally:
+        operator.outlets = declared
+    return sorted(
+        (event["dest_asset_key"]["name"], event.get("partition_key"))
+        for event in _serialize_outlet_events(events)
+    )
+
+
+def test_a_late_hour_is_a_partition_of_every_table_the_run_wrote(dag_bag):
+    note = {"batch_id": 4, "rows_written": 6, "rows_deleted": 2, "event_hours": [H23, H1]}
+    summary = {
+        "table": "gold.campaign_hourly",
+        "micro_batches": 1,
+        "input_rows": 9,
+        "batches": [note],
+    }
+    assert events_of("gold_campaign_hourly", summary, dag_bag) == [
+        ("gold.campaign_hourly", "2026-11-19T23:00:00"),
+        ("gold.campaign_hourly", "2026-11-20T01:00:00"),
+        ("ops.query_progress", "2026-11-19T23:00:00"),
+        ("ops.query_progress", "2026-11-20T01:00:00"),
+    ]
+
+
+def test_a_table_without_event_time_gets_one_event_without_a_key_and_nothing_new_gets_none(
+    dag_bag,
+):
+    bronze = {"table": "bronze.ad_events", "micro_batches": 1, "input_rows": 12, "batches": [{}]}
+    assert events_of("bronze_ad_events", bronze, dag_bag) == [
+        ("bronze.ad_events", None),
+        ("ops.query_progress", None),
+    ]
+    nothing = {
+        "table": "gold.campaign_hourly",
+        "micro_batches": 0,
+        "input_rows": 0,
+        "batches": [],
+        "not_started": "no new data",
+    }
+    assert events_of("gold_campaign_hourly", nothing, dag_bag) == []
+
+
+def test_a_backfill_publishes_the_hours_it_replaced(dag_bag):
+    args = ["gold_campaign_hourly", "--mode", "batch", "--start", H0, "--end", "2026-11-20T02:00Z"]
+    summary = {"table": "gold.campaign_hourly", "mode": "batch", "rows_written": 0}
+    # Replaced by nothing is still replaced: the consumer must learn the hours are empty now.
+    assert events_of("gold_campaign_hourly", summary, dag_bag, args) == [
+        ("gold.campaign_hourly", "2026-11-20T00:00:00"),
+        ("gold.campaign_hourly", "2026-11-20T01:00:00"),
+    ]
+
+
+def test_the_export_writes_exactly_the_rows_of_its_hour(tmp_path):
+    import pyarrow as pa
+
+    lakehouse = Lakehouse(root=str(tmp_path / "lakehouse"))
+    hour = datetime(2026, 11, 20, 1, tzinfo=UTC)
+
+    def row(campaign: str, at: datetime, views: int) -> dict:
+        return {
+            "campaign_id": campaign,
+            "hour_start": at,
+            "views": views,
+            "clicks": 1,
+            "purchases": 0,
+            "distinct_users": 1,
+            "ctr": 1 / views,
+            "event_date": at.date(),
+        }
+
+    rows = [
+        row("c2", hour, 4),
+        row("c1", hour, 2),
+        row("c1", datetime(2026, 11, 20, 0, tzinfo=UTC), 8),
+        row("c1", datetime(2026, 11, 21, 1, tzinfo=UTC), 16),  # the same hour of another day
+    ]
+    schema = pa.schema(
+        [
+            ("campaign_id", pa.string()),
+            ("hour_start", pa.timestamp("us", tz="UTC")),
+            ("views", pa.int64()),
+            ("clicks", pa.int64()),
+            ("purchases", pa.int64()),
+            ("distinct_users", pa.int64()),
+            ("ctr", pa.float64()),
+            ("event_date", pa.date32()),
+        ]
+    )
+    path = lakehouse.table("gold.campaign_hourly").path
+    write_delta(path, pa.Table.from_pylist(rows, schema=schema), partition_by=["event_date"])
+
+    done = export_hour(lakehouse, "gold.campaign_hourly", "2026-11-20T01")
+    report = report_path(lakehouse, "gold.campaign_hourly", hour)
+    assert done == {
+        "table": "gold.campaign_hourly",
+        "hour": "2026-11-20T01:00:00+00:00",
+        "rows": 2,
+        "report": report,
+    }
+    assert report == f"{lakehouse.root}/outbox/gold.campaign_hourly/2026-11-20T01.csv"
+    with open(report, newline="") as written_report:
+        got = [(r["campaign_id"], r["views"]) for r in csv.DictReader(written_report)]
+    assert got == [("c1", "2"), ("c2", "4")]
+    # An hour without rows: a report with the header only.
+    assert export_hour(lakehouse, "gold.campaign_hourly", "2026-11-20T05")["rows"] == 0
+    with pytest.raises(ValueError, match="not an event hour"):
+        export_hour(lakehouse, "gold.campaign_hourly", "2026-11-20")
+
+
+def test_a_spark_submit_run_publishes_the_hours_it_wrote(tmp_path):
+    """The whole hourly DAG by spark-submit (`airflow dags test`, a `spark` connection): the
+    driver's summary reaches the asset events, one per table and event hour written."""
+    home = tmp_path / "airflow_home"
+    home.mkdir()
+    migrate(home)
+    lakehouse = Lakehouse(root=str(tmp_path / "lakehouse"))
+    # One producer hour, no disorder: every event is of hour 00:00, none malformed or late.
+    write_campaigns(lakehouse, seed=53)
+    write_hours(lakehouse, START, 1, events_per_second=0.02, seed=53, disorder=Disorder.none())
+    env = airflow_environment(
+        home,
+        lakehouse,
+        AIRFLOW_CONN_SPARK_LAKEHOUSE=json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        LAKEHOUSE_ENGINE="local",
+        LAKEHOUSE_METASTORE="none",
+    )
+    result = airflow(env, "dags", "test", "ysb_hourly", "2026-11-20T03:00:00+00:00")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    events = metadata_query(
+        home,
+        "SELECT a.name, e.partition_key FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+        "WHERE a.group = 'lakehouse' ORDER BY a.name, e.partition_key",
+    )
+    print(events)
+    assert events == [
+        ("bronze.ad_events", None),
+        ("dims.campaigns", None),
+        ("gold.ad_hourly", "2026-11-20T00:00:00"),
+        ("gold.ad_type_hourly", "2026-11-20T00:00:00"),
+        ("gold.campaign_hourly", "2026-11-20T00:00:00"),
+        ("gold.campaign_windows", "2026-11-20T00:00:00"),
+        ("silver.ad_events", "2026-11-20T00:00:00"),
+    ]
