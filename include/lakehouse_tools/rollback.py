@@ -28,7 +28,6 @@ running now, a reader that had not read rows its upstream held at the moment.
 
 from __future__ import annotations
 
-import fcntl
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,7 +37,8 @@ from typing import TYPE_CHECKING
 from lakehouse import catalog, object_storage
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
-from lakehouse.files import lake_path
+from lakehouse.files import S3Path, lake_path
+from lakehouse.runtime.locks import driver_running
 from lakehouse_tools import storage
 from lakehouse_tools.storage import open_delta, utc
 
@@ -146,13 +146,13 @@ def plan_table(spec: catalog.TableSpec, table: Table, moment: datetime) -> Table
     return TableRestore(spec.name, table.path, keep, latest, txns)
 
 
-def _batch_of(path: Path) -> int | None:
+def _batch_of(path: Path | S3Path) -> int | None:
     """The batch a checkpoint file belongs to: offsets/N, commits/N, their .N.crc, a batch note N.json."""
     stem = path.name.removeprefix(".").removesuffix(".crc").removesuffix(".json")
     return int(stem) if stem.isdigit() else None
 
 
-def _batch_files(folder: Path) -> dict[int, Path]:
+def _batch_files(folder: Path | S3Path) -> dict[int, Path | S3Path]:
     """offsets/N or commits/N by batch (not their checksums)."""
     return {int(p.name): p for p in folder.iterdir() if p.name.isdigit()} if folder.is_dir() else {}
 
@@ -167,8 +167,8 @@ def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
         if spec.name == ingest.name or not spec.streamed:
             continue
         target = lakehouse.table(spec.name)
-        checkpoint = Path(target.checkpoint())
-        generation_started = Path(target.checkpoint_root, "CURRENT")
+        checkpoint = lake_path(target.checkpoint())
+        generation_started = lake_path(target.checkpoint_root) / "CURRENT"
         if generation_started.exists() and generation_started.stat().st_mtime * 1000 >= _millis(
             moment
         ):
@@ -208,7 +208,7 @@ def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
     return plans
 
 
-def _end_offset(checkpoint: Path, batch: int) -> tuple[list[str], dict]:
+def _end_offset(checkpoint: Path | S3Path, batch: int) -> tuple[list[str], dict]:
     lines = (checkpoint / "offsets" / str(batch)).read_text().splitlines()
     return lines, json.loads(lines[2])
 
@@ -219,7 +219,7 @@ def _check_caught_up(query: QueryRollback, upstream: TableRestore) -> None:
     kept = query.kept_batch
     if kept < 0:
         return  # no kept batch: the query starts over from the restored table's current state
-    _, offset = _end_offset(Path(query.checkpoint), kept)
+    _, offset = _end_offset(lake_path(query.checkpoint), kept)
     # Delta's source offset: versions before reservoirVersion read, and that version's files up to
     # index (-1: none of it).
     start = int(offset.get("reservoirVersion", 0))
@@ -259,24 +259,11 @@ def describe(plans: list[QueryRollback]) -> list[str]:
     return lines or ["Nothing to roll back: no table was written since that moment."]
 
 
-def _held(checkpoint: Path) -> bool:
-    lock = checkpoint / ".driver.lock"
-    if not lock.exists():
-        return False
-    with open(lock, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return False
-
-
 def execute(plans: list[QueryRollback]) -> list[str]:
     """Carry the plan out: restores first, then checkpoints; a line per step done."""
     from deltalake import CommitProperties, Transaction
 
-    busy = [q.name for q in plans if _held(Path(q.checkpoint))]
+    busy = [q.name for q in plans if driver_running(q.checkpoint)]
     if busy:
         raise RollbackRefused(
             f"{', '.join(busy)} running now (checkpoint locked): let the run finish, then roll back"
@@ -294,7 +281,7 @@ def execute(plans: list[QueryRollback]) -> list[str]:
                 f"{r.name}: restored version {r.keep_version} as version {restore_versions[r.name]}"
             )
     for query in plans:
-        checkpoint = Path(query.checkpoint)
+        checkpoint = lake_path(query.checkpoint)
         for folder in (
             checkpoint / "commits",
             checkpoint / "offsets",

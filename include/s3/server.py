@@ -17,6 +17,10 @@ Three things moto's server does not do the way S3 does, made right here (the thi
 - It accepts any credentials. Requests signed with another access key id are refused (403
   InvalidAccessKeyId, as S3 answers); the signature itself is not verified.
 
+For the fault tests it can also hold a write in flight (``/_lakehouse/faults``, see ``Faults``):
+the next write whose key matches a pattern waits, unanswered, until the test has killed its
+writer, and is then dropped unapplied, as S3 drops an upload whose client died before it ended.
+
 Data lives in the server's memory: `stop` loses every table (fine for a demo and the tests; a
 durable local store is Ceph's RGW or Garage, set up apart).
 """
@@ -45,9 +49,56 @@ PID_FILE = STATE_DIR / "server.pid"
 LOG_FILE = STATE_DIR / "server.log"
 # GET: request counts since the server started, by method, and conditional creates and their refusals
 STATS_PATH = "/_lakehouse/requests"
+# POST a JSON {"hold": regex} to arm a hold on the next write whose path matches; GET what is armed
+# and held; POST to .../drop to drop what is held (see Faults)
+FAULTS_PATH = "/_lakehouse/faults"
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 20
 _ACCESS_KEY = re.compile(r"Credential=([^/]+)/")
+
+
+class Faults:
+    """Writes held in flight for the fault tests: armed by a key pattern, dropped on request.
+
+    A held request gets no answer until it is dropped; then it is answered 500 and never reaches
+    the store, so the object does not appear: what S3 does with an upload whose client was killed.
+    """
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.armed: list[re.Pattern] = []
+        self.held: list[str] = []
+        self.dropped = threading.Event()
+
+    def control(self, environ) -> dict:
+        if environ["REQUEST_METHOD"] == "POST":
+            if environ["PATH_INFO"].endswith("/drop"):
+                with self.lock:
+                    self.armed.clear()
+                    self.dropped.set()
+            else:
+                size = int(environ.get("CONTENT_LENGTH") or 0)
+                pattern = json.loads(environ["wsgi.input"].read(size))["hold"]
+                with self.lock:
+                    self.armed.append(re.compile(pattern))
+                    self.held.clear()
+                    self.dropped.clear()
+        with self.lock:
+            return {"armed": [p.pattern for p in self.armed], "held": list(self.held)}
+
+    def hold(self, environ) -> bool:
+        """True when this write was held (and has now been dropped): it must not be applied."""
+        if environ["REQUEST_METHOD"] not in ("PUT", "POST"):
+            return False
+        path = environ.get("PATH_INFO", "")
+        with self.lock:
+            match = next((p for p in self.armed if p.search(path)), None)
+            if match is None:
+                return False
+            self.armed.remove(match)
+            self.held.append(path)
+        self.dropped.wait()
+        return True
 
 
 class ServedLikeS3:
@@ -58,11 +109,16 @@ class ServedLikeS3:
         self.access_key = access_key
         self.write_lock = threading.Lock()
         self.requests: Counter[str] = Counter()
+        self.faults = Faults()
 
     def __call__(self, environ, start_response):
         method = environ["REQUEST_METHOD"]
         if environ.get("PATH_INFO") == STATS_PATH:
             body = json.dumps(dict(self.requests)).encode()
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [body]
+        if environ.get("PATH_INFO", "").startswith(FAULTS_PATH):
+            body = json.dumps(self.faults.control(environ)).encode()
             start_response("200 OK", [("Content-Type", "application/json")])
             return [body]
         self.requests[method] += 1
@@ -85,6 +141,10 @@ class ServedLikeS3:
                 self.requests["precondition-failed"] += 1
             return start_response(status, headers, *exc_info)
 
+        if self.faults.hold(environ):
+            self.requests["dropped"] += 1
+            start_response("500 Internal Server Error", [("Content-Type", "application/xml")])
+            return [b"<Error><Code>InternalError</Code><Message>dropped</Message></Error>"]
         if method in ("PUT", "POST", "DELETE"):
             with self.write_lock:  # the response is produced, and the write done, under the lock
                 return list(self.app(environ, counted))

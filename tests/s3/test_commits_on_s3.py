@@ -89,7 +89,9 @@ def test_a_second_driver_on_an_s3_checkpoint_is_refused_until_the_first_lease_ex
         assert leases.lease_problem(checkpoint, third) is None
     # A holder killed -9 never releases: its lease is taken over once it has expired.
     monkeypatch.setattr(leases, "EXPIRES_S", 4.0)
-    monkeypatch.setattr(leases, "RENEW_S", 3600)  # it never renews, as after SIGKILL
+    monkeypatch.setattr(
+        leases, "_renew_s", lambda expires: 3600
+    )  # it never renews, as after SIGKILL
     # Entered and never exited (kept referenced: a collected generator would run its cleanup).
     killed_driver = leases.driver_lease(checkpoint, "killed", CheckpointBusy)
     killed = killed_driver.__enter__()

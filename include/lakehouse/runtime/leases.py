@@ -4,9 +4,9 @@ On a local file system the kernel holds the driver lock and drops it when its ho
 (:mod:`lakehouse.runtime.locks`). On S3 the lock is an object beside the checkpoint,
 ``.driver.lease``, created with put-if-absent (``If-None-Match: *``), so two drivers on any
 machines cannot both take it. Its holder renews it every ``RENEW_S`` seconds from a thread; a
-holder killed -9 stops renewing, and ``EXPIRES_S`` after its last renewal the next driver takes the
-lease over, with a conditional overwrite (``If-Match`` on the ETag it read), so that of two
-drivers taking over one stale lease only one wins. A batch checks the lease before it writes, as
+holder killed -9 stops renewing, and ``EXPIRES_S`` (or ``$LAKEHOUSE_LEASE_EXPIRES_S``) after its
+last renewal the next driver takes the lease over, with a conditional overwrite (``If-Match`` on
+the ETag it read), so that of two drivers taking over one stale lease only one wins. A batch checks the lease before it writes, as
 on a local disk: a different token means another driver took over, an expired one that its
 client is gone.
 
@@ -25,16 +25,34 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from lakehouse.errors import ConfigError
 from lakehouse.files import S3Path, lake_path
 
 RENEW_S = 10.0
 EXPIRES_S = 45.0
+# How long a killed driver's lease outlives it (a retry waits that long): seconds, default EXPIRES_S.
+EXPIRES_ENV = "LAKEHOUSE_LEASE_EXPIRES_S"
 DRIVER_LEASE = ".driver.lease"
 BATCH_LEASE = ".batch.lease"
 
 
 def _now() -> float:
     return time.time()
+
+
+def _expires_s() -> float:
+    try:
+        return float(os.environ.get(EXPIRES_ENV) or EXPIRES_S)
+    except ValueError:
+        raise ConfigError(
+            f"{EXPIRES_ENV} must be a number of seconds, not {os.environ[EXPIRES_ENV]!r}"
+        ) from None
+
+
+def _renew_s(expires: float) -> float:
+    return min(
+        RENEW_S, expires / 4
+    )  # several renewals per lifetime: one slow PUT is not a takeover
 
 
 def _read(path: S3Path) -> tuple[dict, str] | None:
@@ -77,7 +95,8 @@ def driver_lease(checkpoint: str, name: str, busy: type[Exception]) -> Iterator[
         "host": socket.gethostname(),
         "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    etag = _put(path, {**body, "expires": _now() + EXPIRES_S}, "create")
+    expires = _expires_s()
+    etag = _put(path, {**body, "expires": _now() + expires}, "create")
     if etag is None:
         held = _read(path)
         if held is not None and held[0].get("expires", 0) > _now():
@@ -88,15 +107,15 @@ def driver_lease(checkpoint: str, name: str, busy: type[Exception]) -> Iterator[
             )
         # Expired (its driver died): take it over, unless another driver does so first.
         update = {"e_tag": held[1]} if held is not None else "create"
-        etag = _put(path, {**body, "expires": _now() + EXPIRES_S}, update)
+        etag = _put(path, {**body, "expires": _now() + expires}, update)
         if etag is None:
             raise busy(f"{name}: another driver took checkpoint {checkpoint} over just now.")
     stop = threading.Event()
     state = {"etag": etag}
 
     def renew() -> None:
-        while not stop.wait(RENEW_S):
-            new = _put(path, {**body, "expires": _now() + EXPIRES_S}, {"e_tag": state["etag"]})
+        while not stop.wait(_renew_s(expires)):
+            new = _put(path, {**body, "expires": _now() + expires}, {"e_tag": state["etag"]})
             if new is None:  # taken over (we stalled past expiry): batches will see it and stop
                 return
             state["etag"] = new
@@ -111,6 +130,12 @@ def driver_lease(checkpoint: str, name: str, busy: type[Exception]) -> Iterator[
         held = _read(path)
         if held is not None and held[0].get("lease") == token:
             path.unlink(missing_ok=True)
+
+
+def driver_running(checkpoint: str) -> bool:
+    """True while a driver's lease on ``checkpoint`` has not expired."""
+    held = _read(lake_path(checkpoint) / DRIVER_LEASE)
+    return held is not None and held[0].get("expires", 0) > _now()
 
 
 def lease_problem(checkpoint: str, token: str) -> str | None:

@@ -122,6 +122,22 @@ def _still_running(checkpoint: str, name: str) -> str:
     )
 
 
+def driver_running(checkpoint: str) -> bool:
+    """True while a driver holds ``checkpoint``'s lock (on object storage: a lease not yet expired)."""
+    if is_object_store(checkpoint):
+        return leases.driver_running(checkpoint)
+    path = Path(checkpoint) / ".driver.lock"
+    if not path.exists():
+        return False
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
 def batch_running(checkpoint: str) -> bool:
     """True while a batch of ``checkpoint``'s query holds its batch lock (e.g. on the engine, after its client died)."""
     if is_object_store(checkpoint):

@@ -42,7 +42,7 @@ def spark_submit_command(job: str, lakehouse: Lakehouse, *args: str) -> list[str
         "--master",
         "local[2]",
         "--jars",
-        ",".join(jar_paths()),
+        ",".join(jar_paths(lakehouse.root)),
         "--conf",
         "spark.ui.enabled=false",
         "--conf",
