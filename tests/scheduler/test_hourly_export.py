@@ -1,0 +1,126 @@
+"""The hour partitions of gold through a real scheduler: `ysb_hourly_export` runs once per event hour written.
+
+A 3-hour backfill of `ysb_hourly` replaces event hours 00:00-02:00 of gold.campaign_hourly, each
+backfill run publishing its hour as a partition key; the export DAG then runs exactly three times,
+one per key, each writing that hour's report. An incremental run whose new files hold late events
+publishes the late hours too, and their exports run again.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from datetime import timedelta
+
+from airflow_env import (
+    airflow,
+    airflow_environment,
+    airflow_services,
+    describe_failures,
+    metadata_query,
+    migrate,
+    wait_for_runs,
+)
+from helpers import START, run_pipeline
+
+from lakehouse_airflow.exports import hour_of_key, report_path
+from lakehouse_tools.generator import write_campaigns, write_hours
+
+GOLD = "gold.campaign_hourly"
+EXPORT = "ysb_hourly_export"
+
+
+def export_runs(airflow_home) -> list[tuple[str, str]]:
+    """The export DAG's runs, oldest first: (partition key, state)."""
+    return metadata_query(
+        airflow_home,
+        "SELECT partition_key, state FROM dag_run WHERE dag_id = ? ORDER BY id",
+        EXPORT,
+    )
+
+
+def wait_for_exports(airflow_home, count: int, log_dir, timeout: float = 300) -> list[tuple]:
+    """Wait until ``count`` export runs exist and all have finished; then a few more seconds, so
+    that a run too many would show."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = export_runs(airflow_home)
+        if len(runs) >= count and all(state in ("success", "failed") for _, state in runs):
+            time.sleep(15)  # a scheduler loop or two: one more run would be queued by now
+            return export_runs(airflow_home)
+        time.sleep(2)
+    raise AssertionError(f"{EXPORT}: runs {export_runs(airflow_home)}; logs in {log_dir}")
+
+
+def report_rows(lakehouse, key: str) -> int:
+    with open(report_path(lakehouse, GOLD, hour_of_key(key)), newline="") as report:
+        return sum(1 for _ in csv.DictReader(report))
+
+
+def gold_rows_per_hour(spark, lakehouse) -> dict[str, tuple]:
+    """Each event hour's rows of gold.campaign_hourly (sorted tuples), keyed like the export's runs."""
+    frame = spark.read.format("delta").load(lakehouse.table(GOLD).path)
+    hours: dict[str, list] = {}
+    for row in frame.collect():
+        key = row["hour_start"].strftime("%Y-%m-%dT%H")
+        hours.setdefault(key, []).append(tuple(row))
+    return {key: tuple(sorted(rows, key=repr)) for key, rows in hours.items()}
+
+
+def test_the_export_runs_once_per_hour_a_backfill_or_a_late_event_wrote(spark, lakehouse, tmp_path):
+    airflow_home = tmp_path / "airflow_home"
+    airflow_home.mkdir()
+    migrate(airflow_home)
+    env = airflow_environment(airflow_home, lakehouse)
+    # History: three hours streamed into every layer outside Airflow (no asset events).
+    write_campaigns(lakehouse, seed=47)
+    write_hours(lakehouse, START, 3, events_per_second=0.05, seed=47)
+    run_pipeline(lakehouse)
+    assert airflow(env, "dags", "reserialize").returncode == 0
+    assert airflow(env, "dags", "pause", "ysb_maintenance").returncode == 0
+
+    with airflow_services(env, tmp_path / "airflow-logs") as services:
+        # Runs at logical dates 01:00..03:00 own event hours 00:00, 01:00 and 02:00.
+        backfill = airflow(
+            env,
+            "backfill",
+            "create",
+            "--dag-id",
+            "ysb_hourly",
+            "--from-date",
+            (START + timedelta(hours=1)).isoformat(),
+            "--to-date",
+            (START + timedelta(hours=3)).isoformat(),
+        )
+        assert backfill.returncode == 0, backfill.stdout[-3000:] + backfill.stderr[-3000:]
+        # The 3 backfill runs and the scheduler's latest hourly run (catchup=False), which finds
+        # nothing new and so publishes no hour.
+        runs = wait_for_runs(env, count=4, log_dir=services.log_dir)
+        assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
+        exports = wait_for_exports(airflow_home, 3, services.log_dir)
+        # Exactly three runs, one per key (the backfill's runs may finish in any order).
+        assert sorted(exports) == [
+            ("2026-11-20T00", "success"),
+            ("2026-11-20T01", "success"),
+            ("2026-11-20T02", "success"),
+        ], exports
+        gold = gold_rows_per_hour(spark, lakehouse)
+        for key in ("2026-11-20T00", "2026-11-20T01", "2026-11-20T02"):
+            assert report_rows(lakehouse, key) == len(gold[key]), key
+
+        # A fourth producer hour lands, with events that arrive 90 minutes late: an incremental run
+        # recomputes hour 03:00 and the earlier hours those events belong to.
+        write_hours(lakehouse, START + timedelta(hours=3), 1, events_per_second=0.05, seed=47)
+        assert airflow(env, "dags", "trigger", "ysb_hourly").returncode == 0
+        runs = wait_for_runs(env, count=len(runs) + 1, log_dir=services.log_dir)
+        assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
+        after = gold_rows_per_hour(spark, lakehouse)
+        # The hours whose rows changed, seen in the table itself: 03:00 and the late 01:00, 02:00
+        # (the generator is seeded, so which hours its late events fall in is fixed).
+        changed = sorted(key for key in after if after[key] != gold.get(key))
+        assert changed == ["2026-11-20T01", "2026-11-20T02", "2026-11-20T03"], changed
+        exports = wait_for_exports(airflow_home, 6, services.log_dir)
+        assert len(exports) == 6, exports
+        assert sorted(exports[3:]) == [(key, "success") for key in changed], exports
+        for key in changed:
+            assert report_rows(lakehouse, key) == len(after[key]), key
