@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -97,10 +100,27 @@ def task_states(env: dict[str, str], dag_id: str) -> dict[str, list]:
     )
 
 
+_migrated_template: Path | None = None
+
+
 def migrate(airflow_home: Path) -> None:
-    env = airflow_environment(airflow_home, Lakehouse(str(airflow_home / "unused")))
-    result = airflow(env, "db", "migrate", timeout=300)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    """A migrated metadata DB in ``airflow_home``: the first in a process by ``airflow db migrate``,
+    the others copies of it (a migration costs ~10 s of CPU, and a dozen tests start from one)."""
+    global _migrated_template
+    if _migrated_template is None or not _migrated_template.is_file():
+        template_home = Path(tempfile.mkdtemp(prefix="airflow-migrated-"))
+        atexit.register(shutil.rmtree, template_home, ignore_errors=True)
+        env = airflow_environment(template_home, Lakehouse(str(template_home / "unused")))
+        result = airflow(env, "db", "migrate", timeout=300)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        _migrated_template = template_home / "airflow.db"
+    airflow_home.mkdir(parents=True, exist_ok=True)
+    # SQLite's backup API: a consistent copy, whatever the template's journal holds.
+    with (
+        closing(sqlite3.connect(_migrated_template)) as source,
+        closing(sqlite3.connect(airflow_home / "airflow.db")) as copy,
+    ):
+        source.backup(copy)
 
 
 def free_port() -> int:
