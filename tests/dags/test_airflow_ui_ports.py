@@ -95,9 +95,12 @@ def wait_for(out: Path, text: str, process: subprocess.Popen, timeout: float = 2
     raise AssertionError(f"no {text!r} in {timeout} s:\n{out.read_text()}")
 
 
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
+def stop(*processes: subprocess.Popen) -> None:
+    """SIGTERM to every script at once (each waits up to 10 s for its components), then wait for each."""
+    running = [process for process in processes if process.poll() is None]
+    for process in running:
         os.kill(process.pid, signal.SIGTERM)
+    for process in running:
         try:
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -129,6 +132,5 @@ def test_two_clones_side_by_side_each_on_its_port_and_only_on_localhost(tmp_path
             f"e.g. make airflow-ui PORT={first_port + 1}"
         )
     finally:
-        stop(first)
-        stop(second)
+        stop(first, second)
     assert first_out.read_text().rstrip().endswith("Airflow stopped.")
