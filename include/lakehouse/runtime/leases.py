@@ -11,7 +11,8 @@ on a local disk: a different token means another driver took over, an expired on
 client is gone.
 
 A batch's own lock (the engine running a killed client's batch) is ``.batch.lease``: created at
-a batch's start, deleted at its end, ignored once older than the locks' batch wait.
+a batch's start, renewed while it runs, deleted at its end; ignored once it has expired (its
+process died with it) or is older than the locks' batch wait.
 """
 
 from __future__ import annotations
@@ -151,23 +152,42 @@ def lease_problem(checkpoint: str, token: str) -> str | None:
 @contextmanager
 def batch_lease(checkpoint: str, wait_s: float) -> Iterator[None]:
     """Mark a batch of ``checkpoint`` as running while the block runs; waits up to ``wait_s`` for
-    one running (one older than that died long ago)."""
+    one running. The mark is renewed like a driver's lease: a batch whose process died (a killed
+    spark-submit driver) stops counting once it has expired."""
     path = lake_path(checkpoint) / BATCH_LEASE
+    expires = _expires_s()
     deadline = _now() + wait_s
-    while _put(path, {"started": _now()}, "create") is None:
+    while _put(path, {"started": _now(), "renewed": _now()}, "create") is None:
         held = _read(path)
-        if held is not None and held[0].get("started", 0) < _now() - wait_s:
-            path.unlink(missing_ok=True)  # a batch that died long ago
+        if held is not None and not _batch_alive(held[0], wait_s):
+            path.unlink(missing_ok=True)  # a batch whose process died
         elif _now() > deadline:
             raise TimeoutError(f"a batch of {checkpoint} has been running for {wait_s} s")
         time.sleep(1)
+    started = _now()
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(_renew_s(expires)):
+            path.write_bytes(json.dumps({"started": started, "renewed": _now()}).encode())
+
+    renewer = threading.Thread(target=renew, name="batch-lease", daemon=True)
+    renewer.start()
     try:
         yield
     finally:
+        stop.set()
+        renewer.join()
         path.unlink(missing_ok=True)
 
 
+def _batch_alive(body: dict, wait_s: float) -> bool:
+    """A batch lease still counts: renewed within a lease's lifetime, and not running past ``wait_s``."""
+    now = _now()
+    return body.get("renewed", 0) > now - _expires_s() and body.get("started", 0) >= now - wait_s
+
+
 def batch_running(checkpoint: str, wait_s: float) -> bool:
-    """True while a batch of ``checkpoint``'s query holds its batch lease (one started in the last ``wait_s``)."""
+    """True while a live batch of ``checkpoint``'s query holds its batch lease."""
     held = _read(lake_path(checkpoint) / BATCH_LEASE)
-    return held is not None and held[0].get("started", 0) >= _now() - wait_s
+    return held is not None and _batch_alive(held[0], wait_s)
