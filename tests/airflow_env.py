@@ -142,6 +142,10 @@ class AirflowServices:
         port = free_port()
         self.base_url = f"http://127.0.0.1:{port}"
         self.env = {
+            # As make airflow-ui sets it (include/scripts/airflow_ui.sh): Airflow's default of 32
+            # task slots ran a backfill's and an hourly run's ~20 Spark tasks at once on the
+            # 2-core engine, each waiting on the others (and retrying their write conflicts).
+            "AIRFLOW__CORE__PARALLELISM": "4",
             **env,
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(port),
