@@ -3,30 +3,25 @@
 - the export DAG parses (DagBag) and is scheduled by the hour partitions of gold.campaign_hourly;
 - a task's written tables become asset events, one per event hour and table, as Airflow's task
   runner serializes them; a table the run did not write gets none;
-- a spark-submit task hands its summary back, so its events carry the same hour partitions as on
-  the engine (a real `airflow dags test` with a `spark` connection);
 - the export writes exactly the rows of its hour.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 from datetime import UTC, datetime
 
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 from airflow.sdk.execution_time.context import OutletEventAccessors
 from airflow.sdk.execution_time.task_runner import _serialize_outlet_events
-from airflow_env import PROJECT_DIR, airflow, airflow_environment, metadata_query, migrate
-from helpers import START
+from airflow_env import PROJECT_DIR
 
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
 from lakehouse.object_storage import write_delta
 from lakehouse_airflow.assets import asset, partition_keys, written
 from lakehouse_airflow.exports import export_hour, report_path
-from lakehouse_tools.generator import Disorder, write_campaigns, write_hours
 
 H0, H1, H23 = "2026-11-20T00:00:00+00:00", "2026-11-20T01:00:00+00:00", "2026-11-19T23:00:00+00:00"
 
@@ -182,42 +177,3 @@ def test_the_export_writes_exactly_the_rows_of_its_hour(tmp_path):
     assert export_hour(lakehouse, "gold.campaign_hourly", "2026-11-20T05")["rows"] == 0
     with pytest.raises(ValueError, match="not an event hour"):
         export_hour(lakehouse, "gold.campaign_hourly", "2026-11-20")
-
-
-def test_a_spark_submit_run_publishes_the_hours_it_wrote(tmp_path):
-    """The whole hourly DAG by spark-submit (`airflow dags test`, a `spark` connection): the
-    driver's summary reaches the asset events, one per table and event hour written."""
-    home = tmp_path / "airflow_home"
-    home.mkdir()
-    migrate(home)
-    lakehouse = Lakehouse(root=str(tmp_path / "lakehouse"))
-    # One producer hour, no disorder: every event is of hour 00:00, none malformed or late.
-    write_campaigns(lakehouse, seed=53)
-    write_hours(lakehouse, START, 1, events_per_second=0.02, seed=53, disorder=Disorder.none())
-    env = airflow_environment(
-        home,
-        lakehouse,
-        AIRFLOW_CONN_SPARK_LAKEHOUSE=json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        LAKEHOUSE_ENGINE="local",
-        LAKEHOUSE_METASTORE="none",
-    )
-    result = airflow(env, "dags", "test", "ysb_hourly", "2026-11-20T03:00:00+00:00")
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    events = metadata_query(
-        home,
-        "SELECT a.name, e.partition_key FROM asset_event e JOIN asset a ON a.id = e.asset_id "
-        "WHERE a.\"group\" = 'lakehouse' ORDER BY a.name, e.partition_key",
-    )
-    # No quarantined line: no event for the quarantine. The sessions' incremental summary names no
-    # event hours (lakehouse.flows.sessions), so their tables get one event without a key.
-    assert events == [
-        ("bronze.ad_events", None),
-        ("dims.campaigns", None),
-        ("gold.ad_hourly", "2026-11-20T00:00:00"),
-        ("gold.ad_type_hourly", "2026-11-20T00:00:00"),
-        ("gold.campaign_hourly", "2026-11-20T00:00:00"),
-        ("gold.campaign_windows", "2026-11-20T00:00:00"),
-        ("gold.open_sessions", None),
-        ("gold.user_sessions", None),
-        ("silver.ad_events", "2026-11-20T00:00:00"),
-    ]

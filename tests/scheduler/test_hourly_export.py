@@ -3,12 +3,14 @@
 A 3-hour backfill of `ysb_hourly` replaces event hours 00:00-02:00 of gold.campaign_hourly, each
 backfill run publishing its hour as a partition key; the export DAG then runs exactly three times,
 one per key, each writing that hour's report. An incremental run whose new files hold late events
-publishes the late hours too, and their exports run again.
+publishes the late hours too, and their exports run again. By spark-submit (a `spark`
+connection), the driver's summary reaches the operator, so its events carry the same hours.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import time
 from datetime import timedelta
 
@@ -23,8 +25,9 @@ from airflow_env import (
 )
 from helpers import START, run_pipeline
 
+from lakehouse.config import Lakehouse
 from lakehouse_airflow.exports import hour_of_key, report_path
-from lakehouse_tools.generator import write_campaigns, write_hours
+from lakehouse_tools.generator import Disorder, write_campaigns, write_hours
 
 GOLD = "gold.campaign_hourly"
 EXPORT = "ysb_hourly_export"
@@ -124,3 +127,42 @@ def test_the_export_runs_once_per_hour_a_backfill_or_a_late_event_wrote(spark, l
         assert sorted(exports[3:]) == [(key, "success") for key in changed], exports
         for key in changed:
             assert report_rows(lakehouse, key) == len(after[key]), key
+
+
+def test_a_spark_submit_run_publishes_the_hours_it_wrote(tmp_path):
+    """The whole hourly DAG by spark-submit (`airflow dags test`, a `spark` connection): the
+    driver's summary reaches the asset events, one per table and event hour written."""
+    home = tmp_path / "airflow_home"
+    home.mkdir()
+    migrate(home)
+    lakehouse = Lakehouse(root=str(tmp_path / "lakehouse"))
+    # One producer hour, no disorder: every event is of hour 00:00, none malformed or late.
+    write_campaigns(lakehouse, seed=53)
+    write_hours(lakehouse, START, 1, events_per_second=0.02, seed=53, disorder=Disorder.none())
+    env = airflow_environment(
+        home,
+        lakehouse,
+        AIRFLOW_CONN_SPARK_LAKEHOUSE=json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        LAKEHOUSE_ENGINE="local",
+        LAKEHOUSE_METASTORE="none",
+    )
+    result = airflow(env, "dags", "test", "ysb_hourly", "2026-11-20T03:00:00+00:00")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    events = metadata_query(
+        home,
+        "SELECT a.name, e.partition_key FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+        "WHERE a.\"group\" = 'lakehouse' ORDER BY a.name, e.partition_key",
+    )
+    # No quarantined line: no event for the quarantine. The sessions' incremental summary names no
+    # event hours (lakehouse.flows.sessions), so their tables get one event without a key.
+    assert events == [
+        ("bronze.ad_events", None),
+        ("dims.campaigns", None),
+        ("gold.ad_hourly", "2026-11-20T00:00:00"),
+        ("gold.ad_type_hourly", "2026-11-20T00:00:00"),
+        ("gold.campaign_hourly", "2026-11-20T00:00:00"),
+        ("gold.campaign_windows", "2026-11-20T00:00:00"),
+        ("gold.open_sessions", None),
+        ("gold.user_sessions", None),
+        ("silver.ad_events", "2026-11-20T00:00:00"),
+    ]
