@@ -11,6 +11,7 @@ import uuid
 from datetime import UTC, timedelta
 from pathlib import Path
 
+import pytest
 from helpers import (
     START,
     assert_gold_matches_oracle,
@@ -39,10 +40,17 @@ SESSION_TABLES = (
 )  # the sessions query's tables: its own and the sessions still open
 
 
-def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(spark, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def four_hours(tmp_path_factory) -> tuple[Lakehouse, Lakehouse]:
+    """(hourly, at_once): the same producer hours, streamed a run per hour and in one run.
+
+    Shared by the tests that take it, in file order (building them cost each test half a minute
+    of CI): each leaves the sessions tables as the oracle has them.
+    """
+    folder = tmp_path_factory.mktemp("sessions")
     hourly, at_once = (
-        Lakehouse(root=str(tmp_path / "hourly")),
-        Lakehouse(root=str(tmp_path / "at_once")),
+        Lakehouse(root=str(folder / "hourly")),
+        Lakehouse(root=str(folder / "at_once")),
     )
     for lakehouse in (hourly, at_once):
         write_campaigns(lakehouse, seed=SEED)
@@ -53,7 +61,13 @@ def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(spark,
         run_pipeline(hourly, up_to=SESSIONS)
     write_hours(at_once, START, HOURS, events_per_second=EVENTS_PER_SECOND, seed=SEED)
     run_pipeline(at_once, up_to=SESSIONS)
+    return hourly, at_once
 
+
+def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(
+    spark, four_hours, capsys
+):
+    hourly, at_once = four_hours
     expected = oracle(hourly)
     assert expected.events == oracle(at_once).events
     for lakehouse in (hourly, at_once):
@@ -100,10 +114,8 @@ def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(spark,
     assert_gold_matches_oracle(spark, at_once, expected, names=SESSION_TABLES)
 
 
-def test_a_backfill_of_one_hour_replaces_exactly_the_sessions_overlapping_it(spark, lakehouse):
-    write_campaigns(lakehouse, seed=SEED)
-    write_hours(lakehouse, START, 3, events_per_second=EVENTS_PER_SECOND, seed=SEED)
-    run_pipeline(lakehouse, up_to=SESSIONS)
+def test_a_backfill_of_one_hour_replaces_exactly_the_sessions_overlapping_it(spark, four_hours):
+    _, lakehouse = four_hours  # after its batch form's backfills: the oracle's sessions
     before = rows_of(spark, lakehouse, SESSIONS)
     path = lakehouse.table(SESSIONS).path
     hour = START + timedelta(hours=1)
@@ -246,10 +258,8 @@ def test_a_backfill_recomputes_again_when_the_hourly_run_reconciles_a_late_event
     assert len(backfill_replaces) == 2, "recomputed again after silver grew"
 
 
-def test_a_full_refresh_rebuilds_the_sessions_state_from_silver(spark, lakehouse):
-    write_campaigns(lakehouse, seed=SEED)
-    write_hours(lakehouse, START, 2, events_per_second=EVENTS_PER_SECOND, seed=SEED)
-    run_pipeline(lakehouse, up_to=SESSIONS)
+def test_a_full_refresh_rebuilds_the_sessions_state_from_silver(spark, four_hours):
+    lakehouse, _ = four_hours  # the hourly runs' sessions, late events reconciled: the oracle's
     before = {name: rows_of(spark, lakehouse, name) for name in SESSION_TABLES}
 
     run_job("full_refresh", lakehouse, "--layer", "gold")
