@@ -13,6 +13,7 @@ from deltalake import DeltaTable
 from helpers import START, assert_tables_match_oracle, run_job, run_pipeline, table
 
 from lakehouse import catalog
+from lakehouse.config import Lakehouse
 from lakehouse_tools import cli
 from lakehouse_tools.generator import write_campaigns, write_hours
 
@@ -41,66 +42,6 @@ def snapshot(spark, lakehouse) -> dict[str, Counter]:
 
 def rollback(lakehouse, *args: str) -> int:
     return cli.main(["rollback", "--lakehouse-root", lakehouse.root, *args])
-
-
-def test_rolling_back_the_last_run_then_rerunning_it_gives_the_same_tables(
-    spark, lakehouse, capsys, monkeypatch
-):
-    write_campaigns(lakehouse, seed=31)
-    write_hours(lakehouse, START, 2, events_per_second=0.05, seed=31)
-    run_pipeline(lakehouse)
-    before_the_run = snapshot(spark, lakehouse)
-
-    time.sleep(1.5)  # commit times are in milliseconds, checkpoint file times in (at least) seconds
-    moment = datetime.now(UTC)
-    time.sleep(1.5)
-    write_hours(lakehouse, START + timedelta(hours=2), 1, events_per_second=0.05, seed=31)
-    with (
-        monkeypatch.context() as airflow_task
-    ):  # what Airflow sets in a task's process (ops.query_progress keeps it)
-        airflow_task.setenv("AIRFLOW_CTX_DAG_RUN_ID", RUN_ID)
-        run_pipeline(lakehouse)
-    after_the_run = snapshot(spark, lakehouse)
-    assert after_the_run != before_the_run
-    bronze = table(spark, lakehouse, "bronze.ad_events").count()
-
-    assert rollback(lakehouse, "--to", moment.isoformat(), "--dry-run") == 0
-    planned = capsys.readouterr().out
-    assert "would: silver.ad_events: restore version" in planned and "forgets batches" in planned, (
-        planned
-    )
-    assert (
-        "would: gold.user_sessions: reads silver.ad_events on from after its RESTORE commit"
-        in planned
-    ), planned
-    assert snapshot(spark, lakehouse) == after_the_run, "a dry run changes nothing"
-
-    assert (
-        rollback(lakehouse, "--to", RUN_ID) == 0
-    )  # the run's first query started after the moment
-    done = capsys.readouterr().out
-    assert (
-        "done: gold.user_sessions: checkpoint back to batch" in done
-        and "reads silver.ad_events on from version" in done
-    ), done
-    assert snapshot(spark, lakehouse) == before_the_run
-    assert table(spark, lakehouse, "bronze.ad_events").count() == bronze, (
-        "bronze, the raw log, is not rolled back"
-    )
-
-    run_pipeline(lakehouse)
-    assert snapshot(spark, lakehouse) == after_the_run
-    assert_tables_match_oracle(spark, lakehouse)
-
-    # Before the tables existed there is nothing to go back to; an unknown run id is not a moment.
-    assert rollback(lakehouse, "--to", "2026-01-01T00:00Z") == 2
-    assert "did not exist before 2026-01-01 00:00:00Z" in capsys.readouterr().err
-    assert rollback(lakehouse, "--to", "manual__nope") == 2
-    assert capsys.readouterr().err == (
-        "lakehouse: No streaming batch (ops.query_progress) nor check (ops.expectation_results) of "
-        "run 'manual__nope' is recorded: copy the run id from Airflow (a run that wrote nothing has "
-        "nothing to undo), or give a UTC time, e.g. --to 2026-11-20T03:05:00Z\n"
-    )
 
 
 def versions(lakehouse) -> dict[str, int]:
@@ -168,6 +109,7 @@ def dry_run(lakehouse, capsys, to: str) -> tuple[str, list[str]]:
 class History:
     """A lakehouse after a demo, a batch run, a backfill and the next incremental run."""
 
+    lakehouse: Lakehouse
     moment: datetime  # between the backfill and the next run
     first_batch_write: datetime  # the batch run's first commit (silver's replace)
     demo_versions: dict[str, int]
@@ -200,6 +142,7 @@ def demo_batch_backfill_next(spark, lakehouse, monkeypatch) -> History:
         c for c in silver.history() if c["version"] == demo_versions["silver.ad_events"] + 1
     )
     return History(
+        lakehouse=lakehouse,
         moment=moment,
         first_batch_write=datetime.fromtimestamp(first_write["timestamp"] / 1000, UTC),
         demo_versions=demo_versions,
@@ -211,11 +154,20 @@ def demo_batch_backfill_next(spark, lakehouse, monkeypatch) -> History:
     )
 
 
+@pytest.fixture(scope="module")
+def history(spark, tmp_path_factory) -> History:
+    """The history of the tests below, which run in file order: the dry runs change nothing, then
+    the last test adds a run, rolls it back and reruns it (a history of its own cost CI a minute)."""
+    lakehouse = Lakehouse(root=str(tmp_path_factory.mktemp("rollback") / "lakehouse"))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return demo_batch_backfill_next(spark, lakehouse, monkeypatch)
+
+
 def test_a_batch_run_a_time_and_an_incremental_run_after_a_batch_run_and_a_backfill_each_plan(
-    spark, lakehouse, capsys, monkeypatch
+    spark, history, capsys
 ):
     """The operator's three ways to name a moment, after a demo, a batch run and a backfill."""
-    h = demo_batch_backfill_next(spark, lakehouse, monkeypatch)
+    h, lakehouse = history, history.lakehouse
 
     # By the batch run's id: back to what the demo left; the next run's batches forgotten.
     first, steps = dry_run(lakehouse, capsys, "manual__batch")
@@ -235,6 +187,65 @@ def test_a_batch_run_a_time_and_an_incremental_run_after_a_batch_run_and_a_backf
     assert first.endswith("Z (the start of run scheduled__next's first streaming batch), dry run")
     assert by_run == by_time
     assert snapshot(spark, lakehouse) == h.after_the_next_run, "a dry run changes nothing"
+
+
+def test_rolling_back_the_last_run_then_rerunning_it_gives_the_same_tables(
+    spark, history, capsys, monkeypatch
+):
+    # The history above (left as it was by the dry runs), then one more hourly run.
+    lakehouse = history.lakehouse
+    before_the_run = snapshot(spark, lakehouse)
+
+    time.sleep(1.5)  # commit times are in milliseconds, checkpoint file times in (at least) seconds
+    moment = datetime.now(UTC)
+    time.sleep(1.5)
+    write_hours(lakehouse, START + timedelta(hours=3), 1, events_per_second=0.05, seed=32)
+    with (
+        monkeypatch.context() as airflow_task
+    ):  # what Airflow sets in a task's process (ops.query_progress keeps it)
+        airflow_task.setenv("AIRFLOW_CTX_DAG_RUN_ID", RUN_ID)
+        run_pipeline(lakehouse)
+    after_the_run = snapshot(spark, lakehouse)
+    assert after_the_run != before_the_run
+    bronze = table(spark, lakehouse, "bronze.ad_events").count()
+
+    assert rollback(lakehouse, "--to", moment.isoformat(), "--dry-run") == 0
+    planned = capsys.readouterr().out
+    assert "would: silver.ad_events: restore version" in planned and "forgets batches" in planned, (
+        planned
+    )
+    assert (
+        "would: gold.user_sessions: reads silver.ad_events on from after its RESTORE commit"
+        in planned
+    ), planned
+    assert snapshot(spark, lakehouse) == after_the_run, "a dry run changes nothing"
+
+    assert (
+        rollback(lakehouse, "--to", RUN_ID) == 0
+    )  # the run's first query started after the moment
+    done = capsys.readouterr().out
+    assert (
+        "done: gold.user_sessions: checkpoint back to batch" in done
+        and "reads silver.ad_events on from version" in done
+    ), done
+    assert snapshot(spark, lakehouse) == before_the_run
+    assert table(spark, lakehouse, "bronze.ad_events").count() == bronze, (
+        "bronze, the raw log, is not rolled back"
+    )
+
+    run_pipeline(lakehouse)
+    assert snapshot(spark, lakehouse) == after_the_run
+    assert_tables_match_oracle(spark, lakehouse)
+
+    # Before the tables existed there is nothing to go back to; an unknown run id is not a moment.
+    assert rollback(lakehouse, "--to", "2026-01-01T00:00Z") == 2
+    assert "did not exist before 2026-01-01 00:00:00Z" in capsys.readouterr().err
+    assert rollback(lakehouse, "--to", "manual__nope") == 2
+    assert capsys.readouterr().err == (
+        "lakehouse: No streaming batch (ops.query_progress) nor check (ops.expectation_results) of "
+        "run 'manual__nope' is recorded: copy the run id from Airflow (a run that wrote nothing has "
+        "nothing to undo), or give a UTC time, e.g. --to 2026-11-20T03:05:00Z\n"
+    )
 
 
 @pytest.mark.long  # CI's budget: the dry runs above are in make test; this adds a rollback and a rerun
