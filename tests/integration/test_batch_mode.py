@@ -11,12 +11,28 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse import catalog
+from lakehouse.config import Lakehouse
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 LINEAGE = ("source_file", "ingested_at")  # which copy of a duplicated event was kept may differ
 GOLD = tuple(t.name for t in gold_tables())
 # The gold table the single-table tests damage and repair; any gold table would do.
 SOME_GOLD = catalog.get("gold.campaign_hourly")
+
+
+@pytest.fixture(scope="module")
+def two_hours(tmp_path_factory) -> Lakehouse:
+    """Two hours streamed through every layer: shared by the tests below, which run in file order.
+
+    One incremental run for the three of them (it cost each a minute or two of CI): the backfill
+    test repairs what it damaged before it ends, so the consistency check starts from tables that
+    agree, and the full refresh, last, rebuilds from upstream whatever the check damaged.
+    """
+    lakehouse = Lakehouse(root=str(tmp_path_factory.mktemp("batch_mode") / "lakehouse"))
+    write_campaigns(lakehouse, seed=44)
+    write_hours(lakehouse, START, 2, events_per_second=0.05, seed=44)
+    run_pipeline(lakehouse)
+    return lakehouse
 
 
 def snapshot(spark, lakehouse):
@@ -60,10 +76,8 @@ def test_batch_recompute_equals_the_stream_and_is_idempotent(spark, lakehouse):
     assert_tables_match_oracle(spark, lakehouse)
 
 
-def test_backfill_touches_only_its_hours(spark, lakehouse):
-    write_campaigns(lakehouse, seed=42)
-    write_hours(lakehouse, START, 2, events_per_second=0.05, seed=42)
-    run_pipeline(lakehouse, up_to=SOME_GOLD.name)
+def test_backfill_touches_only_its_hours(spark, two_hours):
+    lakehouse = two_hours
     hourly = lakehouse.table(SOME_GOLD.name).path
     # Damage both hours; a backfill of 01:00 repairs 01:00 and leaves 00:00 as it is.
     spark.sql(
@@ -100,38 +114,30 @@ def test_backfill_touches_only_its_hours(spark, lakehouse):
         hour_rows,
         newest,
     ), summary
+    # Put back the hours left damaged, for the next tests of the shared lakehouse.
+    damaged = [
+        r.h
+        for r in gold.where("views = -1")
+        .select(F.col("hour_start").alias("h"))
+        .distinct()
+        .collect()
+    ]
+    start, end = min(damaged), max(damaged) + timedelta(hours=1)
+    run_job(
+        SOME_GOLD.task,
+        lakehouse,
+        "--mode",
+        "batch",
+        "--start",
+        f"{start:%Y-%m-%dT%H:00Z}",
+        "--end",
+        f"{end:%Y-%m-%dT%H:00Z}",
+    )
+    assert table(spark, lakehouse, SOME_GOLD.name).where("views = -1").count() == 0
 
 
-def test_full_refresh_rebuilds_from_upstream_with_a_new_checkpoint_generation(spark, lakehouse):
-    write_campaigns(lakehouse, seed=43)
-    write_hours(lakehouse, START, 2, events_per_second=0.05, seed=43)
-    run_pipeline(lakehouse)
-    silver = lakehouse.table("silver.ad_events")
-    old_checkpoint = silver.checkpoint()
-
-    run_job("full_refresh", lakehouse, "--layer", "silver")
-    assert table(spark, lakehouse, "silver.ad_events").count() == 0
-    assert all(table(spark, lakehouse, name).count() == 0 for name in GOLD)
-    queries = [
-        t.name for t in catalog.tasks() if t.layer == "gold"
-    ]  # a side table lives under its writer's checkpoint
-    assert [
-        silver.current_generation(),
-        *(lakehouse.table(name).current_generation() for name in queries),
-    ] == [1] * (1 + len(queries))
-    assert lakehouse.table("bronze.ad_events").current_generation() == 0
-    assert Path(old_checkpoint, "offsets").is_dir(), "the old checkpoint is kept aside"
-
-    run_pipeline(lakehouse)
-    assert_tables_match_oracle(spark, lakehouse)
-
-
-def test_consistency_check_finds_exactly_the_damaged_hours(spark, lakehouse, capsys):
-    import pytest
-
-    write_campaigns(lakehouse, seed=44)
-    write_hours(lakehouse, START, 2, events_per_second=0.05, seed=44)
-    run_pipeline(lakehouse)
+def test_consistency_check_finds_exactly_the_damaged_hours(spark, two_hours, capsys):
+    lakehouse = two_hours
     interval = ("--start", "2026-11-20T00:00Z", "--end", "2026-11-20T02:00Z")
 
     run_job("consistency_check", lakehouse, *interval)
@@ -153,3 +159,25 @@ def test_consistency_check_finds_exactly_the_damaged_hours(spark, lakehouse, cap
     assert (
         report[0][3] == "0" and int(report[0][4]) > 0
     )  # rows missing from live, present in the recomputation
+
+
+def test_full_refresh_rebuilds_from_upstream_with_a_new_checkpoint_generation(spark, two_hours):
+    lakehouse = two_hours  # the consistency check's damage included: the rebuild repairs it
+    silver = lakehouse.table("silver.ad_events")
+    old_checkpoint = silver.checkpoint()
+
+    run_job("full_refresh", lakehouse, "--layer", "silver")
+    assert table(spark, lakehouse, "silver.ad_events").count() == 0
+    assert all(table(spark, lakehouse, name).count() == 0 for name in GOLD)
+    queries = [
+        t.name for t in catalog.tasks() if t.layer == "gold"
+    ]  # a side table lives under its writer's checkpoint
+    assert [
+        silver.current_generation(),
+        *(lakehouse.table(name).current_generation() for name in queries),
+    ] == [1] * (1 + len(queries))
+    assert lakehouse.table("bronze.ad_events").current_generation() == 0
+    assert Path(old_checkpoint, "offsets").is_dir(), "the old checkpoint is kept aside"
+
+    run_pipeline(lakehouse)
+    assert_tables_match_oracle(spark, lakehouse)
