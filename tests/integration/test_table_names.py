@@ -134,7 +134,8 @@ def test_a_full_refresh_keeps_the_names(named):
     events = len(oracle(lakehouse).events)
     run_job("full_refresh", lakehouse, "--layer", "silver")
     assert by_name_and_by_path(spark, lakehouse, "silver.ad_events") == (0, 0)
-    run_pipeline(lakehouse)
+    # Only the tasks of the two tables read below: the other gold tables' reruns cost a minute.
+    run_pipeline(lakehouse, up_to="gold.campaign_hourly")
     assert by_name_and_by_path(spark, lakehouse, "silver.ad_events") == (events, events)
     gold, by_path = by_name_and_by_path(spark, lakehouse, "gold.campaign_hourly")
     assert gold == by_path > 0
