@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from lakehouse import catalog
 from lakehouse.hours import HourRange
 from lakehouse.spark import engine
-from lakehouse_airflow.assets import task_tables
+from lakehouse_airflow.assets import partition_keys, task_tables
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 # What Airflow's metadata DB knows of the lakehouse's Assets: each table, the tasks that write and
@@ -31,7 +31,10 @@ with create_session() as session:
         "assets": {asset.name: [asset.uri, asset.group] for asset in session.query(AssetModel)},
         "outlets": sorted([r.task_id, names[r.asset_id]] for r in hourly(session.query(TaskOutletAssetReference))),
         "inlets": sorted([r.task_id, names[r.asset_id]] for r in hourly(session.query(TaskInletAssetReference))),
-        "events": sorted([e.source_run_id, e.source_task_id, names[e.asset_id], e.extra] for e in session.query(AssetEvent)),
+        "events": sorted(
+            [e.source_run_id, e.source_task_id, names[e.asset_id], e.extra, e.partition_key]
+            for e in session.query(AssetEvent)
+        ),
         "summaries": {x.task_id: x.value for x in session.query(XComModel).filter(XComModel.key == "return_value")},
     }))
 """
@@ -95,15 +98,24 @@ def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_
 
 
 def assert_events_say_what_was_written(spark, lakehouse, events: list) -> None:
-    """The first run's events: one per table it wrote, each with its rows and event hours.
+    """The first run's events: one per event hour of each table it wrote, with its rows and hours.
 
     A table its run added nothing to has none (only tables with rows); the rows of the append-only
     tables, over every event, are the table's rows; each event names the event hours written.
     """
+    # A write is one event per event hour it wrote (its partition key), or one without a key.
+    writes: dict[tuple, tuple[dict, list]] = {}
+    for run, task, name, extra, key in events:
+        writes.setdefault((run, task, name), (extra, []))[1].append(key)
     by_table: dict[str, list[dict]] = {}
-    for _, task, name, extra in events:
+    for (_, task, name), (extra, keys) in writes.items():
         assert set(extra) >= {"rows", "event_hours", "mode"}, (task, name, extra)
         assert extra["rows"] > 0 or name == "gold.open_sessions", (task, name, extra)
+        assert sorted(keys, key=str) == (partition_keys(extra["event_hours"]) or [None]), (
+            task,
+            name,
+            keys,
+        )
         by_table.setdefault(name, []).append(extra)
     counts = {
         t.name: table(spark, lakehouse, t.name).count()
