@@ -16,6 +16,7 @@ import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from helpers import START, assert_tables_match_oracle, run_pipeline, s3_requests
 
 from lakehouse import files
@@ -66,6 +67,10 @@ def retry(job: str, lakehouse, log: Path) -> None:
     assert driver.wait(timeout=900) == 0, log_tail(str(log), 60)
 
 
+# long: about 7 minutes of a CI worker (its own engine, four spark-submit drivers, two lease
+# expiries); `make test-long` runs it. In make test, tests/faults kills drivers on local disk and
+# tests/s3 runs the pipeline, a rollback and the lease takeover on S3.
+@pytest.mark.long
 def test_kills_during_an_offsets_write_and_a_delta_commit_lose_and_double_nothing(
     s3_lakehouse, s3_reader, s3_engine, monkeypatch, tmp_path
 ):
