@@ -126,31 +126,26 @@ def driver_running(checkpoint: str) -> bool:
     """True while a driver holds ``checkpoint``'s lock (on object storage: a lease not yet expired)."""
     if is_object_store(checkpoint):
         return leases.driver_running(checkpoint)
-    path = Path(checkpoint) / ".driver.lock"
-    if not path.exists():
-        return False
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return False
+    return _held_by_another(Path(checkpoint) / ".driver.lock")
 
 
 def batch_running(checkpoint: str) -> bool:
     """True while a batch of ``checkpoint``'s query holds its batch lock (e.g. on the engine, after its client died)."""
     if is_object_store(checkpoint):
         return leases.batch_running(checkpoint, BATCH_WAIT_S)
-    path = Path(checkpoint) / ".batch.lock"
-    if not path.exists():
+    return _held_by_another(Path(checkpoint) / ".batch.lock")
+
+
+def _held_by_another(lock_file: Path) -> bool:
+    """True while another open file holds ``lock_file``'s flock (closing ours releases a probe's)."""
+    if not lock_file.exists():
         return False
-    with open(path, "a+") as handle:
+    with open(lock_file, "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return False
         except BlockingIOError:
             return True
+    return False
 
 
 def guarded_batches(on_batch: Callable, checkpoint: str, lease: str, name: str) -> Callable:
