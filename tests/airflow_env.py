@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 from contextlib import closing, contextmanager
+from datetime import datetime
 from pathlib import Path
 
 from lakehouse.config import Lakehouse, engine_settings
@@ -75,6 +76,26 @@ def airflow(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess
         timeout=timeout,
         check=False,
     )
+
+
+def create_backfill(env: dict[str, str], first: datetime, last: datetime) -> None:
+    """``airflow backfill create`` of ysb_hourly's runs at logical dates ``first`` to ``last``.
+
+    Created while the scheduler runs, as an operator would: SQLite (the embedded default DB) makes
+    concurrent writers wait (lakehouse_tools.airflow_sqlite), it does not fail them.
+    """
+    result = airflow(
+        env,
+        "backfill",
+        "create",
+        "--dag-id",
+        "ysb_hourly",
+        "--from-date",
+        first.isoformat(),
+        "--to-date",
+        last.isoformat(),
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
 def airflow_python(env: dict[str, str], code: str):

@@ -10,6 +10,7 @@ from airflow_env import (
     airflow,
     airflow_environment,
     airflow_services,
+    create_backfill,
     describe_failures,
     metadata_query,
     migrate,
@@ -28,26 +29,6 @@ from lakehouse_tools import cli
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 GOLD = tuple(t.name for t in gold_tables())
-
-
-def create_backfill(env) -> None:
-    """Backfill the runs at logical dates 01:00, 02:00 and 03:00: event hours 00:00, 01:00 and 02:00.
-
-    Created while the scheduler runs, as an operator would: SQLite (the embedded default DB) makes
-    concurrent writers wait (lakehouse_tools.airflow_sqlite), it does not fail them.
-    """
-    result = airflow(
-        env,
-        "backfill",
-        "create",
-        "--dag-id",
-        "ysb_hourly",
-        "--from-date",
-        (START + timedelta(hours=1)).isoformat(),
-        "--to-date",
-        (START + timedelta(hours=3)).isoformat(),
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
 def wait_for_backfill_completed(env, timeout: float = 120) -> None:
@@ -93,7 +74,8 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(
     # One scheduler, api-server and dag-processor for the whole test: the backfill and the repair
     # are created beside them, as an operator does.
     with airflow_services(env, tmp_path / "airflow-logs") as services:
-        create_backfill(env)
+        # Runs at logical dates 01:00..03:00 own event hours 00:00, 01:00 and 02:00.
+        create_backfill(env, START + timedelta(hours=1), START + timedelta(hours=3))
         # The 3 backfill runs, and the incremental run the scheduler starts for the latest hour
         # as soon as it sees the unpaused DAG (catchup=False): it ingests hour 02:00 meanwhile.
         runs = wait_for_runs(env, count=4, log_dir=services.log_dir)

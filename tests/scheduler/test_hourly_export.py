@@ -18,6 +18,7 @@ from airflow_env import (
     airflow,
     airflow_environment,
     airflow_services,
+    create_backfill,
     describe_failures,
     metadata_query,
     migrate,
@@ -84,18 +85,7 @@ def test_the_export_runs_once_per_hour_a_backfill_or_a_late_event_wrote(spark, l
 
     with airflow_services(env, tmp_path / "airflow-logs") as services:
         # Runs at logical dates 01:00..03:00 own event hours 00:00, 01:00 and 02:00.
-        backfill = airflow(
-            env,
-            "backfill",
-            "create",
-            "--dag-id",
-            "ysb_hourly",
-            "--from-date",
-            (START + timedelta(hours=1)).isoformat(),
-            "--to-date",
-            (START + timedelta(hours=3)).isoformat(),
-        )
-        assert backfill.returncode == 0, backfill.stdout[-3000:] + backfill.stderr[-3000:]
+        create_backfill(env, START + timedelta(hours=1), START + timedelta(hours=3))
         # The 3 backfill runs and the scheduler's latest hourly run (catchup=False), which finds
         # nothing new and so publishes no hour.
         runs = wait_for_runs(env, count=4, log_dir=services.log_dir)
