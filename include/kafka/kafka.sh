@@ -82,11 +82,15 @@ configure() {
         "$HERE/server.properties.template" >"$CONFIG"
     if [[ ! -f $DATA_DIR/meta.properties ]]; then
         # A cluster id is a Kafka Uuid: 16 random bytes, URL-safe base64 without padding.
-        local cluster_id
-        cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+        # Kafka's own Uuid.randomUuid never starts one with '-': the tool's parser would read
+        # it as an option (1 id in 64 failed to format before this loop).
+        local cluster_id=-
+        while [[ $cluster_id == -* ]]; do
+            cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+        done
         echo "kafka.sh: formatting $DATA_DIR (cluster id $cluster_id)"
         "$JAVA" -Xmx256m "${JVM_OPTS[@]}" -cp "$KAFKA_LIBS/*" kafka.tools.StorageTool \
-            format --cluster-id "$cluster_id" --config "$CONFIG" --ignore-formatted
+            format --cluster-id="$cluster_id" --config "$CONFIG" --ignore-formatted
     fi
 }
 
