@@ -1,4 +1,4 @@
-"""The local S3-compatible server: moto's S3 in server mode, on 127.0.0.1, one bucket, one key.
+"""The local S3-compatible server: moto's S3 in server mode (on 127.0.0.1), one bucket, one key.
 
     server.py start    start in the background (own process group), wait until it answers
     server.py stop     SIGTERM its process group, wait, then SIGKILL
@@ -6,7 +6,7 @@
     server.py run      serve in the foreground (what `start` runs)
 
 Settings (environment): LAKEHOUSE_S3_DIR (pid file, log, request counts), LAKEHOUSE_S3_PORT,
-LAKEHOUSE_S3_BUCKET, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (the Makefile makes them once per
+LAKEHOUSE_S3_BIND (default 127.0.0.1; the compose stack's s3 service serves its network), LAKEHOUSE_S3_BUCKET, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (the Makefile makes them once per
 clone). `start`, `stop` and `status` need only the standard library; `run` runs in the server's
 own venv (.venv-s3, include/s3/requirements.txt).
 
@@ -44,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 STATE_DIR = Path(os.environ.get("LAKEHOUSE_S3_DIR", ROOT / ".local" / "s3"))
 PORT = int(os.environ.get("LAKEHOUSE_S3_PORT", "15090"))
+BIND = os.environ.get("LAKEHOUSE_S3_BIND", "127.0.0.1")
 BUCKET = os.environ.get("LAKEHOUSE_S3_BUCKET", "lakehouse")
 PID_FILE = STATE_DIR / "server.pid"
 LOG_FILE = STATE_DIR / "server.log"
@@ -165,7 +166,7 @@ def run() -> None:
 
     access_key = os.environ["AWS_ACCESS_KEY_ID"]
     app = ServedLikeS3(create_backend_app("s3"), access_key)
-    server = make_server("127.0.0.1", PORT, app, threaded=True, request_handler=OneContinue)
+    server = make_server(BIND, PORT, app, threaded=True, request_handler=OneContinue)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     boto3.client(
@@ -175,7 +176,7 @@ def run() -> None:
         aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
         region_name="us-east-1",
     ).create_bucket(Bucket=BUCKET)
-    print(f"s3 server: serving bucket {BUCKET} on http://127.0.0.1:{PORT}", flush=True)
+    print(f"s3 server: serving bucket {BUCKET} on http://{BIND}:{PORT}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: server.shutdown())
     thread.join()
 
