@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -121,6 +122,33 @@ def task_states(env: dict[str, str], dag_id: str) -> dict[str, list]:
     )
 
 
+RETRY_POLICY = """\
+# Written by tests/airflow_env.py: a cluster policy of this test's Airflow home only.
+from datetime import timedelta
+
+
+def task_policy(task):
+    if task.retry_delay > timedelta(seconds={seconds}):
+        task.retry_delay = timedelta(seconds={seconds})
+"""
+
+
+def short_retry_delay(airflow_home: Path, seconds: int = 20) -> None:
+    """Tasks of this Airflow home wait at most ``seconds`` before a retry, not their DAG's delay.
+
+    ysb_hourly retries after 1 minute (a production delay: a retry refused by a lease still held
+    waits for it). A test waiting on a scheduler would sit idle for that minute after each failed
+    try. The DAG files stay as deployed: a cluster policy (``task_policy`` in
+    ``$AIRFLOW_HOME/config/airflow_local_settings.py``, which every Airflow process of this home
+    imports) shortens the delay as the DAG is parsed, so the scheduler reads it from the
+    serialized DAG. Airflow's ``[core] default_task_retry_delay`` cannot: the DAG sets its own.
+    The number of retries is the DAG's.
+    """
+    config = airflow_home / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "airflow_local_settings.py").write_text(RETRY_POLICY.format(seconds=seconds))
+
+
 _migrated_template: Path | None = None
 
 
@@ -225,11 +253,21 @@ class AirflowServices:
             raise RuntimeError(
                 f"the Airflow api-server did not come up; see the logs in {self.log_dir}"
             )
-        # Its execution API is built on the first request to it (as include/scripts/airflow_ui.sh does).
-        urllib.request.urlopen(f"{self.base_url}/execution/health", timeout=120)
-        for name in ("scheduler", "dag-processor"):
-            if name in services:
-                launch(name)
+        # Its execution API is built on the first request to it (as include/scripts/airflow_ui.sh
+        # does), 3-10 s of CPU: built while the scheduler and dag-processor import Airflow (as long
+        # again), before the first task reaches it. start() returns once it is built.
+        with ThreadPoolExecutor(1) as pool:
+            warm_up = pool.submit(
+                urllib.request.urlopen, f"{self.base_url}/execution/health", timeout=120
+            )
+            for name in ("scheduler", "dag-processor"):
+                if name in services:
+                    launch(name)
+            try:
+                warm_up.result()
+            except OSError:
+                self.stop()
+                raise
         return self
 
     def stop(self, timeout: float = 20) -> None:
@@ -299,7 +337,7 @@ def wait_for_runs(
         runs = dag_runs(env)
         if len(runs) >= count and all(run["state"] in TERMINAL for run in runs):
             return runs
-        time.sleep(2)
+        time.sleep(1)  # a read-only query of the metadata DB: cheap
     raise AssertionError(
         f"DAG runs did not finish in {timeout} s: {dag_runs(env)}; logs in {log_dir}"
     )
