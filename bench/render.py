@@ -79,6 +79,14 @@ BENCHMARKS = (
         "a pipeline pass by spark-submit per set of driver JVM options",
     ),
     Benchmark(
+        "storage_compare",
+        "The lakehouse on S3 beside local disk",
+        "make bench-storage",
+        "the whole hourly run (every task) on a local S3-compatible server and on local disk, "
+        "demo-sized and one hour of 1M events: CPU-s, wall, S3 requests by kind; every run's tables "
+        "checked against the oracle",
+    ),
+    Benchmark(
         "ysb_bench",
         "Throughput per layer, incremental vs batch, cost growth, fixed overhead",
         "make bench",

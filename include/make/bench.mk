@@ -14,6 +14,8 @@
 #   make bench-codegen                           # small runs with queries interpreted vs compiled (about 15 minutes)
 #   make bench-ops-records                       # ops records appended by Spark vs delta-rs (minutes)
 #   make bench-driver-start                      # driver JVM options of short runs
+#   make bench-storage                           # the hourly run on S3 (a private local server) beside local disk,
+#                                                # demo-sized and 1M events, S3 requests by kind (about 25 minutes)
 #   make bench                                   # YSB throughput per layer, incremental vs batch, growth, overhead (about 40 minutes)
 #   make bench BENCH_ARGS='--sizes 2M,10M'       # other sizes / repetitions / stages
 #   make bench-smoke                             # the benchmark code on tiny data (tests/bench)
@@ -32,7 +34,7 @@ OPS_RECORDS_ARGS ?= --reps 4 --appends 20
 
 BENCH_OUT := --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
 BENCH_TARGETS := bench bench-smoke bench-driver-start bench-engine bench-compare bench-sessions bench-sessions-compare \
-                 bench-codegen bench-ops-records benchmarks-md
+                 bench-codegen bench-ops-records bench-storage benchmarks-md
 
 .PHONY: $(BENCH_TARGETS)
 
@@ -68,3 +70,7 @@ bench-ops-records: setup  ## ops records appended by Spark on the engine vs by d
 SESSIONS_COMPARE_ARGS ?= --events 1M
 bench-sessions-compare: setup  ## the sessions task beside Spark's own session_window on the same silver, CPU-s (issue 39; --baseline REV for a before/after)
 	python -m bench.sessions_compare $(SESSIONS_COMPARE_ARGS) --results $(ROOT)/bench/results/sessions-compare.json
+
+STORAGE_COMPARE_ARGS ?= --sizes demo,1M --reps 1
+bench-storage: setup s3-venv s3-jars  ## the whole hourly run on S3 (a private server and engine) beside local disk, CPU-s and S3 requests
+	python -m bench.storage_compare $(STORAGE_COMPARE_ARGS) $(BENCH_OUT)
