@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -97,6 +98,19 @@ def create_backfill(env: dict[str, str], first: datetime, last: datetime) -> Non
         last.isoformat(),
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def pause(env: dict[str, str], *dag_ids: str) -> None:
+    """Pause ``dag_ids`` with one ``airflow dags pause`` (each CLI call is seconds of CPU)."""
+    pattern = "^(" + "|".join(re.escape(dag_id) for dag_id in dag_ids) + ")$"
+    result = airflow(env, "dags", "pause", "--treat-dag-id-as-regex", "--yes", pattern)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    paused = metadata_query(
+        env["AIRFLOW_HOME"],
+        f"SELECT dag_id FROM dag WHERE is_paused AND dag_id IN ({', '.join('?' * len(dag_ids))})",
+        *dag_ids,
+    )
+    assert sorted(row[0] for row in paused) == sorted(dag_ids), (paused, result.stdout[-3000:])
 
 
 def airflow_python(env: dict[str, str], code: str):
@@ -271,8 +285,26 @@ class AirflowServices:
         return self
 
     def stop(self, timeout: float = 20) -> None:
+        """SIGTERM each service's process group, wait up to ``timeout`` s, then SIGKILL those groups
+        and the groups of the task runners they started.
+
+        Airflow 3's supervisor puts each task runner in a process group of its own (its PID), so
+        killing the scheduler's group does not reach it: a task "killed" with its scheduler ran on
+        (its job holding the checkpoint lock, so that the next start's try was refused and waited
+        for the DAG's retry delay). Its group, and its spark-submits with it, are found as the
+        services' descendants before the first signal.
+        """
         import signal
 
+        own_group = os.getpgrp()
+        task_groups = set()
+        for process in self.processes:
+            for pid in _descendants(process.pid):
+                try:
+                    task_groups.add(os.getpgid(pid))
+                except ProcessLookupError:
+                    pass
+        task_groups -= {process.pid for process in self.processes} | {own_group}
         for process in self.processes:
             try:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -284,13 +316,32 @@ class AirflowServices:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
+        for group in [process.pid for process in self.processes] + sorted(task_groups):
             try:
-                os.killpg(
-                    process.pid, signal.SIGKILL
-                )  # the group: task runners and spark-submits too
+                os.killpg(group, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        for process in self.processes:
             process.wait(timeout=10)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The live descendants of ``pid``, read from /proc (children before grandchildren)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # exited meanwhile
+            continue
+        # Field 4 is the parent's PID; the command (field 2) may hold spaces and parentheses.
+        parent = int(text[text.rindex(")") + 2 :].split()[1])
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(0), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 @contextmanager
