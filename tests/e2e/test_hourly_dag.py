@@ -147,11 +147,27 @@ def assert_events_say_what_was_written(spark, lakehouse, events: list) -> None:
         .distinct()
     )
     written_hours = HourRange.of(r.h for r in hours.collect()).isoformats()
+    # The sessions task's: every hour a closed session spans, start to end, and each late event's.
+    spans = table(spark, lakehouse, "gold.user_sessions").select(
+        F.explode(
+            F.sequence(
+                F.date_trunc("HOUR", "session_start"),
+                F.date_trunc("HOUR", "session_end"),
+                F.expr("INTERVAL 1 HOUR"),
+            )
+        ).alias("h")
+    )
+    late = table(spark, lakehouse, "ops.late_session_events").select(
+        F.date_trunc("HOUR", "event_time").alias("h")
+    )
+    session_hours = HourRange.of(r.h for r in spans.union(late).distinct().collect()).isoformats()
+    assert session_hours, "the first run closed no session: the check below would prove nothing"
     for name, extras in by_table.items():
         spec = catalog.get(name)
         writer = catalog.task(spec.written_by or name) if spec.operation is None else None
-        # The sessions query's summary names no event hours (a session spans hours): none given.
-        if writer is not None and writer.batch and writer.write is not catalog.Write.SESSIONS:
+        if writer is not None and writer.write is catalog.Write.SESSIONS:
+            assert [e["event_hours"] for e in extras] == [session_hours], name
+        elif writer is not None and writer.batch:
             assert [e["event_hours"] for e in extras] == [written_hours], name
         if name in ("dims.campaigns", "bronze.ad_events"):
             assert extras[0]["event_hours"] == [], name

@@ -107,6 +107,7 @@ FAULT_POINTS = ("before_sessions_write", "after_sessions_write", "before_open_se
 
 # A backfill's recomputations of sessions while silver keeps growing beside it, before it gives up.
 RECOMPUTE_ATTEMPTS = 5
+HOUR_MS = 3_600_000
 
 
 def recompute(
@@ -132,7 +133,7 @@ def recompute(
     ensure_table(spark, target, table)
     silver = lakehouse.table(table.upstream[0])
     start_ms = int(hours.hours[0].timestamp() * 1000)
-    end_ms = int(hours.hours[-1].timestamp() * 1000) + 3_600_000
+    end_ms = int(hours.hours[-1].timestamp() * 1000) + HOUR_MS
     for attempt in range(1, RECOMPUTE_ATTEMPTS + 1):
         read_from = delta_log.latest_version(silver.path)
         watermark = watermark_for(spark, lakehouse, table)
@@ -312,13 +313,37 @@ def run(table: TableSpec, args: JobArgs) -> dict:
         # output would otherwise run the stateful operator again.
         output = output.persist()
         try:
-            # One job counts each kind and finds the earliest late event (late_rows reads sessions from its day).
+            # One job counts each kind, finds the earliest late event (late_rows reads sessions from
+            # its day) and the event hours written: each closed session's, start to end, and each
+            # late event's (the Airflow task's asset events carry them as partitions).
+            hour = F.lit(HOUR_MS)
             kinds = (
                 output.groupBy("kind")
-                .agg(F.count("*").alias("count"), F.min("event_ms").alias("earliest"))
+                .agg(
+                    F.count("*").alias("count"),
+                    F.min("event_ms").alias("earliest"),
+                    F.collect_set(
+                        F.when(
+                            F.col("kind") == "session",
+                            F.sequence(
+                                F.floor(F.col("start_ms") / hour), F.floor(F.col("end_ms") / hour)
+                            ),
+                        ).otherwise(F.array(F.floor(F.col("event_ms") / hour)))
+                    ).alias("hour_spans"),
+                )
                 .collect()
             )
             counts = {row.kind: row["count"] for row in kinds}
+            written_hours = sorted(
+                {
+                    hour_index
+                    for row in kinds
+                    if row.kind in ("session", "late")
+                    for span in row.hour_spans
+                    for hour_index in span
+                    if hour_index is not None
+                }
+            )
             fault_point(f"{table.layer}.before_sessions_write", batch_id)
             spark_ = output.sparkSession
             if counts.get(
@@ -346,6 +371,9 @@ def run(table: TableSpec, args: JobArgs) -> dict:
             "batch_id": batch_id,
             "sessions": sessions,
             "late": late_events,
+            "event_hours": [
+                datetime.fromtimestamp(h * 3600, UTC).isoformat() for h in written_hours
+            ],
             "summary": f"{sessions} session(s) closed, {late_events} late event(s) recorded",
         }
 
