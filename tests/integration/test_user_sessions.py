@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, timedelta
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 from helpers import (
     START,
     assert_gold_matches_oracle,
+    expected_rows,
     oracle,
     rows_of,
     run_in_a_jvm_of_its_own,
@@ -40,9 +43,20 @@ SESSION_TABLES = (
 )  # the sessions query's tables: its own and the sessions still open
 
 
+@dataclass
+class BesideTheStream:
+    """What a backfill of hour 01:00, beside the hourly run that ingested hour 02:00, left."""
+
+    closed_since: set[str]  # sessions the backfill saw open and the hourly run closed meanwhile
+    reconciled_in_its_hour: int  # late events of hour 01:00 reconciled before the replace
+    tables: dict[str, Counter]  # the sessions tables after the backfill's replace
+    expected: dict[str, Counter]  # the oracle's, over the landing zone then (hours 00-02)
+
+
 @pytest.fixture(scope="module")
-def four_hours(tmp_path_factory) -> tuple[Lakehouse, Lakehouse]:
-    """(hourly, at_once): the same producer hours, streamed a run per hour and in one run.
+def four_hours(spark, tmp_path_factory) -> tuple[Lakehouse, Lakehouse, BesideTheStream]:
+    """(hourly, at_once, beside): the same producer hours, streamed a run per hour and in one run,
+    and what a backfill of hour 01:00 beside the hourly run of hour 02:00 left (see its test).
 
     Shared by the tests that take it, in file order (building them cost each test half a minute
     of CI): each leaves the sessions tables as the oracle has them.
@@ -55,19 +69,67 @@ def four_hours(tmp_path_factory) -> tuple[Lakehouse, Lakehouse]:
     for lakehouse in (hourly, at_once):
         write_campaigns(lakehouse, seed=SEED)
     for hour in range(HOURS):  # a run per producer hour: sessions cross hours and runs
+        if hour == 2:
+            backfill = backfill_of_hour_one_reads(spark, hourly)
         write_hours(
             hourly, START + timedelta(hours=hour), 1, events_per_second=EVENTS_PER_SECOND, seed=SEED
         )
         run_pipeline(hourly, up_to=SESSIONS)
+        if hour == 2:
+            beside = backfill_of_hour_one_replaces(spark, hourly, *backfill)
     write_hours(at_once, START, HOURS, events_per_second=EVENTS_PER_SECOND, seed=SEED)
     run_pipeline(at_once, up_to=SESSIONS)
-    return hourly, at_once
+    return hourly, at_once, beside
+
+
+def backfill_of_hour_one_reads(spark, lakehouse: Lakehouse) -> tuple:
+    """The backfill of hour 01:00 reads the stream's watermark and recomputes the hour's sessions."""
+    entry = catalog.get(SESSIONS)
+    start_ms = int((START + timedelta(hours=1)).timestamp() * 1000)
+    end_ms = start_ms + 3_600_000
+    watermark = session_flow.watermark_for(spark, lakehouse, entry)
+    recomputed = session_flow.recomputed_sessions(
+        spark, lakehouse.table(entry.upstream[0]), entry, watermark, start_ms, end_ms
+    )
+    open_then = {
+        row.session_id
+        for row in session_flow.table_rows(recomputed.where(F.col("kind") == "open")).collect()
+    }
+    return open_then, recomputed, watermark, start_ms, end_ms
+
+
+def backfill_of_hour_one_replaces(
+    spark, lakehouse: Lakehouse, open_then, recomputed, watermark, start_ms, end_ms
+) -> BesideTheStream:
+    """After the hourly run of hour 02:00 (its watermark closes sessions the backfill saw open),
+    the backfill's replace commits last."""
+    entry = catalog.get(SESSIONS)
+    closed_since = open_then & {
+        row.session_id for row in table(spark, lakehouse, SESSIONS).select("session_id").collect()
+    }
+    reconciled = table(spark, lakehouse, "ops.late_session_events").where(
+        F.col("reconciled_at").isNotNull()
+    )
+    reconciled_in_its_hour = reconciled.where(F.hour("event_time") == 1).count()
+    try:
+        session_flow.replace_sessions(
+            spark, lakehouse.table(SESSIONS), entry, recomputed, watermark, start_ms, end_ms
+        )
+    finally:
+        recomputed.unpersist()
+    expected = oracle(lakehouse)
+    return BesideTheStream(
+        closed_since=closed_since,
+        reconciled_in_its_hour=reconciled_in_its_hour,
+        tables={name: rows_of(spark, lakehouse, name) for name in SESSION_TABLES},
+        expected={name: expected_rows(expected, name) for name in SESSION_TABLES},
+    )
 
 
 def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(
     spark, four_hours, capsys
 ):
-    hourly, at_once = four_hours
+    hourly, at_once, _ = four_hours
     expected = oracle(hourly)
     assert expected.events == oracle(at_once).events
     for lakehouse in (hourly, at_once):
@@ -115,7 +177,7 @@ def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(
 
 
 def test_a_backfill_of_one_hour_replaces_exactly_the_sessions_overlapping_it(spark, four_hours):
-    _, lakehouse = four_hours  # after its batch form's backfills: the oracle's sessions
+    _, lakehouse, _ = four_hours  # after its batch form's backfills: the oracle's sessions
     before = rows_of(spark, lakehouse, SESSIONS)
     path = lakehouse.table(SESSIONS).path
     hour = START + timedelta(hours=1)
@@ -146,60 +208,34 @@ def test_a_backfill_of_one_hour_replaces_exactly_the_sessions_overlapping_it(spa
 
 
 def test_a_backfill_beside_the_stream_keeps_the_sessions_the_stream_closed_after_it_read_the_watermark(
-    spark, lakehouse
+    four_hours,
 ):
     # CI, once: a backfill of hours 00-02 beside the hourly run that ingested hour 02 lost 10 sessions
-    # of hour 01. Here the same order, step by step, as the batch form's recompute takes it.
-    write_campaigns(lakehouse, seed=SEED)
-    write_hours(lakehouse, START, 2, events_per_second=EVENTS_PER_SECOND, seed=SEED)
-    run_pipeline(lakehouse, up_to=SESSIONS)
-    entry, target = catalog.get(SESSIONS), lakehouse.table(SESSIONS)
-    hour = START + timedelta(hours=1)
-    start_ms = int(hour.timestamp() * 1000)
-    end_ms = start_ms + 3_600_000
-    # The backfill of hour 01:00 reads the stream's watermark and recomputes the hour's sessions ...
-    watermark = session_flow.watermark_for(spark, lakehouse, entry)
-    recomputed = session_flow.recomputed_sessions(
-        spark, lakehouse.table(entry.upstream[0]), entry, watermark, start_ms, end_ms
-    )
-    open_then = {
-        row.session_id
-        for row in session_flow.table_rows(recomputed.where(F.col("kind") == "open")).collect()
-    }
-    # ... the hourly run ingests the next hour meanwhile, and its watermark closes sessions the backfill saw open ...
-    write_hours(
-        lakehouse, START + timedelta(hours=2), 1, events_per_second=EVENTS_PER_SECOND, seed=SEED
-    )
-    run_pipeline(lakehouse, up_to=SESSIONS)
-    closed_since = open_then & {
-        row.session_id for row in table(spark, lakehouse, SESSIONS).select("session_id").collect()
-    }
-    assert closed_since, (
+    # of hour 01. The hourly runs of the fixture take the same order, step by step, as the batch
+    # form's recompute takes it: after the run of hours 00-01, the backfill of hour 01:00 reads the
+    # stream's watermark and recomputes the hour's sessions; the hourly run ingests hour 02 meanwhile,
+    # and its watermark closes sessions the backfill saw open; the backfill's replace commits last:
+    # it must not delete what it saw open.
+    *_, beside = four_hours
+    assert beside.closed_since, (
         "the sample must have sessions of hour 01:00 that the next hour's watermark closes"
     )
-    reconciled = table(spark, lakehouse, "ops.late_session_events").where(
-        F.col("reconciled_at").isNotNull()
-    )
-    assert reconciled.where(F.hour("event_time") == 1).count() == 1, (
+    assert beside.reconciled_in_its_hour == 1, (
         "and a late event of that hour, reconciled before the replace"
     )
-    # ... and the backfill's replace commits last: it must not delete what it saw open.
-    try:
-        session_flow.replace_sessions(spark, target, entry, recomputed, watermark, start_ms, end_ms)
-    finally:
-        recomputed.unpersist()
-    assert_gold_matches_oracle(spark, lakehouse, names=SESSION_TABLES)
+    for name in SESSION_TABLES:
+        actual, wanted = beside.tables[name], beside.expected[name]
+        missing, extra = wanted - actual, actual - wanted
+        assert actual == wanted, f"{name}: {missing.total()} row(s) missing, {extra.total()} extra"
 
 
 def test_a_backfill_recomputes_again_when_the_hourly_run_reconciles_a_late_event_of_its_hour_meanwhile(
-    spark, lakehouse, monkeypatch
+    spark, four_hours, monkeypatch
 ):
     # With silver written by another JVM (spark-submit) while a backfill of hour 00:00 computed, the
     # backfill's cached recomputation missed a late event that the hourly run had recorded and
     # reconciled into a session of that hour, and its replace put the session back without it.
-    write_campaigns(lakehouse, seed=SEED)
-    write_hours(lakehouse, START, 2, events_per_second=EVENTS_PER_SECOND, seed=SEED)
-    run_pipeline(lakehouse, up_to=SESSIONS)
+    _, lakehouse, _ = four_hours  # the hours streamed in one run, the oracle's sessions
     entry = catalog.get(SESSIONS)
     closed = table(spark, lakehouse, SESSIONS).where(
         F.col("session_start") >= F.lit(START.replace(minute=5, tzinfo=None))
@@ -226,7 +262,9 @@ def test_a_backfill_recomputes_again_when_the_hourly_run_reconciles_a_late_event
             end_ms is not None and not backfill_replaces
         ):  # the backfill's first replace (a reconciliation's has no end)
             arrival = (
-                Path(lakehouse.landing_events) / f"{START:%Y-%m-%d}" / "02" / "part-0000.jsonl"
+                Path(lakehouse.landing_events)
+                / f"{START + timedelta(hours=HOURS):%Y-%m-%d/%H}"
+                / "part-0000.jsonl"
             )
             arrival.parent.mkdir(parents=True)
             arrival.write_text(json.dumps(event) + "\n")
@@ -259,7 +297,7 @@ def test_a_backfill_recomputes_again_when_the_hourly_run_reconciles_a_late_event
 
 
 def test_a_full_refresh_rebuilds_the_sessions_state_from_silver(spark, four_hours):
-    lakehouse, _ = four_hours  # the hourly runs' sessions, late events reconciled: the oracle's
+    lakehouse, _, _ = four_hours  # the hourly runs' sessions, late events reconciled: the oracle's
     before = {name: rows_of(spark, lakehouse, name) for name in SESSION_TABLES}
 
     run_job("full_refresh", lakehouse, "--layer", "gold")
