@@ -59,6 +59,81 @@ def session_conf() -> dict[str, str]:
     return {**DEFAULT_CONF, **object_storage.spark_conf(), **metastore.spark_conf()}
 
 
+# OpenLineage (docs/lineage.md): Spark's listener, off unless LAKEHOUSE_LINEAGE=1. A driver reads
+# its settings once, when its SparkContext starts (the listener's ArgumentParser reads the SparkConf
+# only), so a spark-submit driver gets its Airflow task as parent by --conf (the operator), and the
+# engine, one application for every task, gets none from the listener itself: each engine session
+# sets the parent keys in its own runtime conf, which Spark copies into the local properties of the
+# session's jobs, and the listener's spark_properties facet captures them (LINEAGE_CAPTURED).
+LINEAGE_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
+LINEAGE_NAMESPACE = "ysb-lakehouse"
+# The keys the Airflow OpenLineage provider injects into its own Spark operators' conf.
+LINEAGE_PARENT_KEYS = (
+    "spark.openlineage.parentJobNamespace",
+    "spark.openlineage.parentJobName",
+    "spark.openlineage.parentRunId",
+    "spark.openlineage.rootParentJobNamespace",
+    "spark.openlineage.rootParentJobName",
+    "spark.openlineage.rootParentRunId",
+)
+LINEAGE_CAPTURED = ("spark.master", "spark.app.name", *LINEAGE_PARENT_KEYS)
+# A job's Airflow task, as JSON of LINEAGE_PARENT_KEYS: set by the operator for a job it runs in
+# its own process (engine mode) or hands to spark-submit's driver.
+LINEAGE_PARENT_ENV = "LAKEHOUSE_LINEAGE_PARENT"
+
+
+def lineage_enabled() -> bool:
+    """``$LAKEHOUSE_LINEAGE`` is 1 (or true/on): drivers and the engine emit OpenLineage events."""
+    return os.environ.get("LAKEHOUSE_LINEAGE", "").strip().lower() in ("1", "true", "on", "yes")
+
+
+def lineage_dir() -> Path:
+    """Where the file transport writes (``$LAKEHOUSE_LINEAGE_DIR``, default ``<repo>/.local/lineage``)."""
+    return Path(
+        os.environ.get("LAKEHOUSE_LINEAGE_DIR")
+        or Path(__file__).resolve().parents[2] / ".local" / "lineage"
+    )
+
+
+def lineage_parent() -> dict[str, str]:
+    """The job's Airflow task instance as Spark's parent keys (``$LAKEHOUSE_LINEAGE_PARENT``), or {}."""
+    import json
+
+    raw = os.environ.get(LINEAGE_PARENT_ENV)
+    if not raw:
+        return {}
+    parent = json.loads(raw)
+    return {key: str(parent[key]) for key in LINEAGE_PARENT_KEYS if parent.get(key)}
+
+
+def lineage_conf(events_file: str) -> dict[str, str]:
+    """A driver's OpenLineage settings ({} when lineage is off): the listener, the namespace and the
+    transport. The transport is a JSON-lines file ``events_file`` in :func:`lineage_dir`, unless
+    ``$OPENLINEAGE_URL`` names an HTTP receiver (Marquez, DataHub); the listener's own
+    ``OPENLINEAGE__TRANSPORT__*`` variables and ``--conf spark.openlineage.*`` override both."""
+    if not lineage_enabled():
+        return {}
+    if not any(Path(jar).name.startswith("openlineage-spark") for jar in jar_paths()):
+        raise ConfigError(
+            f"LAKEHOUSE_LINEAGE=1 but no OpenLineage jar in {jars_dir()}: run `make lineage-jars`."
+        )
+    conf = {
+        "spark.extraListeners": LINEAGE_LISTENER,
+        "spark.openlineage.namespace": os.environ.get(
+            "LAKEHOUSE_LINEAGE_NAMESPACE", LINEAGE_NAMESPACE
+        ),
+        "spark.openlineage.capturedProperties": ",".join(LINEAGE_CAPTURED),
+    }
+    if os.environ.get("OPENLINEAGE_URL"):
+        conf["spark.openlineage.transport.type"] = "http"
+        conf["spark.openlineage.transport.url"] = os.environ["OPENLINEAGE_URL"]
+    else:
+        lineage_dir().mkdir(parents=True, exist_ok=True)
+        conf["spark.openlineage.transport.type"] = "file"
+        conf["spark.openlineage.transport.location"] = str(lineage_dir() / events_file)
+    return conf
+
+
 # What a client may set in its own session; the rest is the server's (lakehouse_tools.engine).
 SESSION_CONF_PREFIXES = (
     "spark.sql.session.",
@@ -109,7 +184,11 @@ def build_spark_session(
         # the engine) would turn this local session into a remote one that has no URL.
         os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     builder = SparkSession.builder.appName(app_name)
-    conf = {**session_conf(), **(extra_conf or {})}
+    # One events file per driver process: drivers of several tasks may run at once.
+    lineage = lineage_conf(f"spark-{app_name}-{os.getpid()}.jsonl".replace(" ", "_"))
+    if lineage:
+        lineage.update(lineage_parent())
+    conf = {**session_conf(), **lineage, **(extra_conf or {})}
     # spark.jars set here only matters when no JVM runs yet (tests, python -m); spark-submit
     # already put the same jars on the classpath through --jars.
     conf.setdefault("spark.jars", ",".join(jar_paths()))
@@ -149,6 +228,10 @@ def _engine_session(
     for key, value in {**DEFAULT_CONF, **(extra_conf or {})}.items():
         if key.startswith(SESSION_CONF_PREFIXES):
             spark.conf.set(key, value)
+    # The job's Airflow task, in this session's runtime conf: the engine's listener records it in
+    # each Spark job's spark_properties facet (see LINEAGE_PARENT_KEYS above).
+    for key, value in lineage_parent().items():
+        spark.conf.set(key, value)
     # Shown in the engine's log and Spark UI beside each query and job of this session.
     spark.addTag(f"lakehouse-{app_name}".replace(".", "-").replace("_", "-"))
     if not outlives_jobs:

@@ -14,6 +14,10 @@ so the DAG's shape never depends on it:
 Either way a task emits an asset event only for the tables its run wrote, with one partition per
 event hour written (:mod:`lakehouse_airflow.assets`).
 
+With lineage on (``LAKEHOUSE_LINEAGE=1``, docs/lineage.md) the task hands its OpenLineage identity
+(the Airflow provider's ``spark.openlineage.parent*``/``rootParent*`` keys) to the job: as
+``--conf`` to spark-submit, through ``$LAKEHOUSE_LINEAGE_PARENT`` to a job on the engine.
+
 Nothing here imports Spark until a task runs (DAG files import this module at parse time).
 """
 
@@ -97,6 +101,36 @@ def spark_problems(conn_id: str = SPARK_CONN_ID) -> list[str]:
     return master_problems(master)
 
 
+def lineage_dataset(path: str) -> tuple[str, str]:
+    """A storage path as an OpenLineage dataset's (namespace, name), as Spark's listener names it:
+    ``file`` and the absolute path, or ``s3://bucket`` and the key."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(path)
+    if parsed.scheme in ("s3", "s3a", "s3n"):
+        return f"s3://{parsed.netloc}", parsed.path.lstrip("/")
+    return "file", os.path.abspath(parsed.path if parsed.scheme == "file" else path)
+
+
+def lineage_parent(context) -> dict[str, str]:
+    """The task instance as Spark's OpenLineage parent (and its DAG run as root), as the OpenLineage
+    provider gives its own Spark operators; {} when lineage is off or the provider is missing."""
+    from lakehouse.spark import lineage_enabled
+
+    if not lineage_enabled():
+        return {}
+    try:
+        from airflow.providers.openlineage.utils.spark import (
+            inject_parent_job_information_into_spark_properties,
+        )
+    except ImportError:
+        return {}
+    return {
+        key: str(value)
+        for key, value in inject_parent_job_information_into_spark_properties({}, context).items()
+    }
+
+
 class SparkJobOperator(BaseOperator):
     """Run ``jobs/<job>.py`` with ``application_args`` (templated) on the connection's kind of Spark."""
 
@@ -113,19 +147,44 @@ class SparkJobOperator(BaseOperator):
 
     def execute(self, context) -> Any:
         started = time.monotonic()
+        parent = lineage_parent(context)
         if spark_connection(self.conn_id).conn_type == CONNECT:
-            summary = self.run_on_engine()
+            summary = self.run_on_engine(parent)
         else:
-            summary = self.spark_submit()
+            summary = self.spark_submit(parent)
             if summary is None:
                 # No summary came back (a job other than run.py, or a driver on another machine):
                 # every outlet gets its event, without partitions.
                 return None
         written = self.written(summary)
+        self._lineage_written = sorted(written)
         for line in summary_lines(self.task_id, summary, written, time.monotonic() - started):
             self.log.info("%s", line)
         self.keep_written_outlets(context, written)
         return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """The task's own OpenLineage inputs and outputs (the Airflow provider asks once the task
+        has succeeded): a table task's upstream tables (or its landing source) and the tables its run
+        wrote, named by storage path as Spark's listener names them (:func:`lineage_dataset`)."""
+        from airflow.providers.openlineage.extractors import OperatorLineage
+        from openlineage.client.event_v2 import Dataset
+
+        if self.job != "run":
+            return OperatorLineage()
+        from lakehouse.config import Lakehouse
+
+        spec = catalog.task(self.application_args[0])
+        given = dict(zip(self.application_args, self.application_args[1:], strict=False))
+        lakehouse = Lakehouse.from_env(given.get("--lakehouse-root") or None)
+        inputs = [lakehouse.table(name).path for name in spec.upstream]
+        if spec.source:
+            inputs.append(lakehouse.landing(spec.source))
+        outputs = [lakehouse.table(name).path for name in getattr(self, "_lineage_written", [])]
+        return OperatorLineage(
+            inputs=[Dataset(*lineage_dataset(path)) for path in inputs],
+            outputs=[Dataset(*lineage_dataset(path)) for path in outputs],
+        )
 
     def written(self, summary: Any) -> dict[str, dict]:
         """The tables this run wrote, each with its asset event's extra (:mod:`lakehouse_airflow.assets`)."""
@@ -156,11 +215,13 @@ class SparkJobOperator(BaseOperator):
             self.log.info("No asset event for %s: this run wrote nothing there", ", ".join(left))
         self.outlets = kept
 
-    def run_on_engine(self) -> Any:
-        from lakehouse.spark import release_engine_sessions
+    def run_on_engine(self, parent: dict[str, str] | None = None) -> Any:
+        from lakehouse.spark import LINEAGE_PARENT_ENV, release_engine_sessions
 
         os.environ["LAKEHOUSE_ENGINE"] = "connect"
         os.environ["LAKEHOUSE_ENGINE_URL"] = engine_url(self.conn_id)
+        if parent:
+            os.environ[LINEAGE_PARENT_ENV] = json.dumps(parent)
         module, function = JOB_MAINS[self.job].split(":")
         main = getattr(importlib.import_module(module), function)
         try:
@@ -178,13 +239,14 @@ class SparkJobOperator(BaseOperator):
             raise AirflowFailException(str(refused)) from None
         finally:
             release_engine_sessions()
+            os.environ.pop(LINEAGE_PARENT_ENV, None)
             # This process now holds Airflow's, pyspark's and pandas' objects until it ends: the
             # cyclic GC would walk them all again at each full collection and at the interpreter's
             # exit (2 s of a small `dags test` run's 23 s, and CPU in every task's process). Frozen,
             # they are left out of both.
             gc.freeze()
 
-    def spark_submit(self) -> Any:
+    def spark_submit(self, parent: dict[str, str] | None = None) -> Any:
         """spark-submit the job; its summary (what ``jobs/run.py`` wrote to the summary file), or None."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
@@ -192,6 +254,7 @@ class SparkJobOperator(BaseOperator):
             summary_file = os.path.join(folder, "summary.json")
             hook = SparkSubmitHook(
                 conn_id=self.conn_id,
+                conf=dict(parent or {}),  # the Airflow task as the driver's parent run (--conf)
                 jars=jars_arg(),
                 py_files=py_files_arg() or None,
                 name=self.task_id,

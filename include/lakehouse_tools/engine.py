@@ -32,7 +32,7 @@ from pathlib import Path
 from lakehouse import metastore
 from lakehouse.config import engine_settings, jar_paths
 from lakehouse.errors import ConfigError
-from lakehouse.spark import check_engine, session_conf
+from lakehouse.spark import check_engine, lineage_conf, session_conf
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -52,6 +52,8 @@ def server_command() -> list[str]:
     settings = engine_settings()
     conf = {
         **session_conf(),
+        # OpenLineage (LAKEHOUSE_LINEAGE=1): one listener for every session's queries.
+        **lineage_conf("spark-engine.jsonl"),
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(settings.port),
         "spark.ui.enabled": "true" if os.environ.get("LAKEHOUSE_ENGINE_UI") == "1" else "false",
@@ -203,17 +205,28 @@ def up(timeout_s: float = START_TIMEOUT_S) -> None:
         conf = session_conf()
     except ConfigError as error:
         sys.exit(f"engine: {error}")
-    # What a server takes once, at its start: its jars and its lakehouse's metastore.
-    jars = "\n".join([*jar_paths(), f"metastore: {conf.get(metastore.ROOT_KEY, 'none')}"])
+    # What a server takes once, at its start: its jars, its lakehouse's metastore and its lineage.
+    try:
+        lineage = lineage_conf("spark-engine.jsonl")
+    except ConfigError as error:
+        sys.exit(f"engine: {error}")
+    jars = "\n".join(
+        [
+            *jar_paths(),
+            f"metastore: {conf.get(metastore.ROOT_KEY, 'none')}",
+            *([f"lineage: {lineage}"] if lineage else []),
+        ]
+    )
     if check_engine(settings.url, timeout_s=5) is None:
         started_with = _jars_file().read_text() if _jars_file().exists() else jars
         if started_with == jars:
             print(f"engine: already up at {settings.display_url}")
             return
         # A server loads its jars once: new ones (e.g. make kafka-source-jars) need a new server;
-        # another LAKEHOUSE_ROOT has another metastore.
+        # another LAKEHOUSE_ROOT has another metastore; lineage is set when its listener starts.
         print(
-            "engine: its jars or its lakehouse's metastore changed since it started; restarting it"
+            "engine: its jars, its lakehouse's metastore or its lineage setting changed since it "
+            "started; restarting it"
         )
         down()
     if _running_group() is None:
