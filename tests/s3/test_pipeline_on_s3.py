@@ -1,5 +1,9 @@
 """The pipeline with its lakehouse on S3: hourly runs, a rollback, a backfill beside an hourly run, and
-the oracle; nothing on local disk."""
+the oracle; nothing on local disk.
+
+`make test` runs two hourly runs; the rollback and the backfill beside a run (about five more minutes)
+are in the long tier, as the same cases on local disk are in `make test`.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from helpers import (
     START,
     assert_tables_match_oracle,
@@ -55,19 +60,14 @@ def run_clients(tasks: list[str], lakehouse, failures: list[str], args: tuple[st
             return
 
 
-def test_hourly_runs_a_rollback_and_a_backfill_beside_a_run_on_s3_equal_the_oracle(
-    s3_lakehouse, s3_reader, s3_engine
-):
-    lakehouse = s3_lakehouse
-    backfill_failures: list[str] = []
+def hourly_runs(lakehouse, s3_reader) -> tuple[datetime, dict, dict]:
+    """Two hours, then a run; the next hour, then a run: each equals the oracle. Returns the moment
+    between the runs and the rolled-back tables before and after the second."""
     write_campaigns(lakehouse, SEED)
     write_hours(lakehouse, START, 2, EVENTS_PER_SECOND, SEED)
-    before = s3_requests(s3_engine)
-
     run_pipeline(lakehouse)
     expected = assert_tables_match_oracle(s3_reader, lakehouse)
     assert expected.lines > 0
-
     before_the_run = snapshot(s3_reader, lakehouse)
 
     # The next hour lands; the next run reads only it, and every table still equals the oracle.
@@ -79,6 +79,36 @@ def test_hourly_runs_a_rollback_and_a_backfill_beside_a_run_on_s3_equal_the_orac
     assert_tables_match_oracle(s3_reader, lakehouse)
     after_the_run = snapshot(s3_reader, lakehouse)
     assert after_the_run != before_the_run
+    return moment, before_the_run, after_the_run
+
+
+def assert_all_on_s3(lakehouse, s3_engine, before: dict) -> None:
+    """Every table and checkpoint is in the bucket; nothing was written to a local path."""
+    assert local_files_named_like(lakehouse.root) == []
+    tables = {
+        p.name
+        for layer in files.lake_path(f"{lakehouse.root}/tables").iterdir()
+        for p in layer.iterdir()
+    }
+    assert {"ad_events", "campaign_hourly", "user_sessions"} <= tables
+    after = s3_requests(s3_engine)
+    assert after.get("put-if-absent", 0) > before.get("put-if-absent", 0)  # commits and leases
+
+
+def test_hourly_runs_on_s3_equal_the_oracle(s3_lakehouse, s3_reader, s3_engine):
+    before = s3_requests(s3_engine)
+    hourly_runs(s3_lakehouse, s3_reader)
+    assert_all_on_s3(s3_lakehouse, s3_engine, before)
+
+
+@pytest.mark.long
+def test_hourly_runs_a_rollback_and_a_backfill_beside_a_run_on_s3_equal_the_oracle(
+    s3_lakehouse, s3_reader, s3_engine
+):
+    lakehouse = s3_lakehouse
+    backfill_failures: list[str] = []
+    before = s3_requests(s3_engine)
+    moment, before_the_run, after_the_run = hourly_runs(lakehouse, s3_reader)
 
     # Rolled back to before that run (restores by delta-rs, checkpoints rewound on S3), then redone.
     assert (
@@ -107,13 +137,4 @@ def test_hourly_runs_a_rollback_and_a_backfill_beside_a_run_on_s3_equal_the_orac
     assert backfill_failures == []
     assert_tables_match_oracle(s3_reader, lakehouse)
 
-    # Every table and checkpoint is in the bucket; nothing was written to a local path.
-    assert local_files_named_like(lakehouse.root) == []
-    tables = {
-        p.name
-        for layer in files.lake_path(f"{lakehouse.root}/tables").iterdir()
-        for p in layer.iterdir()
-    }
-    assert {"ad_events", "campaign_hourly", "user_sessions"} <= tables
-    after = s3_requests(s3_engine)
-    assert after.get("put-if-absent", 0) > before.get("put-if-absent", 0)  # commits and leases
+    assert_all_on_s3(lakehouse, s3_engine, before)
