@@ -570,8 +570,13 @@ def render(results: dict) -> str:
         lines += [
             "",
             f"Per task, {label} (first repetition): wall seconds and the engine's CPU-s on each storage "
-            "(the engine's tree before and after the task), S3 requests. The first task also pays for "
-            "the fresh engine's first queries (class loading, JIT) on either storage.",
+            "(the engine's tree before and after the task), S3 requests."
+            + (
+                " Its first task also pays for the fresh engine's first queries (class loading, "
+                "JIT) on either storage."
+                if label == next(iter(results["sizes"]))
+                else ""
+            ),
             "",
             "| task | local s | S3 s | × | local engine CPU-s | S3 engine CPU-s | S3 requests |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",

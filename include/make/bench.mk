@@ -15,7 +15,7 @@
 #   make bench-ops-records                       # ops records appended by Spark vs delta-rs (minutes)
 #   make bench-driver-start                      # driver JVM options of short runs
 #   make bench-storage                           # the hourly run on S3 (a private local server) beside local disk,
-#                                                # demo-sized and 1M events, S3 requests by kind (about 25 minutes)
+#                                                # demo-sized and 1M events, S3 requests by kind (about 15 minutes)
 #   make bench                                   # YSB throughput per layer, incremental vs batch, growth, overhead (about 40 minutes)
 #   make bench BENCH_ARGS='--sizes 2M,10M'       # other sizes / repetitions / stages
 #   make bench-smoke                             # the benchmark code on tiny data (tests/bench)
