@@ -1,4 +1,5 @@
-"""Every job, run incrementally over a landing zone: all data once, nothing twice, only what is new."""
+"""Every job, run incrementally over a landing zone: all data once, nothing twice, only what is new,
+late events in their own hour."""
 
 from __future__ import annotations
 
@@ -67,20 +68,29 @@ def test_jobs_process_everything_once_then_nothing_then_only_new_files(spark, la
         "a run with nothing new records no batch"
     )
 
+    # Two new producer hours: their late events (90 minutes behind, far behind any watermark)
+    # fall in hour 01:00, which the first run wrote.
     bronze_before = table_version(spark, lakehouse, "bronze.ad_events")
-    new_hour = START + timedelta(hours=2)
-    write_hours(lakehouse, new_hour, 1, events_per_second=0.1, seed=11)
+    late_hour = (START + timedelta(hours=1)).replace(tzinfo=None)
+    before_late = gold_in_hour(spark, lakehouse, late_hour)
+    write_hours(lakehouse, START + timedelta(hours=2), 2, events_per_second=0.1, seed=11)
     run_pipeline(lakehouse)
 
     bronze_path = lakehouse.table("bronze.ad_events").path
     before = spark.read.format("delta").option("versionAsOf", bronze_before).load(bronze_path)
     added = table(spark, lakehouse, "bronze.ad_events").exceptAll(before)
-    new_files = sorted(Path(lakehouse.landing_events, f"{new_hour:%Y-%m-%d/%H}").glob("*.jsonl"))
+    new_files = [
+        path
+        for hour in (2, 3)
+        for path in Path(
+            lakehouse.landing_events, f"{START + timedelta(hours=hour):%Y-%m-%d/%H}"
+        ).glob("*.jsonl")
+    ]
     added_per_file = Counter(
-        Path(row.source_file.removeprefix("file:")).name for row in added.collect()
-    )
-    assert added_per_file == {p.name: len(p.read_text().splitlines()) for p in new_files}
-    assert_tables_match_oracle(spark, lakehouse)
+        Path(row.source_file.removeprefix("file:")).parts[-2:] for row in added.collect()
+    )  # by hour folder and file name
+    assert added_per_file == {p.parts[-2:]: len(p.read_text().splitlines()) for p in new_files}
+    expected = assert_tables_match_oracle(spark, lakehouse)
     # The new run's batches start where the first run's ended.
     runs = {
         t.name: [r for r in batches_with_data(spark, lakehouse) if r.table_name == t.name]
@@ -90,6 +100,22 @@ def test_jobs_process_everything_once_then_nothing_then_only_new_files(spark, la
         assert new_run.source_start_offset == first_run.source_end_offset, name
     assert runs["bronze.ad_events"][1].input_rows == sum(added_per_file.values())
 
+    # Late events are counted in their own hour: every hourly gold table's rows of hour 01:00
+    # are the oracle's, and differ from what the first run wrote there.
+    after_late = gold_in_hour(spark, lakehouse, late_hour)
+    for name, rows in after_late.items():
+        hour_start = catalog.get(name).column_names.index("hour_start")
+        wanted = Counter(
+            {
+                row: n
+                for row, n in expected_rows(expected, name).items()
+                if row[hour_start] == late_hour
+            }
+        )
+        assert rows == wanted != before_late[name], (
+            f"{name}: the late events' hour was not recomputed"
+        )
+
 
 def batches_with_data(spark, lakehouse) -> list:
     rows = table(spark, lakehouse, "ops.query_progress").filter("input_rows > 0")
@@ -98,32 +124,6 @@ def batches_with_data(spark, lakehouse) -> list:
 
 # The gold tables of event hours (the sessions' late events: tests/integration/test_user_sessions.py).
 HOURLY = tuple(entry.name for entry in gold_tables() if "hour_start" in entry.column_names)
-
-
-def test_late_events_are_counted_in_their_own_hour(spark, lakehouse):
-    """Events written 90 minutes late (far behind any watermark) update the hour they belong to."""
-    write_campaigns(lakehouse, seed=12)
-    write_hours(lakehouse, START, 1, events_per_second=0.1, seed=12)
-    run_pipeline(lakehouse, up_to=HOURLY)
-    first_hour = START.replace(tzinfo=None)
-    before = gold_in_hour(spark, lakehouse, first_hour)
-
-    # The next producer hours carry late events whose event time falls in the first hour.
-    write_hours(lakehouse, START + timedelta(hours=1), 2, events_per_second=0.1, seed=12)
-    run_pipeline(lakehouse, up_to=HOURLY)
-
-    expected = assert_tables_match_oracle(spark, lakehouse, gold=HOURLY)
-    after = gold_in_hour(spark, lakehouse, first_hour)
-    for name, rows in after.items():
-        hour_start = catalog.get(name).column_names.index("hour_start")
-        wanted = Counter(
-            {
-                row: n
-                for row, n in expected_rows(expected, name).items()
-                if row[hour_start] == first_hour
-            }
-        )
-        assert rows == wanted != before[name], f"{name}: the late events' hour was not recomputed"
 
 
 def gold_in_hour(spark, lakehouse, hour) -> dict[str, Counter]:
