@@ -60,6 +60,7 @@ def pytest_configure(config):
 LONGEST_FILES = (
     "scheduler/test_backfill.py",
     "integration/test_user_sessions.py",
+    "scheduler/test_hourly_export.py",
     "integration/test_table_names.py",  # an engine of its own (for its lakehouse's metastore)
     "integration/test_batch_mode.py",
     "s3/test_pipeline_on_s3.py",

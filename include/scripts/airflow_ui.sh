@@ -33,18 +33,28 @@ export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW__CORE__SIMPLE_AUTH_MA
 
 pids=()
 stopping=0
+# The process groups in the components' sessions (each component is a session leader, by setsid).
+# A task runner leaves its component's process group but not its session: stopping the groups
+# alone left running tasks behind, holding their checkpoint's lock, so the next start's try was
+# refused and waited for its retry.
+session_groups() {
+  ps -e -o sid=,pgid= | awk -v sids=" ${pids[*]} " 'index(sids, " " $1 " ") { print $2 }' | sort -u
+}
+
 stop_all() {
   trap - INT TERM EXIT
   stopping=1
   echo "stopping Airflow components ..."
-  for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+  local groups
+  groups=$(session_groups)  # before the first signal: a task runner may outlive its component
+  for group in "${pids[@]}" $groups; do kill -TERM -- "-$group" 2>/dev/null || true; done
   for _ in $(seq 1 20); do
     alive=0
     for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
     [ "$alive" = 0 ] && break
     sleep 0.5
   done
-  for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
+  for group in "${pids[@]}" $groups; do kill -KILL -- "-$group" 2>/dev/null || true; done
 }
 trap stop_all INT TERM EXIT
 
