@@ -59,12 +59,12 @@ def session_conf() -> dict[str, str]:
     return {**DEFAULT_CONF, **object_storage.spark_conf(), **metastore.spark_conf()}
 
 
-# OpenLineage (docs/lineage.md): Spark's listener, off unless LAKEHOUSE_LINEAGE=1. A driver reads
-# its settings once, when its SparkContext starts (the listener's ArgumentParser reads the SparkConf
-# only), so a spark-submit driver gets its Airflow task as parent by --conf (the operator), and the
-# engine, one application for every task, gets none from the listener itself: each engine session
-# sets the parent keys in its own runtime conf, which Spark copies into the local properties of the
-# session's jobs, and the listener's spark_properties facet captures them (LINEAGE_CAPTURED).
+# OpenLineage (docs/lineage.md): Spark's listener, off unless LAKEHOUSE_LINEAGE=1. The listener
+# reads its settings, its parent run among them, once: from the SparkConf, when its SparkContext
+# starts (ArgumentParser.parse(SparkConf)). So a spark-submit driver gets its Airflow task as parent
+# by --conf (the operator), and the engine, one application for every task, cannot take a parent
+# per task: neither a Connect session's runtime conf nor a job's local properties reach it (tried:
+# set per session, captured by spark.openlineage.capturedProperties, in no event).
 LINEAGE_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 LINEAGE_NAMESPACE = "ysb-lakehouse"
 # The keys the Airflow OpenLineage provider injects into its own Spark operators' conf.
@@ -76,9 +76,8 @@ LINEAGE_PARENT_KEYS = (
     "spark.openlineage.rootParentJobName",
     "spark.openlineage.rootParentRunId",
 )
-LINEAGE_CAPTURED = ("spark.master", "spark.app.name", *LINEAGE_PARENT_KEYS)
-# A job's Airflow task, as JSON of LINEAGE_PARENT_KEYS: set by the operator for a job it runs in
-# its own process (engine mode) or hands to spark-submit's driver.
+# A job's Airflow task, as JSON of LINEAGE_PARENT_KEYS, for a local driver started by Python (the
+# operator passes --conf to spark-submit's).
 LINEAGE_PARENT_ENV = "LAKEHOUSE_LINEAGE_PARENT"
 
 
@@ -122,7 +121,6 @@ def lineage_conf(events_file: str) -> dict[str, str]:
         "spark.openlineage.namespace": os.environ.get(
             "LAKEHOUSE_LINEAGE_NAMESPACE", LINEAGE_NAMESPACE
         ),
-        "spark.openlineage.capturedProperties": ",".join(LINEAGE_CAPTURED),
     }
     if os.environ.get("OPENLINEAGE_URL"):
         conf["spark.openlineage.transport.type"] = "http"
@@ -228,10 +226,6 @@ def _engine_session(
     for key, value in {**DEFAULT_CONF, **(extra_conf or {})}.items():
         if key.startswith(SESSION_CONF_PREFIXES):
             spark.conf.set(key, value)
-    # The job's Airflow task, in this session's runtime conf: the engine's listener records it in
-    # each Spark job's spark_properties facet (see LINEAGE_PARENT_KEYS above).
-    for key, value in lineage_parent().items():
-        spark.conf.set(key, value)
     # Shown in the engine's log and Spark UI beside each query and job of this session.
     spark.addTag(f"lakehouse-{app_name}".replace(".", "-").replace("_", "-"))
     if not outlives_jobs:

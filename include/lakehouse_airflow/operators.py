@@ -15,8 +15,10 @@ Either way a task emits an asset event only for the tables its run wrote, with o
 event hour written (:mod:`lakehouse_airflow.assets`).
 
 With lineage on (``LAKEHOUSE_LINEAGE=1``, docs/lineage.md) the task hands its OpenLineage identity
-(the Airflow provider's ``spark.openlineage.parent*``/``rootParent*`` keys) to the job: as
-``--conf`` to spark-submit, through ``$LAKEHOUSE_LINEAGE_PARENT`` to a job on the engine.
+(the Airflow provider's ``spark.openlineage.parent*``/``rootParent*`` keys) to spark-submit as
+``--conf``: the driver's application run is the task's child. The engine's listener takes no
+parent per task (it reads one when the engine starts); there the task's own OpenLineage events
+carry its inputs and outputs (:meth:`SparkJobOperator.get_openlineage_facets_on_complete`).
 
 Nothing here imports Spark until a task runs (DAG files import this module at parse time).
 """
@@ -147,11 +149,10 @@ class SparkJobOperator(BaseOperator):
 
     def execute(self, context) -> Any:
         started = time.monotonic()
-        parent = lineage_parent(context)
         if spark_connection(self.conn_id).conn_type == CONNECT:
-            summary = self.run_on_engine(parent)
+            summary = self.run_on_engine()
         else:
-            summary = self.spark_submit(parent)
+            summary = self.spark_submit(lineage_parent(context))
             if summary is None:
                 # No summary came back (a job other than run.py, or a driver on another machine):
                 # every outlet gets its event, without partitions.
@@ -215,13 +216,11 @@ class SparkJobOperator(BaseOperator):
             self.log.info("No asset event for %s: this run wrote nothing there", ", ".join(left))
         self.outlets = kept
 
-    def run_on_engine(self, parent: dict[str, str] | None = None) -> Any:
-        from lakehouse.spark import LINEAGE_PARENT_ENV, release_engine_sessions
+    def run_on_engine(self) -> Any:
+        from lakehouse.spark import release_engine_sessions
 
         os.environ["LAKEHOUSE_ENGINE"] = "connect"
         os.environ["LAKEHOUSE_ENGINE_URL"] = engine_url(self.conn_id)
-        if parent:
-            os.environ[LINEAGE_PARENT_ENV] = json.dumps(parent)
         module, function = JOB_MAINS[self.job].split(":")
         main = getattr(importlib.import_module(module), function)
         try:
@@ -239,7 +238,6 @@ class SparkJobOperator(BaseOperator):
             raise AirflowFailException(str(refused)) from None
         finally:
             release_engine_sessions()
-            os.environ.pop(LINEAGE_PARENT_ENV, None)
             # This process now holds Airflow's, pyspark's and pandas' objects until it ends: the
             # cyclic GC would walk them all again at each full collection and at the interpreter's
             # exit (2 s of a small `dags test` run's 23 s, and CPU in every task's process). Frozen,
