@@ -108,8 +108,8 @@ def lineage_parent() -> dict[str, str]:
 def lineage_conf(events_file: str) -> dict[str, str]:
     """A driver's OpenLineage settings ({} when lineage is off): the listener, the namespace and the
     transport. The transport is a JSON-lines file ``events_file`` in :func:`lineage_dir`, unless
-    ``$OPENLINEAGE_URL`` names an HTTP receiver (Marquez, DataHub); the listener's own
-    ``OPENLINEAGE__TRANSPORT__*`` variables and ``--conf spark.openlineage.*`` override both."""
+    ``$OPENLINEAGE_URL`` names an HTTP receiver (Marquez, DataHub). The listener also merges in the
+    OpenLineage client's ``OPENLINEAGE__TRANSPORT__*`` variables and an ``openlineage.yml``."""
     if not lineage_enabled():
         return {}
     if not any(Path(jar).name.startswith("openlineage-spark") for jar in jar_paths()):
