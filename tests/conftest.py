@@ -68,6 +68,7 @@ LONGEST_FILES = (
     "faults/test_sessions_after_a_kill.py",
     "integration/test_incremental_jobs.py",
     "scheduler/test_clean_stop.py",
+    "e2e/test_lineage.py",  # an engine of its own (lineage on)
     "kafka/test_bronze_kafka.py",
     "e2e/test_hourly_dag.py",
     "integration/test_catalog_contract.py",
