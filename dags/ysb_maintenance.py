@@ -15,8 +15,10 @@ fails leaves the others to run.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, CronTriggerTimetable, Param
 
 from lakehouse import catalog
 from lakehouse.maintenance import DEFAULT_RETAIN_HOURS
@@ -28,9 +30,11 @@ with DAG(
     dag_id="ysb_maintenance",
     # Daily at 00:00 UTC, first at the next midnight after the DAG is first seen. No start_date: with
     # one, Airflow 3 schedules the latest midnight already past as soon as the scheduler starts
-    # (`make airflow-ui` ran OPTIMIZE + VACUUM of every table at once); without one, the cron
-    # timetable's run_immediately=False waits for the next scheduled time.
-    schedule="@daily",
+    # (`make airflow-ui` ran OPTIMIZE + VACUUM of every table at once). Nor "@daily": its
+    # run_immediately=False still runs the past midnight when the DAG is first seen within a tenth
+    # of a day after it (CronTriggerTimetable._calc_first_run treats False as "within 10%"); a
+    # buffer of zero waits for the next midnight.
+    schedule=CronTriggerTimetable("0 0 * * *", timezone="UTC", run_immediately=timedelta(0)),
     catchup=False,
     max_active_runs=1,
     max_active_tasks=1,
