@@ -19,23 +19,31 @@ from lakehouse_tools.generator import write_campaigns, write_hours
 
 # What Airflow's metadata DB knows of the lakehouse's Assets: each table, the tasks that write and
 # read it, and the asset events the run produced (what the UI's Assets page shows).
+# The session's Airflow home is shared with other tests that run this DAG (the lineage test), so
+# the events and summaries read are those of this test's own run: the DAG's newest run.
 READ_ASSETS = """
 import json
 from airflow.models.asset import AssetEvent, AssetModel, TaskInletAssetReference, TaskOutletAssetReference
+from airflow.models.dagrun import DagRun
 from airflow.models.xcom import XComModel
 from airflow.utils.session import create_session
 with create_session() as session:
     names = {asset.id: asset.name for asset in session.query(AssetModel)}
     hourly = lambda refs: refs.filter_by(dag_id="ysb_hourly")
+    run = session.query(DagRun).filter_by(dag_id="ysb_hourly").order_by(DagRun.id.desc()).first()
     print(json.dumps({
         "assets": {asset.name: [asset.uri, asset.group] for asset in session.query(AssetModel)},
         "outlets": sorted([r.task_id, names[r.asset_id]] for r in hourly(session.query(TaskOutletAssetReference))),
         "inlets": sorted([r.task_id, names[r.asset_id]] for r in hourly(session.query(TaskInletAssetReference))),
+        "run": run.run_id,
         "events": sorted(
             [e.source_run_id, e.source_task_id, names[e.asset_id], e.extra, e.partition_key]
-            for e in session.query(AssetEvent)
+            for e in session.query(AssetEvent).filter_by(source_dag_id="ysb_hourly")
         ),
-        "summaries": {x.task_id: x.value for x in session.query(XComModel).filter(XComModel.key == "return_value")},
+        "summaries": {
+            x.task_id: x.value
+            for x in session.query(XComModel).filter_by(key="return_value", dag_id="ysb_hourly", run_id=run.run_id)
+        },
     }))
 """
 
@@ -87,14 +95,17 @@ def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_
     assert {summaries[t.task]["table"] for t in catalog.tasks() if t.streamed} == {
         t.name for t in catalog.tasks() if t.streamed
     }
-    assert_events_say_what_was_written(spark, lakehouse, assets["events"])
+    first_run = [e for e in assets["events"] if e[0] == assets["run"]]
+    assert_events_say_what_was_written(spark, lakehouse, first_run)
 
     # A second run with nothing new writes nothing, so it emits no asset event at all.
     later = (START + timedelta(hours=3)).isoformat()
     again = airflow(env, "dags", "test", "ysb_hourly", later)
     assert again.returncode == 0, (again.stdout + again.stderr)[-5000:]
-    events = airflow_python(env, READ_ASSETS)["events"]
-    assert events == assets["events"], [e for e in events if e not in assets["events"]]
+    after = airflow_python(env, READ_ASSETS)
+    assert after["run"] != assets["run"]
+    assert [e for e in after["events"] if e[0] == after["run"]] == []
+    assert [e for e in after["events"] if e[0] == assets["run"]] == first_run
 
 
 def assert_events_say_what_was_written(spark, lakehouse, events: list) -> None:
