@@ -10,7 +10,7 @@ import json
 import re
 from datetime import datetime, timedelta
 
-from lakehouse import catalog
+from lakehouse import catalog, object_storage
 from lakehouse.config import Lakehouse
 from lakehouse.files import lake_path
 from lakehouse_tools.status import Observed, TableWrite
@@ -60,43 +60,104 @@ def landed_lines(landing_root: str) -> dict[datetime, int]:
     return lines
 
 
+# Commits that change no row: compaction rewrites files, VACUUM deletes unreferenced ones.
+MAINTENANCE_OPERATIONS = {"OPTIMIZE", "VACUUM START", "VACUUM END"}
+RECENT_COMMITS = 50  # read first for the newest data write: maintenance adds three a day
+
+
 def last_write(delta) -> TableWrite:
-    """A table's newest commit."""
-    commit = delta.history(1)[0]
+    """A table's newest commit that changed data (a maintenance commit is not a write of rows)."""
+    for limit in (RECENT_COMMITS, HISTORY_LIMIT):
+        history = delta.history(limit)  # newest first
+        commit = next(
+            (c for c in history if c.get("operation") not in MAINTENANCE_OPERATIONS), None
+        )
+        if commit is not None or len(history) < limit:
+            break
+    commit = commit or history[0]  # only maintenance in reach: its newest commit
     return TableWrite(
-        version=delta.version(),
+        version=commit.get("version", delta.version()),
         time=utc(commit["timestamp"]),
         operation=commit.get("operation", ""),
     )
 
 
 def hour_writes(delta, spec: catalog.TableSpec) -> dict[datetime, datetime]:
-    """The newest write of a live file covering each event hour (partition values, else hour-column stats)."""
+    """The newest write of a live file covering each event hour (partition values, else hour-column stats).
+
+    A file compaction wrote keeps the times of the files it replaced, hour by hour: compaction
+    changes no row, so an hour it touched was not written again (else every compacted hour would
+    look newer than its downstream's).
+    """
     import pyarrow as pa
 
-    actions = pa.table(delta.get_add_actions(flatten=True)).to_pylist()
+    carried = _compaction_times(delta, spec)
     newest: dict[datetime, datetime] = {}
-    column = spec.hour_sql if spec.hour_sql in spec.column_names else "event_time"
-    for action in actions:
-        written = utc(action["modification_time"])
-        if "event_hour" in spec.partition_by:
-            day, hour = action.get("partition.event_date"), action.get("partition.event_hour")
-            if day is None or hour is None:
-                continue
-            low = high = datetime.fromisoformat(f"{day}T{int(hour):02d}:00")
-        else:
-            low, high = utc(action.get(f"min.{column}")), utc(action.get(f"max.{column}"))
-            if low is None or high is None:  # no statistics: the file's hours are unknown
-                continue
-            low, high = (
-                low.replace(minute=0, second=0, microsecond=0),
-                high.replace(minute=0, second=0, microsecond=0),
-            )
-        hour = low
-        while hour <= high:
+    for action in pa.table(delta.get_add_actions(flatten=True)).to_pylist():
+        for hour, written in (carried.get(action["path"]) or _file_times(action, spec)).items():
             newest[hour] = max(newest.get(hour, written), written)
-            hour += timedelta(hours=1)
     return newest
+
+
+def _file_hours(action: dict, spec: catalog.TableSpec) -> list[datetime]:
+    """The event hours a data file covers, from its ``add`` action (none when unknown)."""
+    if "event_hour" in spec.partition_by:
+        day, hour = action.get("partition.event_date"), action.get("partition.event_hour")
+        if day is None or hour is None:
+            return []
+        return [datetime.fromisoformat(f"{day}T{int(hour):02d}:00")]
+    column = spec.hour_sql if spec.hour_sql in spec.column_names else "event_time"
+    low, high = utc(action.get(f"min.{column}")), utc(action.get(f"max.{column}"))
+    if low is None or high is None:  # no statistics: the file's hours are unknown
+        return []
+    hour, hours = low.replace(minute=0, second=0, microsecond=0), []
+    while hour <= high:
+        hours.append(hour)
+        hour += timedelta(hours=1)
+    return hours
+
+
+def _file_times(action: dict, spec: catalog.TableSpec) -> dict[datetime, datetime]:
+    written = utc(action["modification_time"])
+    return dict.fromkeys(_file_hours(action, spec), written)
+
+
+def _compaction_times(delta, spec: catalog.TableSpec) -> dict[str, dict[datetime, datetime]]:
+    """Per file an OPTIMIZE added, the newest write of each of its hours among the files it replaced.
+
+    Read from the table as it was before and after each OPTIMIZE in the history, oldest first (a
+    compacted file compacted again keeps its first times). A version gone from the log leaves that
+    OPTIMIZE's files with their own write time.
+    """
+    import pyarrow as pa
+    from deltalake.exceptions import DeltaError
+
+    optimized = sorted(
+        c["version"]
+        for c in delta.history(HISTORY_LIMIT)
+        if c.get("operation") == "OPTIMIZE" and "version" in c
+    )
+    carried: dict[str, dict[datetime, datetime]] = {}
+
+    def files_at(version: int) -> dict[str, dict]:
+        old = object_storage.delta_table(delta.table_uri, version=version)
+        return {a["path"]: a for a in pa.table(old.get_add_actions(flatten=True)).to_pylist()}
+
+    for version in optimized:
+        try:
+            before, after = files_at(version - 1), files_at(version)
+        except (DeltaError, OSError):
+            continue
+        times: dict[datetime, datetime] = {}
+        for path, action in before.items():
+            if path not in after:  # replaced by the compaction
+                for hour, written in (carried.get(path) or _file_times(action, spec)).items():
+                    times[hour] = max(times.get(hour, written), written)
+        for path, action in after.items():
+            if path not in before:  # written by the compaction
+                own = _file_times(action, spec)
+                carried[path] = {hour: times.get(hour, written) for hour, written in own.items()}
+    return carried
 
 
 def replace_predicate(commit: dict) -> str | None:
