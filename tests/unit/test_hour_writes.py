@@ -4,7 +4,7 @@ false `stale` after the maintenance DAG). Real Delta tables, written and compact
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -23,7 +23,7 @@ def append_silver(path: str, hour: datetime, value: int) -> None:
     rows = {
         "event_date": [hour.date().isoformat()],
         "event_hour": [hour.hour],
-        "event_time": pa.array([hour.replace(tzinfo=timezone.utc)], pa.timestamp("us", "UTC")),
+        "event_time": pa.array([hour.replace(tzinfo=UTC)], pa.timestamp("us", "UTC")),
         "value": [value],
     }
     write_deltalake(path, pa.table(rows), partition_by=["event_date", "event_hour"], mode="append")
@@ -32,9 +32,7 @@ def append_silver(path: str, hour: datetime, value: int) -> None:
 def append_gold(path: str, *hours: datetime) -> None:
     rows = {
         "event_date": [h.date().isoformat() for h in hours],
-        "hour_start": pa.array(
-            [h.replace(tzinfo=timezone.utc) for h in hours], pa.timestamp("us", "UTC")
-        ),
+        "hour_start": pa.array([h.replace(tzinfo=UTC) for h in hours], pa.timestamp("us", "UTC")),
     }
     write_deltalake(path, pa.table(rows), partition_by=["event_date"], mode="append")
 
