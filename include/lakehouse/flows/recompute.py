@@ -97,10 +97,16 @@ def run(table: Table, args: JobArgs) -> dict:
             new_rows.sparkSession, lakehouse, table, hours, app_id=app_id, batch_id=batch_id
         )
         fault_point(f"{table.layer}.after_replace", batch_id)
-        summary = (
-            f"recomputed {hours}: {written['rows_written']} row(s) written, "
-            f"{written['rows_deleted']} replaced, version {written['version']}"
-        )
+        figures = [  # a figure the commit no longer records is left out, not shown as None
+            text.format(written[key])
+            for key, text in (
+                ("rows_written", "{} row(s) written"),
+                ("rows_deleted", "{} replaced"),
+                ("version", "version {}"),
+            )
+            if written.get(key) is not None
+        ]
+        summary = f"recomputed {hours}: " + ", ".join(figures)
         return {
             "batch_id": batch_id,
             "hours": str(hours),
