@@ -56,7 +56,7 @@ $(COMPOSE_LOADER): $(COMPOSE_LOADER_SRC)/main.go $(COMPOSE_LOADER_SRC)/go.mod $(
 compose-config: $(COMPOSE_LOADER) .env  ## print docker-compose.yaml resolved with .env, as `docker compose config` would
 	$(COMPOSE_LOADER) docker-compose.yaml .env $(ROOT) tools
 
-compose-check: $(COMPOSE_SCHEMA) $(COMPOSE_LOADER)  ## validate docker-compose.yaml, .env.example and the Dockerfile (no Docker needed)
+compose-check: $(VENV)/.installed $(DRIVER_CDS) $(COMPOSE_SCHEMA) $(COMPOSE_LOADER)  ## validate docker-compose.yaml, .env.example and the Dockerfile (no Docker needed)
 	python -m pytest tests/deploy -q
 
 compose-env: .env  ## .env from .env.example with random secrets (never overwrites an existing .env)
