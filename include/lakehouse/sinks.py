@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from lakehouse import delta_log, object_storage
 from lakehouse.catalog import TableSpec
@@ -326,21 +327,26 @@ def with_conflict_retries(write: Callable[[], T], what: str, attempts: int = 6) 
     Delta's optimistic concurrency rejects a commit that read data another commit has since
     changed; every write here is idempotent, so trying again after a short random pause is safe.
     """
-    conflicts = delta_conflict_exceptions()
-    for attempt in range(1, attempts + 1):
-        try:
-            return write()
-        except conflicts as error:
-            if attempt == attempts:
-                raise
-            pause = random.uniform(0.5, 2.0) * attempt
-            log.warning(
-                "Delta write conflict on %s (attempt %d/%d, %s); retrying in %.1f s",
-                what,
-                attempt,
-                attempts,
-                type(error).__name__,
-                pause,
-            )
-            time.sleep(pause)
-    raise AssertionError("unreachable")
+
+    def pause(state) -> float:  # longer after each conflict, randomized so writers fall apart
+        return random.uniform(0.5, 2.0) * state.attempt_number
+
+    def log_retry(state) -> None:
+        log.warning(
+            "Delta write conflict on %s (attempt %d/%d, %s); retrying in %.1f s",
+            what,
+            state.attempt_number,
+            attempts,
+            type(state.outcome.exception()).__name__,
+            state.next_action.sleep,
+        )
+
+    retrying = Retrying(
+        retry=retry_if_exception_type(delta_conflict_exceptions()),
+        stop=stop_after_attempt(attempts),
+        wait=pause,
+        sleep=time.sleep,
+        before_sleep=log_retry,
+        reraise=True,
+    )
+    return retrying(write)
