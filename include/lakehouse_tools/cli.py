@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(grid_json(grid), indent=1) if args.json else grid_text(grid))
             if args.html:
                 write_status_page(lakehouse, grid, args.html)
-            return 1 if grid.needs_action else 0
+            return 1 if grid.needs_action or grid.unread_files else 0
         return _repair(grid, args.dag_id, args.dry_run)
     except ConfigError as error:
         print(f"lakehouse: {error}", file=sys.stderr)

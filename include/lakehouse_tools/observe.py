@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from lakehouse import catalog, object_storage
 from lakehouse.config import Lakehouse
 from lakehouse.files import lake_path
+from lakehouse.landing import landing_report
 from lakehouse_tools.status import Observed, TableWrite
 from lakehouse_tools.storage import UsageError, connect, open_tables, utc
 from lakehouse_tools.text_table import cell
@@ -303,7 +304,17 @@ def observe(lakehouse: Lakehouse) -> Observed:
         writes=writes,
         recomputed=recomputed,
         failed_rules=_failed_rules(connection) if RESULTS_TABLE in tables else {},
+        landing_files=_landing_files(lakehouse, ingest.source),
     )
+
+
+def _landing_files(lakehouse: Lakehouse, source: str) -> list[dict]:
+    """Landing files bronze does not read as they are, each with its folder's producer hour."""
+    report = landing_report(lakehouse, source)
+    return [
+        {**problem, "hour": folder_hour(problem["file"])}
+        for problem in (*report["ignored"], *report["changed"])
+    ]
 
 
 def _failed_rules(connection) -> dict[datetime, list[str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
+from lakehouse.landing import Problem
 from lakehouse_tools.text_table import table_text
 
 # States of an hour, most severe first; the first four need action (exit code 1). failed: a data-quality
@@ -19,6 +20,8 @@ STATES = ("mismatch", "failed", "missing", "stale", "pending", "complete", "empt
 NEEDS_ACTION = ("mismatch", "failed", "missing", "stale")
 # What a backfill (silver and gold recomputed for the hour) fixes.
 REPAIRABLE = ("failed", "missing", "stale")
+# Landing files changed after bronze read them: their new lines are never read by a later run.
+CHANGED = (Problem.APPENDED, Problem.REWRITTEN)
 
 
 @dataclass
@@ -52,10 +55,16 @@ class Grid:
     columns: list[str]  # count columns, in order: landed, the arrival tables, the hour tables
     rows: list[HourRow]
     writes: dict[str, TableWrite | None]
+    landing_files: list[dict] = field(default_factory=list)
 
     @property
     def needs_action(self) -> list[HourRow]:
         return [row for row in self.rows if row.state in NEEDS_ACTION]
+
+    @property
+    def unread_files(self) -> list[dict]:
+        """Landing files whose lines bronze does not read (until someone does what each says)."""
+        return [f for f in self.landing_files if not f["read"]]
 
 
 @dataclass
@@ -74,7 +83,10 @@ class Observed:
     * ``recomputed``: per replace-hours table, the newest commit that replaced each event hour
       (its predicate selects the hour), rows or none: an hour with no rows to write (no views in it)
       is recomputed, not missing (read only for hours its upstream holds and it does not);
-    * ``failed_rules``: per event hour, the gating rules whose newest check of the hour failed.
+    * ``failed_rules``: per event hour, the gating rules whose newest check of the hour failed;
+    * ``landing_files``: landing files bronze does not read as they are
+      (:func:`lakehouse.landing.landing_report`: ignored ones, then ones changed after ingestion),
+      each with the producer ``hour`` of its folder (None outside the layout).
     """
 
     landed: dict[datetime, int]
@@ -88,6 +100,7 @@ class Observed:
     writes: dict[str, TableWrite | None]
     recomputed: dict[str, dict[datetime, datetime]] = field(default_factory=dict)
     failed_rules: dict[datetime, list[str]] = field(default_factory=dict)
+    landing_files: list[dict] = field(default_factory=list)
 
 
 def grade(observed: Observed, start: datetime | None = None, end: datetime | None = None) -> Grid:
@@ -127,7 +140,7 @@ def grade(observed: Observed, start: datetime | None = None, end: datetime | Non
         if not any(row.counts.values()):
             row.state = "empty"
         rows.append(row)
-    return Grid(columns=columns, rows=rows, writes=o.writes)
+    return Grid(columns=columns, rows=rows, writes=o.writes, landing_files=o.landing_files)
 
 
 def _grade_arrival(
@@ -135,7 +148,10 @@ def _grade_arrival(
 ) -> None:
     """The producer hour: landing -> ingested table -> valid rows + quarantine (+ duplicates)."""
     landed = row.counts["landed"]
-    if landed > ingested:
+    changed = [f for f in o.landing_files if f["reason"] in CHANGED and f.get("hour") == row.hour]
+    for problem in changed:  # no later run reads these lines: a person moves them (what_to_do)
+        row.flag("mismatch", f"{problem['file']}: {problem['detail']}; {problem['what_to_do']}")
+    if landed > ingested and not changed:
         row.flag(
             "pending",
             f"{landed - ingested} landed line(s) not in {o.ingest_table} yet (the next run ingests them)",
@@ -225,6 +241,10 @@ def grid_json(grid: Grid) -> dict:
             for name, w in grid.writes.items()
         },
         "needs_action": [row.hour.strftime("%Y-%m-%dT%H:00:00Z") for row in grid.needs_action],
+        "landing_files": [
+            {**f, "hour": f["hour"].strftime("%Y-%m-%dT%H:00:00Z") if f.get("hour") else None}
+            for f in grid.landing_files
+        ],
     }
 
 
@@ -247,4 +267,10 @@ def grid_text(grid: Grid) -> str:
         out.append("")
         for row in flagged:
             out.append(f"{row.hour:%Y-%m-%d %H:00} {row.state}: " + "; ".join(row.reasons))
+    if grid.landing_files:
+        out.append("")
+        out.append("Landing files bronze does not read as they are:")
+        for f in grid.landing_files:
+            read = "read" if f["read"] else "NOT read"
+            out.append(f"  {f['file']} ({f['reason']}, {read}): {f['detail']}. {f['what_to_do']}")
     return "\n".join(out)

@@ -64,6 +64,46 @@ def test_landed_lines_not_ingested_yet_are_pending():
     assert not status.grade(o).needs_action
 
 
+def landing_file(name: str, reason: str, read: bool, hour: datetime | None) -> dict:
+    return {
+        "file": name,
+        "reason": reason,
+        "detail": f"{reason} detail",
+        "what_to_do": f"fix {name}",
+        "read": read,
+        "command": None,
+        "hour": hour,
+    }
+
+
+def test_a_file_appended_to_after_ingestion_is_a_mismatch_not_a_promise_and_unread_files_need_action():
+    appended = landing_file("2026-11-20/01/part.jsonl", "appended_after_ingestion", False, H1)
+    ignored = landing_file("2026-11-20/00/notes.txt", "not_jsonl", False, H0)
+    deep = landing_file("2026-11-20/00/retry/deep.jsonl", "outside_layout", True, None)
+    o = observed(landed={H0: 10, H1: 12}, landing_files=[ignored, deep, appended])
+    grid = status.grade(o)
+    # The appended lines are counted as landed, but no later run reads them: not "pending".
+    assert [(row.state, row.reasons) for row in grid.rows] == [
+        ("complete", []),
+        (
+            "mismatch",
+            [
+                "2026-11-20/01/part.jsonl: appended_after_ingestion detail; fix 2026-11-20/01/part.jsonl"
+            ],
+        ),
+    ]
+    assert grid.unread_files == [ignored, appended]
+    assert status.grid_json(grid)["landing_files"][2]["hour"] == "2026-11-20T01:00:00Z"
+    assert status.grid_text(grid).splitlines()[-4:] == [
+        "Landing files bronze does not read as they are:",
+        "  2026-11-20/00/notes.txt (not_jsonl, NOT read): not_jsonl detail. fix 2026-11-20/00/notes.txt",
+        "  2026-11-20/00/retry/deep.jsonl (outside_layout, read): outside_layout detail. fix 2026-11-20/00/retry/deep.jsonl",
+        "  2026-11-20/01/part.jsonl (appended_after_ingestion, NOT read): appended_after_ingestion detail. fix 2026-11-20/01/part.jsonl",
+    ]
+    # Files read as they are (outside the layout, a gzip payload quarantined) need no action.
+    assert status.grade(observed(landing_files=[deep])).unread_files == []
+
+
 def test_more_rows_than_landed_lines_is_a_mismatch():
     assert states(observed(ingested={H0: 11, H1: 10})) == {H0: "mismatch", H1: "complete"}
     # more valid + quarantined rows than ingested lines
