@@ -133,17 +133,24 @@ def append_records(rows: list[dict], table: Table, declared: TableSpec | None = 
 
 @contextmanager
 def _dml_transaction(
-    spark: SparkSession, app_id: str, batch_id: int, settings: dict | None = None
+    spark: SparkSession, app_id: str | None, batch_id: int | None, settings: dict | None = None
 ) -> Iterator[None]:
-    """Make the next DML command (MERGE) idempotent: Delta reads the txn id from the session.
+    """Make the next DML command (MERGE) idempotent: Delta reads the txn id from the session
+    (``app_id`` None: no txn id, only the ``settings``).
 
     The commit is tagged with the txn id too (``userMetadata``), so that a replay can find it.
     ``settings`` are session settings for this command alone.
     """
     scoped = {
-        _TXN_APP_ID: app_id,
-        _TXN_VERSION: str(batch_id),
-        _USER_METADATA: txn_tag(app_id, batch_id),
+        **(
+            {
+                _TXN_APP_ID: app_id,
+                _TXN_VERSION: str(batch_id),
+                _USER_METADATA: txn_tag(app_id, batch_id),
+            }
+            if app_id is not None
+            else {}
+        ),
         **(settings or {}),
     }
     for name, value in scoped.items():
@@ -161,8 +168,8 @@ def merge_new_rows(
     table: Table,
     key: str,
     hours: HourRange,
-    app_id: str,
-    batch_id: int,
+    app_id: str | None,
+    batch_id: int | None,
 ) -> bool:
     """Insert the rows whose ``key`` the table does not hold yet (an insert-only MERGE).
 
@@ -170,7 +177,8 @@ def merge_new_rows(
     the cost follows the new data, not the size of the table. Insert-only MERGE only adds files,
     so downstream streams read the new rows as plain appends. New columns in ``rows`` are added
     to the table (schema evolution). False when Delta skipped the batch as already committed
-    (:func:`merge_figures` has what it did either way).
+    (:func:`merge_figures` has what it did either way). ``app_id`` None: no txn id (rerunning
+    inserts nothing twice anyway: the rows' keys are then in the table).
     """
     condition = f"t.{key} = s.{key} AND ({_qualify(hours.silver_predicate(), 't')})"
     # Delta would shuffle every row by partition before writing (one file per hour); coalescing to

@@ -91,10 +91,14 @@ def written(table: TableSpec, summary: Any, args: list[str] = ()) -> dict[str, d
         return {}
     mode = summary.get("mode", "incremental")
     notes = [note for note in summary.get("batches") or [] if isinstance(note, dict)]
+    replay = summary.get("quarantine_replay") or {}  # lines a dimension change let in
     hours = summary.get("event_hours") or (
         _hours_of_args(list(args))
         if mode == "batch"
-        else sorted({h for note in notes for h in note.get("event_hours") or []})
+        else sorted(
+            {h for note in notes for h in note.get("event_hours") or []}
+            | set(replay.get("event_hours") or [])
+        )
     )
     counts: dict[str, dict[str, int]] = {}  # table -> rows written, and rows replaced or updated
     rewritten: set[str] = set()  # tables replaced whole, whatever their rows
@@ -119,8 +123,9 @@ def written(table: TableSpec, summary: Any, args: list[str] = ()) -> dict[str, d
             # lines quarantined earlier that the recompute accepted: their rows marked resolved
             count(side("quarantine"), 0, rows_updated=summary.get("quarantine_resolved"))
     elif table.write is Write.MERGE_NEW:
-        count(table.name, _sum(notes, "inserted"))
-        count(side("quarantine"), _sum(notes, "quarantined"))
+        accepted = replay.get("lines") or 0
+        count(table.name, _sum(notes, "inserted") + accepted)
+        count(side("quarantine"), _sum(notes, "quarantined"), rows_updated=accepted)
         count(side("metrics"), sum("lines" in note for note in notes))  # a row per batch
     elif table.write is Write.REPLACE_HOURS:
         count(table.name, _sum(notes, "rows_written"), rows_replaced=_sum(notes, "rows_deleted"))

@@ -30,8 +30,12 @@ def headline(name: str, summary: dict) -> str:
     parts = []
     if summary.get("mode") == "batch":
         parts.append(f"batch over {summary.get('hours') or 'its hours'}")
+    replayed = (summary.get("quarantine_replay") or {}).get("lines")
+    accepted = (
+        f"; {_n(replayed)} quarantined line(s) now accepted (upstream changed)" if replayed else ""
+    )
     if summary.get("not_started"):
-        return f"{name}: nothing new ({summary['not_started']})"
+        return f"{name}: nothing new ({summary['not_started']}){accepted}"
     if "input_rows" in summary:
         parts.append(
             f"{_n(summary['input_rows'])} row(s) in, {_n(summary.get('micro_batches', 0))} micro-batch(es)"
@@ -68,7 +72,7 @@ def headline(name: str, summary: dict) -> str:
             f"{_n(checked.get('checked') or 0)} rule check(s)"
             + (f", {len(failed)} warning(s)" if failed else "")
         )
-    return f"{name}: " + "; ".join(parts) if parts else f"{name}: done"
+    return (f"{name}: " + "; ".join(parts) if parts else f"{name}: done") + accepted
 
 
 def summary_lines(

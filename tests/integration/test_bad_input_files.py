@@ -192,17 +192,22 @@ def test_a_file_with_an_old_modification_time_is_still_read(spark, lakehouse):
     assert table(spark, lakehouse, "bronze.ad_events").count() == 2
 
 
-def test_a_backfill_after_a_dimension_fix_admits_the_quarantined_line_and_marks_it_resolved(
-    spark, lakehouse
-):
+def land_ad_one_only_and_events_of_ads(lakehouse, *ads: int) -> Path:
+    """A dimension that knows ad-1 alone, and one event ``e-N`` of each ``ad-N`` in hour 10:00;
+    the dimension's file (for a test to fix)."""
     campaigns = Path(lakehouse.landing_campaigns)
     campaigns.parent.mkdir(parents=True, exist_ok=True)
     campaigns.write_text("ad_id,campaign_id\nad-1,c-1\n")
     hour_dir = Path(lakehouse.landing_events, "2026-11-20", "10")
     hour_dir.mkdir(parents=True)
-    (hour_dir / "events.jsonl").write_text(
-        event("e-1", "ad-1") + "\n" + event("e-2", "ad-2") + "\n"
-    )
+    (hour_dir / "events.jsonl").write_text("".join(event(f"e-{n}", f"ad-{n}") + "\n" for n in ads))
+    return campaigns
+
+
+def test_a_backfill_after_a_dimension_fix_admits_the_quarantined_line_and_marks_it_resolved(
+    spark, lakehouse
+):
+    campaigns = land_ad_one_only_and_events_of_ads(lakehouse, 1, 2)
     for job in ("dim_campaigns", "bronze_ad_events", "silver_ad_events"):
         run_job(job, lakehouse)
     quarantine = table(spark, lakehouse, "silver.quarantine_ad_events")
@@ -232,3 +237,33 @@ def test_a_backfill_after_a_dimension_fix_admits_the_quarantined_line_and_marks_
     # Idempotent: the same backfill again resolves nothing more and changes no row.
     assert run_job("silver_ad_events", lakehouse, *hour)["quarantine_resolved"] == 0
     assert table(spark, lakehouse, "silver.quarantine_ad_events").collect() == resolved
+
+
+def test_the_next_hourly_run_after_a_dimension_fix_admits_the_quarantined_line_and_gold_counts_it(
+    spark, lakehouse
+):
+    """No backfill needed: the hourly run after the dimension learns an ad classifies the lines
+    quarantined for it again, with or without new events, and gold reads the admitted rows."""
+    campaigns = land_ad_one_only_and_events_of_ads(lakehouse, 1, 2, 3)
+    gold = ("gold.campaign_hourly",)
+    run_pipeline(lakehouse, up_to=gold)
+    assert_tables_match_oracle(spark, lakehouse, gold=gold)  # e-2 and e-3 quarantined
+
+    campaigns.write_text("ad_id,campaign_id\nad-1,c-1\nad-2,c-2\n")
+    run_job("dim_campaigns", lakehouse)
+    run_job("bronze_ad_events", lakehouse)
+    replayed = run_job("silver_ad_events", lakehouse)
+    assert (replayed["not_started"] is not None, replayed["quarantine_replay"]) == (
+        True,
+        {"lines": 1, "event_hours": ["2026-11-20T10:00:00+00:00"]},
+    )
+    run_job("gold_campaign_hourly", lakehouse)
+    assert_tables_match_oracle(spark, lakehouse, gold=gold)  # e-2 in silver and gold, e-3 not
+    resolved = table(spark, lakehouse, "silver.quarantine_ad_events").filter(
+        "resolved_at IS NOT NULL"
+    )
+    assert [(r.raw_line, r.resolved_by) for r in resolved.collect()] == [
+        (event("e-2", "ad-2"), "replay after upstream change")
+    ]
+    # The dimension unchanged since: the next run replays nothing.
+    assert "quarantine_replay" not in run_job("silver_ad_events", lakehouse)

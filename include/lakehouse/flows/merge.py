@@ -2,7 +2,8 @@
 
 Incremental mode streams the first upstream table's new rows with trigger(availableNow=True).
 Each micro-batch is classified by the table's transform against the other upstream tables,
-re-read every batch (a stream-static join: a dimension update applies from the next batch).
+re-read every batch (a stream-static join: a dimension update applies from the next batch; the
+lines it quarantined before are classified again by the next run, :func:`replay_quarantine`).
 Rows without a ``reason`` are deduplicated on the table's key and MERGEd in (insert-only, so a
 duplicate sent hours later is still recognised and a late event is never dropped); rows with a
 reason are appended to the table's quarantine with their raw line; one metrics row per batch
@@ -12,15 +13,17 @@ the same transform and replaces exactly those partitions.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse import catalog
+from lakehouse import catalog, delta_log
 from lakehouse.catalog import TableSpec
 from lakehouse.config import Lakehouse, Table
 from lakehouse.faults import fault_point
+from lakehouse.files import lake_path, write_atomic
 from lakehouse.flows.containment import PROCESSING_ERROR, contained, is_data_error
 from lakehouse.freshness import delta_source_caught_up, job_input_bytes
 from lakehouse.hours import HourRange
@@ -341,6 +344,78 @@ def recompute(
     )
 
 
+def replay_record(checkpoint: str):
+    """Where the upstream versions the quarantine was last replayed against are recorded: beside
+    the checkpoint folder (``gen=N.quarantine_replay.json``)."""
+    path = lake_path(checkpoint)
+    return path.with_name(path.name + ".quarantine_replay.json")
+
+
+def replay_quarantine(spark: SparkSession, table: Table, generation: int) -> dict:
+    """After an upstream the stream joins (the dimension) changed: the quarantine's open lines
+    classified again; the ones now valid merged in and marked resolved, as a backfill would.
+
+    A line quarantined for an ad the dimension did not have yet is then accepted by the next
+    hourly run, with or without new events, and the downstream streams read its row as an
+    append. Nothing happens while the upstreams' versions equal the record's (an hourly run
+    reads two small files); the first run of a checkpoint only writes the record (lines
+    quarantined before it, by an earlier generation, wait for the next change or a backfill).
+    Rerunning after a crash is safe: the merge inserts only keys the table lacks, and a resolved
+    line is not marked again.
+    """
+    static = table.upstream_tables()[1:]
+    versions = {upstream.name: delta_log.latest_version(upstream.path) for upstream in static}
+    record = replay_record(table.checkpoint(generation))
+    if not static:
+        return {}
+    if not record.exists():  # the first run: this run's stream classified against these versions
+        write_atomic(record, json.dumps(versions))
+        return {}
+    if json.loads(record.read_text()) == versions:
+        return {}
+    quarantine = table.side("quarantine")
+    unresolved = spark.read.format("delta").load(quarantine.path).filter("resolved_at IS NULL")
+    line = ["ingest_date", "source_file", "raw_line"]
+    dates = [row.ingest_date for row in unresolved.select("ingest_date").distinct().collect()]
+    replayed = {"lines": 0, "event_hours": []}
+    if dates:
+        streamed = table.upstream_tables()[0]
+        lines = (
+            spark.read.format("delta")
+            .load(streamed.path)
+            .filter(F.col("ingest_date").isin(dates))
+            .join(unresolved.select(*line).distinct(), line, "left_semi")
+        )
+        inputs = [spark.read.format("delta").load(upstream.path) for upstream in static]
+        valid = table.transform(lines, *inputs).filter(F.col("reason").isNull()).persist()
+        try:
+            hour = F.date_trunc("hour", "event_time").alias("hour")
+            touched = {row.hour for row in valid.select(hour).distinct().collect()}
+            if touched:
+                hours = HourRange.of(touched)
+                with_conflict_retries(
+                    lambda: merge_new_rows(
+                        spark, accepted(valid, table), table, table.key, hours, None, None
+                    ),
+                    f"{table.name} quarantine replay",
+                )
+                replayed["lines"] = with_conflict_retries(
+                    lambda: mark_resolved(spark, valid, quarantine, "replay after upstream change"),
+                    f"{quarantine.name} replay",
+                )
+                replayed["event_hours"] = hours.isoformats()
+        finally:
+            valid.unpersist()
+    write_atomic(record, json.dumps(versions))
+    log.info(
+        "%s: %s changed; %d quarantined line(s) now accepted, marked resolved",
+        table.name,
+        ", ".join(f"{name} (version {v})" for name, v in versions.items()),
+        replayed["lines"],
+    )
+    return {"quarantine_replay": replayed}
+
+
 def run(table: Table, args: JobArgs) -> dict:
     spark = build_spark_session(table.task)
     streamed, *static = table.upstream_tables()
@@ -383,4 +458,5 @@ def run(table: Table, args: JobArgs) -> dict:
         ],
         caught_up=lambda: delta_source_caught_up(checkpoint, streamed.path),
         progress_log=ProgressLog(spark, table.lakehouse),
+        then=lambda: replay_quarantine(spark, table, generation),
     )

@@ -82,6 +82,7 @@ def run_available_now(
     writes: tuple[Written, ...] | list[Written] = (),
     caught_up: Callable[[], str | None] | None = None,
     progress_log: ProgressLog | None = None,
+    then: Callable[[], dict] | None = None,
 ) -> dict:
     """Process everything new since the checkpoint, then stop (``trigger(availableNow=True)``); a summary.
 
@@ -94,6 +95,8 @@ def run_available_now(
     ``caught_up`` (:mod:`lakehouse.freshness`) says why there is nothing new, from files alone:
     the query is then not started at all (an hourly run with nothing new costs no Spark job).
     ``progress_log``: where the batches' progress reports are kept (:mod:`lakehouse.progress`).
+    ``then``: work after the query (or instead of it, with nothing new), still under the
+    checkpoint's lock; what it returns is added to the summary.
     """
     with checkpoint_lock(checkpoint, name) as lease:
         check_checkpoint(checkpoint, name, writes)
@@ -110,6 +113,7 @@ def run_available_now(
                 "input_rows": 0,
                 "batches": [],
                 "not_started": why,
+                **(then() if then else {}),
             }
         if callable(writer):  # a writer factory: it wraps its batch function with the lease
             writer = writer(lease)
@@ -121,13 +125,14 @@ def run_available_now(
         )
         record_identity(checkpoint, name, str(query.id))
         try:
-            query.awaitTermination()
+            _await_with_progress(query, name)
         except StreamingQueryException as error:
             explained = explain_query_failure(error, name, checkpoint)
             if explained is error:
                 raise
             raise explained from error
         every = [p for p in query.recentProgress if p.batchId is not None]
+        after = then() if then else {}
     progress = [p for p in every if p.numInputRows]
     rows = sum(p.numInputRows for p in progress)
     ran = [
@@ -151,7 +156,13 @@ def run_available_now(
         rows,
         checkpoint,
     )
-    summary = {"table": name, "micro_batches": len(progress), "input_rows": rows, "batches": notes}
+    summary = {
+        "table": name,
+        "micro_batches": len(progress),
+        "input_rows": rows,
+        "batches": notes,
+        **after,
+    }
     if every and every[-1].stateOperators:
         last = every[-1]
         summary["state_rows"] = sum(op.numRowsTotal for op in last.stateOperators)
@@ -167,6 +178,23 @@ def run_available_now(
             (last.eventTime or {}).get("watermark"),
         )
     return summary
+
+
+PROGRESS_EVERY_S = 30  # a line in the task log at least this often while a query runs
+
+
+def _await_with_progress(query, name: str) -> None:
+    """Wait for the query to stop, logging how far it got every ``PROGRESS_EVERY_S`` seconds."""
+    started = time.monotonic()
+    while not query.awaitTermination(PROGRESS_EVERY_S):
+        done = [p for p in query.recentProgress if p.batchId is not None]
+        log.info(
+            "%s: running for %.0f s; %d micro-batch(es) done, %d input row(s) so far",
+            name,
+            time.monotonic() - started,
+            len(done),
+            sum(p.numInputRows for p in done),
+        )
 
 
 # On the engine a foreachBatch query starts a Python worker that must connect back to the server
