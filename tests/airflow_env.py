@@ -100,11 +100,48 @@ def create_backfill(env: dict[str, str], first: datetime, last: datetime) -> Non
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
+AIRFLOW_COMMANDS = """\
+import json, sys
+from airflow.__main__ import main
+for argv in json.loads(sys.argv[1]):
+    sys.argv = ["airflow", *argv]
+    main()
+"""
+
+
+def airflow_commands(env: dict[str, str], *commands: list[str]) -> subprocess.CompletedProcess:
+    """Run several ``airflow`` CLI commands in order, in one process: each is what ``airflow ARGS``
+    runs (airflow.__main__.main), but Python and Airflow's imports start once (~3 CPU-s a start)."""
+    return subprocess.run(
+        [sys.executable, "-c", AIRFLOW_COMMANDS, json.dumps(commands)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
+def _pause_args(dag_ids: tuple[str, ...]) -> list[str]:
+    pattern = "^(" + "|".join(re.escape(dag_id) for dag_id in dag_ids) + ")$"
+    return ["dags", "pause", "--treat-dag-id-as-regex", "--yes", pattern]
+
+
+def reserialize_and_pause(env: dict[str, str], *dag_ids: str) -> None:
+    """``airflow dags reserialize``, then ``dags pause`` of ``dag_ids``, in one CLI process."""
+    result = airflow_commands(env, ["dags", "reserialize"], _pause_args(dag_ids))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    _assert_paused(env, dag_ids, result)
+
+
 def pause(env: dict[str, str], *dag_ids: str) -> None:
     """Pause ``dag_ids`` with one ``airflow dags pause`` (each CLI call is seconds of CPU)."""
-    pattern = "^(" + "|".join(re.escape(dag_id) for dag_id in dag_ids) + ")$"
-    result = airflow(env, "dags", "pause", "--treat-dag-id-as-regex", "--yes", pattern)
+    result = airflow(env, *_pause_args(dag_ids))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    _assert_paused(env, dag_ids, result)
+
+
+def _assert_paused(env: dict[str, str], dag_ids: tuple[str, ...], result) -> None:
     paused = metadata_query(
         env["AIRFLOW_HOME"],
         f"SELECT dag_id FROM dag WHERE is_paused AND dag_id IN ({', '.join('?' * len(dag_ids))})",
@@ -216,10 +253,45 @@ class AirflowServices:
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            # Each file is parsed once at the start, not again every 30 s (Airflow's default): the
+            # DAG files do not change during a test, and each re-parse of the 4 files is a process
+            # per file (~2 CPU-s in all) and a write of the serialized DAGs, taking the scheduler's
+            # SQLite lock, ~7 times in a 3-minute test.
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
         }
         self.log_dir = log_dir
         self.processes: list[subprocess.Popen] = []
         self.port = port
+        self._token: str | None = None
+
+    def api(self, method: str, path: str, body: dict | None = None) -> dict:
+        """A call of the api-server's REST API (``/api/v2/...``) as the admin user, with the password
+        the simple auth manager generated: what an ``airflow`` CLI call does, without its start-up."""
+        if self._token is None:
+            password = json.loads(
+                Path(
+                    self.env["AIRFLOW_HOME"], "simple_auth_manager_passwords.json.generated"
+                ).read_text()
+            )["admin"]
+            self._token = _http_json(
+                "POST", f"{self.base_url}/auth/token", {"username": "admin", "password": password}
+            )["access_token"]
+        return _http_json(method, f"{self.base_url}{path}", body, self._token)
+
+    def trigger(self, dag_id: str) -> str:
+        """A manual run of ``dag_id`` (the REST call behind the UI's Trigger): its run id."""
+        return self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})[
+            "dag_run_id"
+        ]
+
+    def create_backfill(self, dag_id: str, first: datetime, last: datetime) -> None:
+        """A backfill of ``dag_id``'s runs at logical dates ``first`` to ``last`` (the UI's Backfill
+        dialog's REST call), as ``airflow backfill create`` makes it."""
+        self.api(
+            "POST",
+            "/api/v2/backfills",
+            {"dag_id": dag_id, "from_date": first.isoformat(), "to_date": last.isoformat()},
+        )
 
     def start(
         self, services: tuple[str, ...] = ("api-server", "scheduler", "dag-processor")
@@ -261,7 +333,7 @@ class AirflowServices:
             except OSError:
                 if self.processes[0].poll() is not None:
                     deadline = 0
-                time.sleep(1)
+                time.sleep(0.2)  # a refused connection: cheap to try again
         else:
             self.stop()
             raise RuntimeError(
@@ -323,6 +395,28 @@ class AirflowServices:
                 pass
         for process in self.processes:
             process.wait(timeout=10)
+
+
+def _http_json(method: str, url: str, body: dict | None, token: str | None = None) -> dict:
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(
+        url,
+        data=None if body is None else json.dumps(body).encode(),
+        headers=headers,
+        method=method,
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            return json.load(answer)
+    except urllib.error.HTTPError as error:
+        raise AssertionError(
+            f"{method} {url}: {error.code} {error.read().decode()[:3000]}"
+        ) from None
 
 
 def _descendants(pid: int) -> list[int]:
@@ -388,7 +482,9 @@ def wait_for_runs(
         runs = dag_runs(env)
         if len(runs) >= count and all(run["state"] in TERMINAL for run in runs):
             return runs
-        time.sleep(1)  # a read-only query of the metadata DB: cheap
+        # A read-only query of the metadata DB (~1 ms): a short period, so that the test's next
+        # step does not sit idle for up to a second after the runs' end.
+        time.sleep(0.25)
     raise AssertionError(
         f"DAG runs did not finish in {timeout} s: {dag_runs(env)}; logs in {log_dir}"
     )

@@ -7,14 +7,13 @@ from datetime import datetime, timedelta
 
 from airflow_browser import AirflowBrowser
 from airflow_env import (
-    airflow,
     airflow_environment,
     airflow_services,
     create_backfill,
     describe_failures,
     metadata_query,
     migrate,
-    pause,
+    reserialize_and_pause,
     short_retry_delay,
     wait_for_runs,
 )
@@ -45,7 +44,7 @@ def wait_for_backfill_completed(env, timeout: float = 120) -> None:
             env["AIRFLOW_HOME"], "SELECT COUNT(*) FROM backfill WHERE completed_at IS NULL"
         ) == [(0,)]:
             return
-        time.sleep(2)
+        time.sleep(0.25)  # a read-only query (~1 ms)
     raise AssertionError(f"the scheduler did not mark the backfill complete in {timeout} s")
 
 
@@ -69,12 +68,12 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(
     spark.sql(f"DELETE FROM delta.`{hourly}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00'")
     write_hours(lakehouse, START + timedelta(hours=2), 1, events_per_second=0.05, seed=31)
 
-    assert airflow(env, "dags", "reserialize").returncode == 0
-    # The daily maintenance DAG would start its latest run too (catchup=False): its compactions make
+    # The DAGs serialized, and two of them paused, by one CLI process (a start is ~3 CPU-s). The
+    # daily maintenance DAG would start its latest run too (catchup=False): its compactions make
     # files look newer than the hours they hold, which the status grid of the last phase reads. The
     # export DAG would run once per hour the runs publish (tests/scheduler/test_hourly_export.py is
     # about that): here its runs would only take task slots and CPU from the runs under test.
-    pause(env, "ysb_maintenance", "ysb_hourly_export")
+    reserialize_and_pause(env, "ysb_maintenance", "ysb_hourly_export")
     started = time.monotonic()
     # One scheduler, api-server and dag-processor for the whole test: the backfill and the repair
     # are created beside them, as an operator does.
@@ -133,7 +132,7 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(
             "the repair must have rewritten the hour in every gold table (idempotently), not skipped it"
         )
         # A manual run now finds nothing new: the log an operator reads most hours.
-        assert airflow(env, "dags", "trigger", "ysb_hourly").returncode == 0
+        services.trigger("ysb_hourly")  # the UI's Trigger, not a CLI process's start
         runs = wait_for_runs(env, count=len(runs) + 1, log_dir=services.log_dir)
         assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
         quiet = next(run["run_id"] for run in runs if run["run_id"].startswith("manual__"))
