@@ -61,7 +61,7 @@ LONGEST_FILES = (
     "scheduler/test_backfill.py",
     "integration/test_user_sessions.py",
     "scheduler/test_hourly_export.py",
-    "integration/test_table_names.py",  # an engine of its own (for its lakehouse's metastore)
+    "integration/test_table_names.py",
     "integration/test_batch_mode.py",
     "s3/test_pipeline_on_s3.py",
     "integration/test_rollback.py",
@@ -143,6 +143,11 @@ def engine(tmp_path_factory):
     of the session's own, on a free port, stopped when the session ends (a port held by another
     clone's engine, whose token differs, is never mistaken for ours). A test worker (``make test``'s
     pytest-xdist) always starts its own: the fault tests kill their engine.
+
+    An engine of the session's own takes the metastore of a lakehouse root of the session's own,
+    which no test writes but the one that takes it (``engine_lakehouse``): the tables by name are
+    then tested on this engine, not on one more (a test's lakehouse elsewhere leaves the metastore
+    alone, as a job registers its tables only in its own lakehouse's, lakehouse.metastore).
     """
     from lakehouse.config import engine_settings
     from lakehouse.spark import check_engine
@@ -157,8 +162,22 @@ def engine(tmp_path_factory):
         return
     from helpers import private_engine
 
-    with private_engine(tmp_path_factory.mktemp("engine"), os.environ.__setitem__):
+    root = Lakehouse.from_env(str(tmp_path_factory.mktemp("engine_lakehouse"))).root
+    _ENGINE_LAKEHOUSE.append(root)
+    with private_engine(tmp_path_factory.mktemp("engine"), os.environ.__setitem__, root):
         yield engine_settings()
+
+
+# The lakehouse root whose metastore the session's own engine took (none on the clone's engine).
+_ENGINE_LAKEHOUSE: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def engine_lakehouse(engine) -> Lakehouse | None:
+    """The lakehouse whose metastore the session's engine has, empty, for the one test module that
+    writes it (the tables by name); None when the engine is the clone's (its metastore is
+    ``$LAKEHOUSE_ROOT``'s, which the tests leave alone): that module then starts one of its own."""
+    return Lakehouse(root=_ENGINE_LAKEHOUSE[0]) if _ENGINE_LAKEHOUSE else None
 
 
 @pytest.fixture(scope="session", autouse=True)

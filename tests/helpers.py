@@ -32,14 +32,21 @@ OPERATIONS = {
 
 
 @contextmanager
-def private_engine(state_dir: Path, setenv: Callable[[str, str], None]) -> Iterator[None]:
+def private_engine(
+    state_dir: Path, setenv: Callable[[str, str], None], metastore_root: str | None = None
+) -> Iterator[None]:
     """An engine of the caller's own on a free port of 127.0.0.1, its state in ``state_dir``,
-    named to this process's jobs through ``setenv``; stopped at the end."""
+    named to this process's jobs through ``setenv``; stopped at the end.
+
+    ``metastore_root``: the lakehouse root whose metastore the engine takes (its ``LAKEHOUSE_ROOT``,
+    given to the engine alone: this process's stays as it is); default, this process's.
+    """
     setenv("LAKEHOUSE_ENGINE_PORT", str(free_port()))
     # An explicit URL wins over the port; an in-process Airflow task of an earlier test sets one.
     setenv("LAKEHOUSE_ENGINE_URL", "")
     setenv("LAKEHOUSE_ENGINE_DIR", str(state_dir))
-    subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True)
+    env = {**os.environ, "LAKEHOUSE_ROOT": metastore_root} if metastore_root else None
+    subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True, env=env)
     try:
         yield
     finally:

@@ -1,8 +1,10 @@
 """Tables by name: after an hourly run, `silver.ad_events` and the gold tables answer by name over the
 engine, in a local driver and in `lakehouse query`, and keep answering after a full refresh.
 
-The lakehouse gets an engine of its own, started with its root, so that the engine's metastore is
-this lakehouse's (every other test lakehouse leaves it untouched).
+The lakehouse is the one whose metastore the test session's engine took when it started
+(conftest's ``engine_lakehouse``; every other test lakehouse leaves it untouched). On the clone's
+engine (its metastore is ``$LAKEHOUSE_ROOT``'s) the lakehouse gets an engine of its own, started
+with its root.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import ExitStack
 
 import pytest
 from helpers import START, oracle, private_engine, run_job, run_pipeline
@@ -21,38 +24,40 @@ from lakehouse_tools import cli
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 # A driver of its own, as spark-submit starts one: it prints what each query of its arguments answers.
+# A short run: its JVM starts as a short task's spark-submit driver does (lakehouse.spark).
 LOCAL_DRIVER = """
 import json, sys
-from lakehouse.spark import build_spark_session
-spark = build_spark_session(
-    "table-names-local", {"spark.master": "local[1]", "spark.ui.enabled": "false"}, engine_kind="local"
-)
+from lakehouse.spark import build_spark_session, fast_start_java_options
+conf = {"spark.master": "local[1]", "spark.ui.enabled": "false"}
+conf["spark.driver.extraJavaOptions"] = fast_start_java_options()
+spark = build_spark_session("table-names-local", conf, engine_kind="local")
 print(json.dumps([spark.sql(query).collect()[0][0] for query in sys.argv[1:]]))
 """
 
 
 @pytest.fixture(scope="module")
-def named(tmp_path_factory):
+def named(engine_lakehouse, tmp_path_factory):
     """(lakehouse, a session of its engine) after one hourly run on that engine."""
     from pyspark.sql import SparkSession
 
     folder = tmp_path_factory.mktemp("table_names")
-    lakehouse = Lakehouse(root=str(folder / "lakehouse"))
+    lakehouse = engine_lakehouse or Lakehouse(root=str(folder / "lakehouse"))
     write_campaigns(lakehouse, seed=38)
     write_hours(lakehouse, START, 1, events_per_second=0.05, seed=38)
-    with pytest.MonkeyPatch.context() as env:
+    with pytest.MonkeyPatch.context() as env, ExitStack() as engine:
         env.setenv("LAKEHOUSE_ROOT", lakehouse.root)
         env.setenv("LAKEHOUSE_ENGINE", "connect")
-        env.setenv("LAKEHOUSE_ENGINE_MEMORY", "1500m")
         env.delenv("LAKEHOUSE_ENGINE_URL", raising=False)
         env.delenv("SPARK_CONNECT_MODE_ENABLED", raising=False)  # put back as it was at the end
-        with private_engine(folder / "engine", env.setenv):
-            run_pipeline(lakehouse)
-            reader = SparkSession.builder.remote(engine_settings().url).create()
-            try:
-                yield lakehouse, reader
-            finally:
-                reader.stop()
+        if engine_lakehouse is None:
+            env.setenv("LAKEHOUSE_ENGINE_MEMORY", "1500m")
+            engine.enter_context(private_engine(folder / "engine", env.setenv))
+        run_pipeline(lakehouse)
+        reader = SparkSession.builder.remote(engine_settings().url).create()
+        try:
+            yield lakehouse, reader
+        finally:
+            reader.stop()
 
 
 def by_name_and_by_path(spark, lakehouse: Lakehouse, name: str) -> tuple[int, int]:
