@@ -19,6 +19,7 @@ from helpers import (
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.landing import landing_report
+from lakehouse_tools import observe, status
 from lakehouse_tools.generator import campaign_dimension, write_campaigns
 
 EVENT_MS = 1795168800000  # 2026-11-20T10:00:00Z
@@ -207,6 +208,14 @@ def test_a_file_changed_after_ingestion_is_refused_by_name_with_a_fix_that_works
         f"{len(event('a-3', ad)) + 1} byte(s) appended after bronze read its first {size} byte(s)"
     )
     assert _bronze_by_file(spark, lakehouse) == ingested  # nothing read again, in part or whole
+    # lakehouse status says so, by file and hour, instead of promising the next run reads them.
+    grid = status.grade(observe.observe(lakehouse))
+    assert [(f["file"], f["reason"]) for f in grid.unread_files] == [
+        ("2026-11-20/10/appended.jsonl", "appended_after_ingestion"),
+        ("2026-11-20/10/rewritten.jsonl", "rewritten_after_ingestion"),
+    ]
+    assert [row.state for row in grid.rows] == ["mismatch"]
+    assert not any("(the next run ingests them)" in reason for reason in grid.rows[0].reasons)
 
     # The printed fixes: the appended bytes moved to a new file; the rewritten file's original
     # content back, its new content landed under a new name.
