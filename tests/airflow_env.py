@@ -262,36 +262,6 @@ class AirflowServices:
         self.log_dir = log_dir
         self.processes: list[subprocess.Popen] = []
         self.port = port
-        self._token: str | None = None
-
-    def api(self, method: str, path: str, body: dict | None = None) -> dict:
-        """A call of the api-server's REST API (``/api/v2/...``) as the admin user, with the password
-        the simple auth manager generated: what an ``airflow`` CLI call does, without its start-up."""
-        if self._token is None:
-            password = json.loads(
-                Path(
-                    self.env["AIRFLOW_HOME"], "simple_auth_manager_passwords.json.generated"
-                ).read_text()
-            )["admin"]
-            self._token = _http_json(
-                "POST", f"{self.base_url}/auth/token", {"username": "admin", "password": password}
-            )["access_token"]
-        return _http_json(method, f"{self.base_url}{path}", body, self._token)
-
-    def trigger(self, dag_id: str) -> str:
-        """A manual run of ``dag_id`` (the REST call behind the UI's Trigger): its run id."""
-        return self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})[
-            "dag_run_id"
-        ]
-
-    def create_backfill(self, dag_id: str, first: datetime, last: datetime) -> None:
-        """A backfill of ``dag_id``'s runs at logical dates ``first`` to ``last`` (the UI's Backfill
-        dialog's REST call), as ``airflow backfill create`` makes it."""
-        self.api(
-            "POST",
-            "/api/v2/backfills",
-            {"dag_id": dag_id, "from_date": first.isoformat(), "to_date": last.isoformat()},
-        )
 
     def start(
         self, services: tuple[str, ...] = ("api-server", "scheduler", "dag-processor")
@@ -395,28 +365,6 @@ class AirflowServices:
                 pass
         for process in self.processes:
             process.wait(timeout=10)
-
-
-def _http_json(method: str, url: str, body: dict | None, token: str | None = None) -> dict:
-    import urllib.error
-    import urllib.request
-
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(
-        url,
-        data=None if body is None else json.dumps(body).encode(),
-        headers=headers,
-        method=method,
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=120) as answer:
-            return json.load(answer)
-    except urllib.error.HTTPError as error:
-        raise AssertionError(
-            f"{method} {url}: {error.code} {error.read().decode()[:3000]}"
-        ) from None
 
 
 def _descendants(pid: int) -> list[int]:

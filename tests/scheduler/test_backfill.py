@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from airflow_browser import AirflowBrowser
 from airflow_env import (
+    airflow,
     airflow_environment,
     airflow_services,
     create_backfill,
@@ -132,7 +133,7 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(
             "the repair must have rewritten the hour in every gold table (idempotently), not skipped it"
         )
         # A manual run now finds nothing new: the log an operator reads most hours.
-        services.trigger("ysb_hourly")  # the UI's Trigger, not a CLI process's start
+        assert airflow(env, "dags", "trigger", "ysb_hourly").returncode == 0
         runs = wait_for_runs(env, count=len(runs) + 1, log_dir=services.log_dir)
         assert {run["state"] for run in runs} == {"success"}, describe_failures(env, runs)
         quiet = next(run["run_id"] for run in runs if run["run_id"].startswith("manual__"))
