@@ -28,6 +28,9 @@ export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
 # of a DAG run (a task ending, its successors queued) waits for the next loop: 0.2 s takes seconds
 # off a small hourly run for about 5 % of a core while idle (BENCHMARKS.md section 11).
 export AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME ?= 0.2
+# With lineage on (docs/lineage.md), the OpenLineage provider emits a task's events in a thread
+# instead of a forked process: under a second a DAG run instead of about 2.5 (make bench-lineage).
+export AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD ?= True
 # SQLite (the embedded default) fails writers after 5 s of lock wait; see include/lakehouse_tools/airflow_sqlite.py.
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS ?= lakehouse_tools.airflow_sqlite.CONNECT_ARGS
 # The warm engine (a Spark Connect server, make engine-up) runs every job by default; its token is

@@ -87,6 +87,14 @@ BENCHMARKS = (
         "checked against the oracle",
     ),
     Benchmark(
+        "lineage_overhead",
+        "OpenLineage on a run with nothing new",
+        "make bench-lineage",
+        "hourly DAG runs with nothing new with lineage off, on, and on with the Airflow provider "
+        "emitting in a thread; the tables checked against the oracle afterwards",
+        per_table=False,
+    ),
+    Benchmark(
         "ysb_bench",
         "Throughput per layer, incremental vs batch, cost growth, fixed overhead",
         "make bench",

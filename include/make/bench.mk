@@ -18,6 +18,7 @@
 #                                                # demo-sized and 1M events, S3 requests by kind (about 15 minutes)
 #   make bench                                   # YSB throughput per layer, incremental vs batch, growth, overhead (about 40 minutes)
 #   make bench BENCH_ARGS='--sizes 2M,10M'       # other sizes / repetitions / stages
+#   make bench-lineage                           # OpenLineage off/on/in a thread on runs with nothing new (minutes)
 #   make bench-smoke                             # the benchmark code on tiny data (tests/bench)
 #
 # bench.engine_runs builds its Airflow homes with the tests' tests/airflow_env.py and
@@ -34,7 +35,7 @@ OPS_RECORDS_ARGS ?= --reps 4 --appends 20
 
 BENCH_OUT := --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
 BENCH_TARGETS := bench bench-smoke bench-driver-start bench-engine bench-compare bench-sessions bench-sessions-compare \
-                 bench-codegen bench-ops-records bench-storage benchmarks-md
+                 bench-codegen bench-ops-records bench-storage bench-lineage benchmarks-md
 
 .PHONY: $(BENCH_TARGETS)
 
@@ -74,3 +75,7 @@ bench-sessions-compare: setup  ## the sessions task beside Spark's own session_w
 STORAGE_COMPARE_ARGS ?= --sizes demo,1M --reps 1
 bench-storage: setup s3-venv s3-jars  ## the whole hourly run on S3 (a private server and engine) beside local disk, CPU-s and S3 requests
 	python -m bench.storage_compare $(STORAGE_COMPARE_ARGS) $(BENCH_OUT)
+
+LINEAGE_BENCH_ARGS ?= --reps 3
+bench-lineage: setup lineage-jars  ## OpenLineage's cost on hourly runs with nothing new: off, on, on in a thread
+	python -m bench.lineage_overhead $(LINEAGE_BENCH_ARGS) $(BENCH_OUT)

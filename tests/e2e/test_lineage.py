@@ -77,6 +77,7 @@ def test_every_spark_task_names_the_catalogs_tables_and_its_airflow_task(
         airflow_home,
         lakehouse,
         AIRFLOW__OPENLINEAGE__NAMESPACE="ysb-lakehouse",
+        AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD="True",  # as the Makefile sets it
         AIRFLOW__OPENLINEAGE__TRANSPORT=json.dumps(
             {"type": "file", "log_file_path": str(lineage_dir / "airflow.jsonl"), "append": True}
         ),
