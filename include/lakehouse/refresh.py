@@ -19,6 +19,7 @@ from lakehouse import catalog, delta_log, metastore
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
 from lakehouse.runtime import log
+from lakehouse.runtime.checkpoint_checks import retire_streaming_writers
 from lakehouse.spark import build_spark_session
 
 REFRESHABLE_LAYERS = ("bronze", "silver", "gold")
@@ -45,9 +46,14 @@ def main(argv: list[str] | None = None) -> None:
 
     for name in names:
         table = lakehouse.table(name)
+        streamed = (
+            catalog.get(name).written_by is None
+        )  # a side table: under its writer's checkpoint
+        if streamed and delta_log.is_delta_table(table.path):
+            retire_streaming_writers(table, table.current_generation())
         if delta_log.is_delta_table(table.path):
             spark.sql(f"DELETE FROM delta.`{table.path}`")
-        if catalog.get(name).written_by is None:  # a side table lives under its writer's checkpoint
+        if streamed:
             old = table.current_generation()
             new = table.start_new_generation()
             log.info(

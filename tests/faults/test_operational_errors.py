@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +13,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.errors import ConfigError
 from lakehouse.runtime import run_available_now
+from lakehouse.runtime.checkpoint_checks import identity_record
 from lakehouse.sources import delta_stream
 from lakehouse_tools.fault_harness.checkpoint_trials import follow_recovery
 from lakehouse_tools.fault_harness.launch import TaskRunner
@@ -106,6 +108,25 @@ def test_a_corrupted_offsets_file_of_a_written_batch_is_refused_and_the_full_ref
         and "jobs/full_refresh.py --layer bronze" in message
     )
 
+    assert follow(message, lakehouse) == "full refresh of bronze"
+    assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), (
+        "every landing line exactly once"
+    )
+
+
+def test_a_lost_checkpoint_folder_and_its_record_are_recovered_by_the_full_refresh_it_names(
+    spark, lakehouse
+):
+    """The whole checkpoint folder gone, the record of its query beside it too: bronze holds the
+    batches of a query no checkpoint is recorded for. The full refresh it names rebuilds bronze
+    once (it used to refuse again at every new generation: Delta keeps the old query's
+    transaction in the table's log)."""
+    checkpoint, version = bronze_with_new_data_waiting(spark, lakehouse, seed=36)
+    shutil.rmtree(checkpoint)
+    identity_record(str(checkpoint)).unlink()
+
+    unknown = "written by a streaming query that no checkpoint of the table is recorded for"
+    message = refused(spark, lakehouse, checkpoint, version, unknown)
     assert follow(message, lakehouse) == "full refresh of bronze"
     assert bronze_lines(spark, lakehouse) == landing_lines(lakehouse), (
         "every landing line exactly once"

@@ -52,6 +52,38 @@ def _recorded_query_id(checkpoint: str) -> str | None:
     return _query_id_in(identity_record(checkpoint), "query_id")
 
 
+RETIRED_SUFFIX = ".retired.json"
+
+
+def retire_streaming_writers(table: Table, generation: int) -> list[str]:
+    """Record the streaming queries that have written ``table`` (the Delta-sink query ids its log
+    holds) as retired, beside checkpoint generation ``generation`` (``gen=N.retired.json``).
+
+    A full refresh calls it before moving the table to a new generation: Delta keeps a writer's
+    transaction in the log for good, and without this record a query whose checkpoint folder and
+    identity record are both gone would make every new generation refuse to start. The ids retired.
+    """
+    from lakehouse import delta_log
+
+    ids = sorted(
+        app_id for app_id in delta_log.committed_txns(table.path) if _UUID.fullmatch(app_id)
+    )
+    if ids:
+        path = lake_path(table.checkpoint(generation))
+        write_atomic(path.with_name(path.name + RETIRED_SUFFIX), json.dumps({"query_ids": ids}))
+    return ids
+
+
+def _retired_ids(root: Path) -> set[str]:
+    ids: set[str] = set()
+    for record in root.rglob(f"gen=*{RETIRED_SUFFIX}"):
+        try:
+            ids |= set(json.loads(record.read_text())["query_ids"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return ids
+
+
 def _query_id_in(path: Path, key: str) -> str | None:
     try:
         return str(json.loads(path.read_text())[key])
@@ -203,6 +235,7 @@ def check_checkpoint(checkpoint: str, name: str, writes=(), retained: int = 100)
                 for p in root.rglob("gen=*/metadata")
                 if re.fullmatch(r"gen=\d+", p.parent.name)
             }
+            known |= _retired_ids(root)  # writers of generations a full refresh left behind
             for app_id, version in txns.items():
                 if _UUID.fullmatch(app_id) and app_id not in known:
                     unattributed[written.table.name] = (app_id, version)
