@@ -82,6 +82,22 @@ def run_in_a_jvm_of_its_own(name: str, lakehouse: Lakehouse) -> None:
     assert done.returncode == 0, f"{name} failed ({done.returncode}): {done.stderr[-3000:]}"
 
 
+def run_by_spark_submit(name: str, lakehouse: Lakehouse) -> None:
+    """Run a table's task as the DAG's spark-submit tasks do (a driver of its own, local[2], with the
+    fast-start options of a short run: lakehouse.spark.fast_start_java_options), without table
+    names (the tests read by path): its writes reach this process's Spark through the files only
+    (no shared cache)."""
+    from lakehouse_tools.fault_harness.launch import job_environment, spark_submit_command
+
+    done = subprocess.run(
+        spark_submit_command(name, lakehouse),
+        env={**job_environment(lakehouse), "LAKEHOUSE_METASTORE": "none"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, f"{name} failed ({done.returncode}): {done.stderr[-3000:]}"
+
+
 def run_pipeline(lakehouse: Lakehouse, *args: str, up_to: str | tuple[str, ...] = ()) -> None:
     """One incremental run of every task, in DAG order (``args`` go to the tasks with a batch form).
 

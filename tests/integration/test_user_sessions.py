@@ -20,7 +20,7 @@ from helpers import (
     expected_rows,
     oracle,
     rows_of,
-    run_in_a_jvm_of_its_own,
+    run_by_spark_submit,
     run_job,
     run_pipeline,
     table,
@@ -269,7 +269,7 @@ def test_a_backfill_recomputes_again_when_the_hourly_run_reconciles_a_late_event
             arrival.parent.mkdir(parents=True)
             arrival.write_text(json.dumps(event) + "\n")
             run_job("bronze_ad_events", lakehouse)
-            run_in_a_jvm_of_its_own("silver_ad_events", lakehouse)
+            run_by_spark_submit("silver_ad_events", lakehouse)
             run_job("gold_user_sessions", lakehouse)
             late = table(spark, lakehouse, "ops.late_session_events").where(
                 F.col("event_id") == event["event_id"]
