@@ -15,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import re
 import uuid
 from dataclasses import dataclass
 from functools import cache
@@ -118,20 +119,27 @@ def check_reachable(root: str) -> str | None:
     try:
         list_names(root)
     except BaseError as error:
-        text = str(error)
-        if "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text or "403" in text:
-            return (
-                f"{where} refused the credentials for bucket {bucket!r}: check AWS_ACCESS_KEY_ID "
-                "and AWS_SECRET_ACCESS_KEY (the local server's are in .local/s3/keys)."
-            )
-        if "NoSuchBucket" in text or "404" in text:
-            return f"No bucket {bucket!r} at {where}: create it, or fix LAKEHOUSE_ROOT."
-        first_line = text.splitlines()[0] if text else type(error).__name__
-        return (
-            f"Cannot reach {where} for {root} ({first_line}): start the local server with "
-            "`make s3-up`, or fix AWS_ENDPOINT_URL_S3."
-        )
+        return unreachable_reason(str(error) or type(error).__name__, where, bucket, root)
     return None
+
+
+def unreachable_reason(text: str, where: str, bucket: str, root: str) -> str:
+    """What to fix, from the error text of a failed listing of ``root`` at ``where``."""
+    # The HTTP status as the client states it; never a bare "403" (request ids and timings in the
+    # text may contain one).
+    found = re.search(r"status code: (\d{3})\b", text)
+    status = found[1] if found else None
+    if "NoSuchBucket" in text or status == "404":
+        return f"No bucket {bucket!r} at {where}: create it, or fix LAKEHOUSE_ROOT."
+    if "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text or status == "403":
+        return (
+            f"{where} refused the credentials for bucket {bucket!r}: check AWS_ACCESS_KEY_ID "
+            "and AWS_SECRET_ACCESS_KEY (the local server's are in .local/s3/keys)."
+        )
+    return (
+        f"Cannot reach {where} for {root} ({text.splitlines()[0]}): start the local server with "
+        "`make s3-up`, or fix AWS_ENDPOINT_URL_S3."
+    )
 
 
 @dataclass(frozen=True)
