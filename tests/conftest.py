@@ -58,19 +58,21 @@ def pytest_configure(config):
 # two long files meeting at the end would leave a worker idle for minutes. Ranked by the seconds
 # of a CI run's report (.local/test-report.xml), summed per file.
 LONGEST_FILES = (
-    "scheduler/test_backfill.py",
     "integration/test_user_sessions.py",
-    "scheduler/test_hourly_export.py",
-    "integration/test_table_names.py",
-    "integration/test_batch_mode.py",
+    "scheduler/test_backfill.py",
     "s3/test_pipeline_on_s3.py",
-    "integration/test_rollback.py",
+    "scheduler/test_hourly_export.py",
     "faults/test_sessions_after_a_kill.py",
-    "integration/test_incremental_jobs.py",
-    "scheduler/test_clean_stop.py",
+    "integration/test_rollback.py",
     "e2e/test_lineage.py",  # an engine of its own (lineage on)
     "kafka/test_bronze_kafka.py",
+    "s3/test_commits_on_s3.py",
+    "scheduler/test_clean_stop.py",
+    "integration/test_batch_mode.py",
     "e2e/test_hourly_dag.py",
+    "integration/test_table_names.py",
+    "integration/test_bad_input_files.py",
+    "integration/test_incremental_jobs.py",
     "integration/test_catalog_contract.py",
 )
 

@@ -64,24 +64,6 @@ def run_job(name: str, lakehouse: Lakehouse, *args: str) -> dict | None:
     return runner.run(name, argv)
 
 
-def run_in_a_jvm_of_its_own(name: str, lakehouse: Lakehouse) -> None:
-    """Run a table's task in a process with a local Spark of its own, as spark-submit runs it: its
-    writes reach this process's Spark through the files only (no shared cache)."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).parents[1] / "jobs" / "run.py"),
-            name,
-            "--lakehouse-root",
-            lakehouse.root,
-        ],
-        env={**os.environ, "LAKEHOUSE_ENGINE": "local"},
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, f"{name} failed ({done.returncode}): {done.stderr[-3000:]}"
-
-
 def run_by_spark_submit(name: str, lakehouse: Lakehouse) -> None:
     """Run a table's task as the DAG's spark-submit tasks do (a driver of its own, local[2], with the
     fast-start options of a short run: lakehouse.spark.fast_start_java_options), without table

@@ -7,14 +7,13 @@ from pathlib import Path
 
 from airflow_env import (
     AirflowServices,
-    airflow,
     airflow_environment,
     airflow_services,
     dag_runs,
     describe_failures,
     metadata_query,
     migrate,
-    pause,
+    reserialize_and_pause,
     short_retry_delay,
     wait_for_runs,
 )
@@ -62,10 +61,9 @@ def test_a_run_in_flight_when_airflow_stops_is_resumed_by_the_next_start(
     write_hours(
         lakehouse, START, 2, events_per_second=1, seed=43
     )  # silver works long enough to be stopped
-    assert airflow(env, "dags", "reserialize").returncode == 0
     # Neither the daily maintenance DAG's latest run nor the exports of the hours the run writes
     # take task slots or CPU from the run under test.
-    pause(env, "ysb_maintenance", "ysb_hourly_export")
+    reserialize_and_pause(env, "ysb_maintenance", "ysb_hourly_export")
 
     # The scheduler starts the latest hourly run at once (catchup=False): stop everything mid-silver.
     # Stopped gracefully, a scheduler lets its running tasks finish; make airflow-ui waits 10 s for
