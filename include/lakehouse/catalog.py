@@ -82,6 +82,13 @@ class TableSpec:
     partition_by: tuple[str, ...] = ()
     batch: bool = False  # has a batch form: a backfill recomputes its event hours [start, end)
     key: str | None = None  # MERGE_NEW: the column that identifies a row
+    # MERGE_NEW: of the rows with one key, the one kept is the first in this order (then by its
+    # other columns), in a stream and in every backfill alike
+    first_by: tuple[str, ...] = ()
+    # MERGE_NEW: rows with one key whose event hours are at most this many hours apart are one row
+    # (a re-sent event may be re-stamped); further apart they are not compared, so that a batch
+    # reads a window of the table, not all of it
+    key_window_hours: int = 0
     transform: Callable | None = field(default=None, compare=False)
     written_by: str | None = None  # a side table: the table whose query writes it
     role: str | None = None  # a side table's role in that query (e.g. quarantine)
@@ -174,6 +181,8 @@ def table(
     partition_by: list[str] | tuple[str, ...] = (),
     batch: bool = False,
     key: str | None = None,
+    first_by: list[str] | tuple[str, ...] = (),
+    key_window_hours: int = 0,
     lineage: list[str] | tuple[str, ...] = (),
     reject: Callable | None = None,
     event_time: str | None = None,
@@ -193,6 +202,8 @@ def table(
                 partition_by=tuple(partition_by),
                 batch=batch,
                 key=key,
+                first_by=tuple(first_by),
+                key_window_hours=key_window_hours,
                 transform=transform,
                 lineage=tuple(lineage),
                 reject=reject,

@@ -26,12 +26,13 @@ def check_declarations(declared: dict) -> None:
         declared_columns = (
             *spec.partition_by,
             *spec.lineage,
+            *spec.first_by,
             *(c for c in (spec.key, spec.event_time) if c),
         )
         missing = [c for c in declared_columns if c not in names]
         if missing:
             raise CatalogError(
-                f"{where}: partition, key or lineage column(s) {missing} are not in its schema"
+                f"{where}: partition, key, first_by or lineage column(s) {missing} are not in its schema"
             )
         for name in spec.upstream:
             if name not in declared:

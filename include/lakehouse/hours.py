@@ -62,6 +62,14 @@ class HourRange:
             return "no hours"
         return f"{len(self.hours)} hour(s) {self.hours[0]:%Y-%m-%dT%H:00Z}..{self.hours[-1]:%Y-%m-%dT%H:00Z}"
 
+    def widened(self, hours: int) -> HourRange:
+        """These hours and the ``hours`` hours before and after each."""
+        return HourRange.of(h + i * HOUR for h in self.hours for i in range(-hours, hours + 1))
+
+    def without(self, other: HourRange) -> HourRange:
+        """These hours less ``other``'s."""
+        return HourRange(tuple(h for h in self.hours if h not in set(other.hours)))
+
     def isoformats(self) -> list[str]:
         """The hours as ISO-8601 strings (for JSON: a batch's note, a task's summary)."""
         return [h.isoformat() for h in self.hours]

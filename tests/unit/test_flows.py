@@ -7,6 +7,7 @@ from datetime import datetime
 
 from helpers import START, table
 from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
 
 from lakehouse import catalog
 from lakehouse.flows.containment import failing_keys
@@ -77,32 +78,27 @@ def test_a_merge_batch_inserts_quarantines_and_accounts_once_even_when_replayed(
     assert [note and note["batch_id"] for note in notes] == [0, None, 1], "the replay was skipped"
 
 
-def test_one_row_per_key_keeps_each_key_once_as_drop_duplicates_does(spark):
+def test_one_row_per_key_keeps_each_keys_first_row_by_the_given_order_whole(spark):
     rows = spark.createDataFrame(
         [
-            ("a", 1),
-            ("b", 2),
-            ("b", 2),
-            ("c", 3),
-            ("c", 4),
-            ("c", 3),
-            (None, 5),
-            (None, 6),
-            ("d", 7),
+            ("a", 1, "x"),
+            ("b", 2, "x"),
+            ("b", 2, "x"),
+            ("c", 3, "y"),
+            ("c", 2, "z"),
+            ("c", 3, "x"),
+            (None, 6, "x"),
+            (None, 5, "x"),
+            ("d", 7, "x"),
+            ("e", 1, "y"),  # a tie in the order: then by the other columns
+            ("e", 1, "x"),
         ],
-        "key string, value int",
+        "key string, arrived int, payload string",
     )
-    kept = one_row_per_key(rows, "key").collect()
-    assert sorted(row.key or "" for row in kept) == [
-        "",
-        "a",
-        "b",
-        "c",
-        "d",
-    ]  # null is one key, as in dropDuplicates
-    by_key = {row.key: row.value for row in kept}
-    assert (by_key["a"], by_key["b"], by_key["d"]) == (1, 2, 7)
-    assert by_key["c"] in (3, 4) and by_key[None] in (5, 6)  # one of the key's own rows, whole
+    kept = one_row_per_key(rows, "key", ("arrived",))
+    # null is one key, as in dropDuplicates
+    expected = [("a", 1, "x"), ("b", 2, "x"), ("c", 2, "z"), (None, 5, "x"), ("d", 7, "x")]
+    assertDataFrameEqual(kept, spark.createDataFrame([*expected, ("e", 1, "x")], rows.schema))
 
 
 def test_touched_hours_are_the_event_hours_of_the_new_rows(spark):

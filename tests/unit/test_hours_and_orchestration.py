@@ -41,6 +41,19 @@ def test_bad_intervals_fail_with_a_message(start, end, message):
         HourRange.between(parse_instant(start), parse_instant(end))
 
 
+def test_a_key_window_widens_each_hour_across_days_and_leaves_out_the_range_itself():
+    hours = HourRange.between(
+        datetime(2026, 11, 20, 23, tzinfo=UTC), datetime(2026, 11, 21, 1, tzinfo=UTC)
+    )
+    around = hours.widened(1).without(hours)
+    assert around.isoformats() == ["2026-11-20T22:00:00+00:00", "2026-11-21T01:00:00+00:00"]
+    assert hours.widened(0) == hours
+    assert around.silver_predicate() == (
+        "(event_date = DATE'2026-11-20' AND event_hour IN (22)) OR "
+        "(event_date = DATE'2026-11-21' AND event_hour IN (1))"
+    )
+
+
 def test_a_run_owns_the_hour_that_ended_at_its_logical_date():
     import pendulum
 

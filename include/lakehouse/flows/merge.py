@@ -5,7 +5,8 @@ Each micro-batch is classified by the table's transform against the other upstre
 re-read every batch (a stream-static join: a dimension update applies from the next batch; the
 lines it quarantined before are classified again by the next run, :func:`replay_quarantine`).
 Rows without a ``reason`` are deduplicated on the table's key and MERGEd in (insert-only, so a
-duplicate sent hours later is still recognised and a late event is never dropped); rows with a
+copy re-sent within the table's key window is still recognised, whichever hour it carries, and a
+late event is never dropped; the copy kept is the first by ``first_by``, in a backfill too); rows with a
 reason are appended to the table's quarantine with their raw line; one metrics row per batch
 accounts for every line. Batch mode recomputes the event hours of [start, end) from upstream with
 the same transform and replaces exactly those partitions.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lakehouse import catalog, delta_log
@@ -53,16 +54,19 @@ RESOLUTION_COLUMNS = ("resolved_at", "resolved_by")
 def accepted(classified: DataFrame, table: TableSpec) -> DataFrame:
     """The rows that passed every check, one per key, in the table's column order."""
     return one_row_per_key(
-        classified.filter(F.col("reason").isNull()).select(*table.column_names), table.key
+        classified.filter(F.col("reason").isNull()).select(*table.column_names),
+        table.key,
+        table.first_by,
     )
 
 
-def one_row_per_key(rows: DataFrame, key: str) -> DataFrame:
-    """``rows`` with one row per ``key``, as ``dropDuplicates([key])`` (which copy is kept is arbitrary).
+def one_row_per_key(rows: DataFrame, key: str, first_by: tuple[str, ...] = ()) -> DataFrame:
+    """``rows`` with one row per ``key``: of several, the first by ``first_by`` and then by their
+    other columns, so a stream and every backfill keep the same copy (a table's ``first_by``).
 
     Only the keys are shuffled, to find the repeated ones (an at-least-once producer's re-sends: a
     few per cent); they are broadcast, rows whose key is not among them pass as they are, and only
-    the rows of repeated keys are deduplicated. dropDuplicates shuffles and sorts every whole row,
+    the rows of repeated keys are ranked. Ranking every row would shuffle and sort whole rows,
     spilling at millions of events. ``rows`` is read three times: pass a cached frame.
     """
     repeated = F.broadcast(
@@ -70,7 +74,14 @@ def one_row_per_key(rows: DataFrame, key: str) -> DataFrame:
     )
     same_key = F.col(key).eqNullSafe(F.col("_repeated"))
     once = rows.join(repeated, same_key, "left_anti")
-    several = rows.join(repeated, same_key, "left_semi").dropDuplicates([key])
+    order = [*first_by, *(c for c in rows.columns if c not in (key, *first_by))]
+    first = F.row_number().over(Window.partitionBy(key).orderBy(*order))
+    several = (
+        rows.join(repeated, same_key, "left_semi")
+        .withColumn("_rank", first)
+        .filter("_rank = 1")
+        .drop("_rank")
+    )
     return once.unionByName(several)
 
 
@@ -236,7 +247,7 @@ class MergeBatch:
                         accepted(classified, table),
                         self.table,
                         table.key,
-                        hours,
+                        hours.widened(table.key_window_hours),
                         self.app_ids[table.name],
                         batch_id,
                     ),
@@ -321,7 +332,9 @@ def recompute(
     rows = valid(inputs[0]).select(*table.column_names).persist()
     try:
         # Not accepted(rows): its filter on `reason`, a column the cached plan lacks, would bypass the cache.
-        once = one_row_per_key(rows, table.key)
+        once = without_keys_kept_nearby(
+            spark, one_row_per_key(rows, table.key, table.first_by), lakehouse, table, hours
+        )
         with_conflict_retries(
             lambda: replace_hours(once, target, table, hours), f"{table.name} {hours}"
         )
@@ -342,6 +355,26 @@ def recompute(
         lambda: mark_resolved(spark, valid(quarantined), quarantine, f"recompute of {hours}"),
         f"{quarantine.name} {hours}",
     )
+
+
+def without_keys_kept_nearby(
+    spark: SparkSession, rows: DataFrame, lakehouse: Lakehouse, table: TableSpec, hours: HourRange
+) -> DataFrame:
+    """``rows`` (of ``hours``) less the keys the live table holds within its key window outside ``hours``.
+
+    That copy was admitted first (the stream inserts a key once, in whichever hour its copy fell),
+    so a backfill of the later copy's hours alone keeps the row where it is.
+    """
+    around = hours.widened(table.key_window_hours).without(hours)
+    if not around:
+        return rows
+    kept = (
+        spark.read.format("delta")
+        .load(lakehouse.table(table.name).path)
+        .filter(table.hours_predicate(around))
+        .select(table.key)
+    )
+    return rows.join(kept, table.key, "left_anti")
 
 
 def replay_record(checkpoint: str):
@@ -395,7 +428,13 @@ def replay_quarantine(spark: SparkSession, table: Table, generation: int) -> dic
                 hours = HourRange.of(touched)
                 with_conflict_retries(
                     lambda: merge_new_rows(
-                        spark, accepted(valid, table), table, table.key, hours, None, None
+                        spark,
+                        accepted(valid, table),
+                        table,
+                        table.key,
+                        hours.widened(table.key_window_hours),
+                        None,
+                        None,
                     ),
                     f"{table.name} quarantine replay",
                 )

@@ -43,6 +43,10 @@ BATCH_METRICS_SCHEMA = """
     quarantined_by_reason MAP<STRING, BIGINT>
 """
 
+# A producer that re-sends an event may re-stamp it: copies of one event_id whose event hours are at
+# most this far apart are one event. Each micro-batch's MERGE reads this many hours of silver either
+# side of the hours it writes; copies further apart would both be kept.
+DUPLICATE_WINDOW_HOURS = 24
 # An event more than this far ahead of its ingestion time is a producer clock bug, not data.
 MAX_FUTURE_SKEW = "1 day"
 # Epoch millis as the producer writes them: ASCII digits only (no sign, point or zone), at most 15
@@ -115,6 +119,9 @@ PRODUCER_FORM = _producer_form()
     partition_by=["event_date", "event_hour"],
     write=Write.MERGE_NEW,
     key="event_id",
+    # One winner per event_id, whichever hours a backfill covers: the copy bronze ingested first.
+    first_by=["ingested_at", "source_file", "event_time"],
+    key_window_hours=DUPLICATE_WINDOW_HOURS,
     batch=True,
     lineage=["source_file", "ingested_at", "rescued_data"],  # which copy of a duplicate was kept
     # Classification quarantines an unknown ad; a row without a campaign got here some other way.
