@@ -346,14 +346,27 @@ def recompute(
     # classification bug was fixed) would otherwise be in both tables. Only the input's lines that
     # are in the quarantine are classified again: a few, found by their raw line.
     quarantine = lakehouse.table(catalog.side(table, "quarantine").name)
-    unresolved = spark.read.format("delta").load(quarantine.path).filter("resolved_at IS NULL")
-    if not unresolved.limit(1).collect():
+    quarantined = open_quarantined_lines(spark, inputs[0], quarantine)
+    if quarantined is None:
         return 0
-    line = ["ingest_date", "source_file", "raw_line"]
-    quarantined = inputs[0].join(unresolved.select(*line).distinct(), line, "left_semi")
     return with_conflict_retries(
         lambda: mark_resolved(spark, valid(quarantined), quarantine, f"recompute of {hours}"),
         f"{quarantine.name} {hours}",
+    )
+
+
+def open_quarantined_lines(
+    spark: SparkSession, lines: DataFrame, quarantine: Table
+) -> DataFrame | None:
+    """Those of ``lines`` (upstream rows) that the quarantine holds unresolved, found by their
+    raw line; None when it holds none. Only the ingest dates of those lines are read."""
+    unresolved = spark.read.format("delta").load(quarantine.path).filter("resolved_at IS NULL")
+    dates = [row.ingest_date for row in unresolved.select("ingest_date").distinct().collect()]
+    if not dates:
+        return None
+    line = ["ingest_date", "source_file", "raw_line"]
+    return lines.filter(F.col("ingest_date").isin(dates)).join(
+        unresolved.select(*line).distinct(), line, "left_semi"
     )
 
 
@@ -396,29 +409,22 @@ def replay_quarantine(spark: SparkSession, table: Table, generation: int) -> dic
     Rerunning after a crash is safe: the merge inserts only keys the table lacks, and a resolved
     line is not marked again.
     """
-    static = table.upstream_tables()[1:]
-    versions = {upstream.name: delta_log.latest_version(upstream.path) for upstream in static}
-    record = replay_record(table.checkpoint(generation))
+    streamed, *static = table.upstream_tables()
     if not static:
         return {}
+    versions = {upstream.name: delta_log.latest_version(upstream.path) for upstream in static}
+    record = replay_record(table.checkpoint(generation))
     if not record.exists():  # the first run: this run's stream classified against these versions
         write_atomic(record, json.dumps(versions))
         return {}
     if json.loads(record.read_text()) == versions:
         return {}
     quarantine = table.side("quarantine")
-    unresolved = spark.read.format("delta").load(quarantine.path).filter("resolved_at IS NULL")
-    line = ["ingest_date", "source_file", "raw_line"]
-    dates = [row.ingest_date for row in unresolved.select("ingest_date").distinct().collect()]
+    lines = open_quarantined_lines(
+        spark, spark.read.format("delta").load(streamed.path), quarantine
+    )
     replayed = {"lines": 0, "event_hours": []}
-    if dates:
-        streamed = table.upstream_tables()[0]
-        lines = (
-            spark.read.format("delta")
-            .load(streamed.path)
-            .filter(F.col("ingest_date").isin(dates))
-            .join(unresolved.select(*line).distinct(), line, "left_semi")
-        )
+    if lines is not None:
         inputs = [spark.read.format("delta").load(upstream.path) for upstream in static]
         valid = table.transform(lines, *inputs).filter(F.col("reason").isNull()).persist()
         try:
