@@ -1,6 +1,7 @@
 """The landing zone's file contract, checked in plain Python (no Spark): what bronze reads, what it won't.
 
-Bronze's file source reads every visible ``*.jsonl`` file under the landing folder, at any depth
+Bronze's file source reads every visible ``*.jsonl`` and ``*.jsonl.gz`` (decompressed by Spark's
+gzip codec) file under the landing folder, at any depth
 (the producer's layout is ``<date>/<hour>/<part>.jsonl``; a file elsewhere is read too, and
 reported, since ``lakehouse status`` places files in producer hours by their folder). A file or
 folder whose name starts with ``.`` or ``_`` is hidden: a producer still writing it, ignored until
@@ -13,17 +14,27 @@ source never reads a path twice. Bronze records each file it has read (size, mod
 SHA-256) in a manifest beside its checkpoint; a file appended to or rewritten afterwards is
 reported by name with the exact fix (:func:`changed_files`), never read again in part or twice.
 
+Before each run, bronze plans how the source reads its new files (:func:`plan_new_files`): a file
+whose bytes equal those of a file bronze has read, or of another new file (renamed, moved to
+another hour, copied), is a copy: its lines are not read again, and it is reported as a copy of
+its original (:func:`copied_files`). A ``*.jsonl`` file holding a gzip payload becomes one bronze
+row, its first line, so one quarantine entry names the file, instead of thousands of binary lines.
+
 :func:`landing_report` is what ``lakehouse status`` (and bronze's summary) say about it.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
+import re
 import shlex
 import unicodedata
-from dataclasses import asdict, dataclass
+import zlib
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +46,10 @@ if TYPE_CHECKING:
 
 # What the source reads: the name's suffix, and the producer's layout (for status's producer hours).
 EVENTS_SUFFIX = ".jsonl"
+GZIP_EVENTS_SUFFIX = ".jsonl.gz"  # read too: Spark's text source picks the gzip codec by the suffix
+READ_SUFFIXES = (EVENTS_SUFFIX, GZIP_EVENTS_SUFFIX)
+# The source's file-name filter (Hadoop's GlobFilter, on the name alone): both suffixes.
+READ_NAMES_GLOB = "*.{jsonl,jsonl.gz}"
 LAYOUT_DEPTH = 3  # <date>/<hour>/<part>.jsonl under the landing folder
 GZIP_MAGIC = b"\x1f\x8b"
 _COMPRESSED_SUFFIXES = (".gz", ".gzip", ".bz2", ".zst", ".zstd", ".xz", ".lz4", ".snappy", ".zip")
@@ -76,12 +91,15 @@ def hidden(relative: Path) -> bool:
 
 
 def readable_files(root: str | Path) -> dict[str, Path | S3Path]:
-    """The files the source reads under ``root`` (visible ``*.jsonl`` at any depth), by :func:`spark_uri`."""
+    """The files the source reads under ``root`` (visible ``*.jsonl`` and ``*.jsonl.gz`` at any
+    depth), by :func:`spark_uri`."""
     root = lake_path(root)
+    if not root.is_dir():
+        return {}
     return {
         spark_uri(path): path
         for path in _visible_files(root)
-        if path.name.endswith(EVENTS_SUFFIX) and not hidden(path.relative_to(root))
+        if path.name.endswith(READ_SUFFIXES) and not hidden(path.relative_to(root))
     }
 
 
@@ -108,6 +126,7 @@ class LandingProblem:
     what_to_do: str
     read: bool  # True: bronze reads (or has read) it, False: bronze does not
     command: str | None = None  # the fix as one shell command, where there is one
+    copy_of: str | None = None  # a copy's original, under the landing folder (or its URI)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -117,8 +136,9 @@ class Problem:
     """Reason codes of :class:`LandingProblem` (stable strings, as the quarantine's)."""
 
     NOT_JSONL = "not_jsonl"  # a name the source does not read (.json, .txt, no suffix)
-    COMPRESSED = "compressed_file"  # .jsonl.gz and the like: not read
-    GZIP_PAYLOAD = "gzip_payload_in_jsonl"  # read as text: its lines are quarantined
+    COMPRESSED = "compressed_file"  # .jsonl.bz2, .zip and the like (not .jsonl.gz): not read
+    GZIP_PAYLOAD = "gzip_payload_in_jsonl"  # one bronze row (its first line), one quarantine entry
+    COPY = "copy_of_ingested"  # the same bytes as a file bronze has read: not read again
     OUTSIDE_LAYOUT = "outside_layout"  # read, but not in <date>/<hour>/: no producer hour
     APPENDED = "appended_after_ingestion"  # grew after bronze read it: the new bytes not read
     REWRITTEN = "rewritten_after_ingestion"  # changed after bronze read it: not read again
@@ -136,19 +156,29 @@ def ignored_files(root: str | Path) -> list[LandingProblem]:
     for path in _visible_files(root):
         relative = path.relative_to(root).as_posix()
         name = path.name
-        if name.endswith(EVENTS_SUFFIX):
+        if name.endswith(READ_SUFFIXES):
             depth = len(path.relative_to(root).parts)
-            if _starts_with_gzip(path):
+            if name.endswith(EVENTS_SUFFIX) and _starts_with_gzip(path):
+                gz = path.with_name(_stem(name) + GZIP_EVENTS_SUFFIX)
+                temp = path.with_name(f".{gz.name}.tmp")
+                command = (
+                    None
+                    if isinstance(path, S3Path)
+                    else f"cp {shlex.quote(str(path))} {shlex.quote(str(temp))} && mv "
+                    f"{shlex.quote(str(temp))} {shlex.quote(str(gz))}"
+                )
                 problems.append(
                     LandingProblem(
                         relative,
                         Problem.GZIP_PAYLOAD,
-                        "the file holds gzip-compressed bytes under a .jsonl name: read as text, its "
-                        "'lines' are binary and quarantined",
-                        "decompress it under a new name (gunzip -c F > .F.tmp && mv .F.tmp "
-                        "F-unzipped.jsonl, in its folder) and move the compressed file out of the "
-                        "landing zone; its quarantine rows stay as history",
+                        "the file holds gzip-compressed bytes under a .jsonl name: not read as "
+                        "lines; bronze keeps one row for it (its first line), quarantined as "
+                        "invalid_utf8 with this file as its source_file",
+                        "land its bytes again under a .jsonl.gz name, which bronze reads "
+                        f"decompressed ({command or f'copy it to {gz.name}'}); leave this file "
+                        "where it is (its one quarantine row stays as history)",
                         True,
+                        command,
                     )
                 )
             elif depth != LAYOUT_DEPTH:
@@ -169,10 +199,9 @@ def ignored_files(root: str | Path) -> list[LandingProblem]:
                 LandingProblem(
                     relative,
                     Problem.COMPRESSED,
-                    "a compressed file: the source reads uncompressed *.jsonl files only",
-                    f"decompress it into its folder under a hidden name, then rename it to a .jsonl "
-                    f"name (e.g. gunzip -c {shlex.quote(name)} > .part.tmp && mv .part.tmp "
-                    f"{shlex.quote(_stem(name) + EVENTS_SUFFIX)}), and move the compressed file out",
+                    "a compressed file: the source reads *.jsonl files and gzip-compressed "
+                    "*.jsonl.gz files only",
+                    _decompress_fix(name),
                     False,
                 )
             )
@@ -188,6 +217,37 @@ def ignored_files(root: str | Path) -> list[LandingProblem]:
                 )
             )
     return problems
+
+
+# The command-line decompressor of each suffix the source does not read (a .gz is renamed instead).
+_DECOMPRESSORS = {
+    ".bz2": "bunzip2 -c",
+    ".xz": "xz -dc",
+    ".zst": "zstd -dc",
+    ".zstd": "zstd -dc",
+    ".lz4": "lz4 -dc",
+    ".zip": "unzip -p",
+}
+
+
+def _decompress_fix(name: str) -> str:
+    quoted = shlex.quote(name)
+    if name.lower().endswith((".gz", ".gzip")):
+        return (
+            f"rename it to a .jsonl.gz name, which the source reads decompressed (mv {quoted} "
+            f"{shlex.quote(_stem(name) + GZIP_EVENTS_SUFFIX)})"
+        )
+    tool = next((t for s, t in _DECOMPRESSORS.items() if name.lower().endswith(s)), None)
+    example = (
+        f" (e.g. {tool} {quoted} > .part.tmp && mv .part.tmp "
+        f"{shlex.quote(_stem(name) + EVENTS_SUFFIX)})"
+        if tool
+        else ""
+    )
+    return (
+        "decompress it into its folder under a hidden name, then rename it to a .jsonl name"
+        f"{example}, and move the compressed file out"
+    )
 
 
 def _stem(name: str) -> str:
@@ -316,6 +376,149 @@ def record_ingested_files(checkpoint: str, write: bool = True) -> dict[str, dict
     return manifest
 
 
+@dataclass(frozen=True)
+class ReadPlan:
+    """How the source reads a run's new files (by :func:`spark_uri`); every other file, line by line."""
+
+    copies: dict[str, str]  # not read: the same bytes as an original (URI) bronze reads or read
+    gzip_payloads: dict[str, bytes]  # a gzip payload under a .jsonl name: only this first line kept
+    manifest: dict[str, dict]  # bronze's manifest with this plan's decisions
+    broken_gzip: dict[str, str] = field(default_factory=dict)  # a .jsonl.gz that does not unzip
+
+    def refusal(self, root: str | Path) -> str | None:
+        """Why the run must not start (a broken .jsonl.gz would fail it half-way), or None."""
+        if not self.broken_gzip:
+            return None
+        named = "; ".join(
+            f"{_relative(_landed_path(uri), lake_path(root))} ({why})"
+            for uri, why in sorted(self.broken_gzip.items())
+        )
+        return (
+            f"landing file(s) named .jsonl.gz that do not decompress: {named}. Nothing was read. "
+            "Hide each one (rename it to start with '.') or move it out of the landing zone, and "
+            "land a good copy under a new name; the next run reads the other files as usual."
+        )
+
+
+def plan_new_files(checkpoint: str, root: str | Path, write: bool = True) -> ReadPlan:
+    """Before a run: which new files are copies of a file bronze has read (or of another new file),
+    and which ``*.jsonl`` files hold a gzip payload; the decisions recorded in the manifest.
+
+    A file's identity is its size and SHA-256 (and whether it is a gzip payload); only a file of a
+    size another file has is hashed here. Of identical new files, the first by URI is the original.
+    Decisions on files no committed batch has read are made again each run (a planned file may be
+    gone or changed since); a committed one stays, so a run retried after a crash that read a copy
+    before its original still reads the original. ``write=False``: a read-only look (status).
+    """
+    committed = set(ingested_files(checkpoint))
+    manifest = {
+        uri: known
+        for uri, known in record_ingested_files(checkpoint, write=False).items()
+        if uri in committed
+    }
+    originals: dict[tuple, str] = {}
+    for uri, known in sorted(manifest.items()):
+        if known.get("sha256") and not known.get("copy_of"):
+            originals.setdefault(_identity(known), uri)
+    known_sizes = {size for _, size, _ in originals}
+    new = {}
+    for uri, path in readable_files(root).items():
+        if uri not in committed:
+            try:
+                new[uri] = (path, path.stat())
+            except OSError:  # gone meanwhile
+                continue
+    new_sizes = Counter(stat.st_size for _, stat in new.values())
+    copies, payloads = {}, {}
+    broken = {}
+    for uri, (path, stat) in sorted(new.items()):
+        if path.name.endswith(GZIP_EVENTS_SUFFIX):
+            why = _gzip_error(path)
+            if why:
+                broken[uri] = why
+                continue
+        payload = path.name.endswith(EVENTS_SUFFIX) and _starts_with_gzip(path)
+        entry = None
+        if stat.st_size and (stat.st_size in known_sizes or new_sizes[stat.st_size] > 1):
+            entry = _entry(path, stat, payload)
+            original = originals.setdefault(_identity(entry), uri)
+            if original != uri:
+                copies[uri] = original
+                manifest[uri] = {**entry, "copy_of": original}
+                continue
+        if payload:
+            payloads[uri] = _first_line(path)
+            manifest[uri] = entry or _entry(path, stat, payload)
+    if write and manifest != _read_manifest(checkpoint):
+        _write_manifest(checkpoint, manifest)
+    return ReadPlan(copies, payloads, manifest, broken)
+
+
+def _gzip_error(path: Path | S3Path) -> str | None:
+    """Why a gzip file does not decompress to its end (truncated, not gzip), or None."""
+    try:
+        with path.open("rb") as raw, gzip.GzipFile(fileobj=raw) as unzipped:
+            while unzipped.read(1 << 20):
+                pass
+    except (OSError, EOFError, zlib.error) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def _entry(path: Path | S3Path, stat, payload: bool) -> dict:
+    return {
+        "mtime_ms": _mtime_ms(stat),
+        "size": stat.st_size,
+        "sha256": _sha256(path),
+        "gzip_payload": payload,
+    }
+
+
+def _identity(known: dict) -> tuple:
+    return (bool(known.get("gzip_payload")), known["size"], known["sha256"])
+
+
+def _first_line(path: Path | S3Path) -> bytes:
+    """A file's first line as Spark's line reader gives it (up to the first CR or LF)."""
+    head = read_head(path, 1 << 20)
+    cut = re.search(rb"\r|\n", head)
+    return head[: cut.start()] if cut else path.read_bytes()
+
+
+def copied_files(root: str | Path, manifest: dict[str, dict]) -> list[LandingProblem]:
+    """The files in the landing zone that are copies of a file bronze has read (or reads in this
+    run), each named with its original: recognised by content, not read again."""
+    root = lake_path(root)
+    problems = []
+    for uri, known in sorted(manifest.items()):
+        if not known.get("copy_of"):
+            continue
+        path = _landed_path(uri)
+        if not path.exists():
+            continue
+        original = _relative(_landed_path(known["copy_of"]), root)
+        problems.append(
+            LandingProblem(
+                _relative(path, root),
+                Problem.COPY,
+                f"the same {known['size']} byte(s) (sha256 {known['sha256']}) as {original}, "
+                "which bronze has read: renamed, moved or copied, its lines are not read again",
+                f"nothing if it was renamed or moved on purpose: its lines are in bronze once, as "
+                f"{original}'s; remove it if it is a stray copy",
+                True,
+                copy_of=original,
+            )
+        )
+    return problems
+
+
+def _relative(path: Path | S3Path, root: Path | S3Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def changed_files(checkpoint: str, root: str | Path, write: bool = True) -> list[LandingProblem]:
     """The files bronze has read that were appended to or rewritten since, each with its fix.
 
@@ -341,51 +544,85 @@ def changed_files(checkpoint: str, root: str | Path, write: bool = True) -> list
             known["mtime_ms"] = _mtime_ms(stat)  # touched: the same bytes
             touched = True
             continue
-        problems.append(_changed(path, root, size, sha, stat.st_size))
+        problems.append(_changed(path, root, known, stat.st_size))
     if touched and write:
         _write_manifest(checkpoint, manifest)
     return problems
 
 
-def _changed(path: Path, root: Path, size: int | None, sha: str | None, now: int) -> LandingProblem:
-    try:
-        relative = path.relative_to(root).as_posix()
-    except ValueError:
-        relative = str(path)
+def _changed(path: Path, root: Path, known: dict, now: int) -> LandingProblem:
+    relative = _relative(path, root)
+    size, sha = known.get("size"), known.get("sha256")
     quoted = shlex.quote(str(path))
     rest = path.with_name(f"{_stem(path.name)}-after-{size}{EVENTS_SUFFIX}")
     temp = path.with_name(f".{rest.name}.tmp")
     if size is not None and now > size and _sha256(path, size) == sha:
+        # A line cut mid-write (bronze read its fragment) moves whole into the new file: the
+        # completed line is read from there, the fragment stays as read (quarantined as history).
+        start = _line_start(path, size)
+        cut = (
+            ""
+            if start == size
+            else f", which ended {size - start} byte(s) into a line cut mid-write (bronze read "
+            "that fragment: quarantined as malformed_json)"
+        )
         # A shell command for a local landing zone; on object storage the same steps by its tools.
         command = (
             None
             if isinstance(path, S3Path)
-            else f"tail -c +{size + 1} {quoted} > {shlex.quote(str(temp))} && truncate -s {size} "
+            else f"tail -c +{start + 1} {quoted} > {shlex.quote(str(temp))} && truncate -s {size} "
             f"{quoted} && mv {shlex.quote(str(temp))} {shlex.quote(str(rest))}"
+        )
+        moved = (
+            "the appended bytes" if start == size else "the cut line, whole, and the bytes after it"
         )
         return LandingProblem(
             relative,
             Problem.APPENDED,
-            f"{now - size} byte(s) appended after bronze read its first {size} byte(s); a landed "
-            "file is read once, so they are not read",
-            "move the appended bytes into a new file and cut this one back to what bronze read "
-            f"({command or f'its first {size} byte(s); the rest into {rest}'}); the next run "
-            "reads the new file",
+            f"{now - size} byte(s) appended after bronze read its first {size} byte(s){cut}; a "
+            "landed file is read once, so they are not read",
+            f"move {moved} into a new file and cut this one back to what bronze read "
+            f"({command or f'its first {size} byte(s); bytes {start} on into {rest}'}); the next "
+            "run reads the new file"
+            + ("" if start == size else "; the fragment's quarantine row stays as history"),
             False,
             command,
         )
     was = f"{size} byte(s), sha256 {sha}" if size is not None else "its content then"
+    source_file = _source_file(known.get("copy_of") or spark_uri(path))  # a copy's: its original's
     return LandingProblem(
         relative,
         Problem.REWRITTEN,
         f"changed after bronze read it ({was}; now {now} byte(s)); a landed file is read once, so "
         "its new content is not read",
         "put its original content back (bronze.ad_events holds its lines: SELECT raw_line FROM "
-        f"bronze.ad_events WHERE source_file = '{spark_uri(path)}') and land the new content "
+        f"bronze.ad_events WHERE source_file = '{source_file}') and land the new content "
         "under a new name: lines whose event_id silver already holds are counted as duplicates, "
         "the rest are inserted",
         False,
     )
+
+
+def _source_file(uri: str) -> str:
+    """A file's URI as bronze's ``source_file`` holds it (Spark's ``_metadata.file_path`` writes a
+    local file ``file:/...``, its source log ``file:///...``)."""
+    return re.sub(r"^file:/+", "file:/", uri)
+
+
+def _line_start(path: Path | S3Path, size: int) -> int:
+    """Where the line holding byte ``size`` starts: ``size`` itself when the first ``size`` bytes
+    end with a line break (CR or LF, as Spark's line reader splits) or are empty."""
+    end = size
+    with path.open("rb") as handle:
+        while end > 0:
+            begin = max(0, end - (1 << 20))
+            handle.seek(begin)
+            chunk = handle.read(end - begin)
+            found = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+            if found >= 0:
+                return begin + found + 1
+            end = begin
+    return 0
 
 
 def landing_report(
@@ -393,15 +630,30 @@ def landing_report(
 ) -> dict:
     """What the landing zone holds that bronze will not read as events, for ``lakehouse status``.
 
-    ``{"ignored": [...], "changed": [...]}``, each a list of :class:`LandingProblem` dicts (file
-    under the landing folder, reason code, detail, what to do, whether bronze reads it). Reads
-    files only, writes nothing, starts no Spark. ``generation``: bronze's checkpoint generation
-    (default: the current one).
+    ``{"ignored": [...], "changed": [...], "copies": [...]}``, each a list of
+    :class:`LandingProblem` dicts (file under the landing folder, reason code, detail, what to do,
+    whether bronze reads it; a copy's original). Copies include the new files the next run will
+    recognise as copies. Reads files only, writes nothing, starts no Spark. ``generation``:
+    bronze's checkpoint generation (default: the current one).
     """
     bronze = lakehouse.table("bronze.ad_events")
     root = lakehouse.landing(source)
     checkpoint = bronze.checkpoint() if generation is None else bronze.checkpoint(generation)
+    plan = plan_new_files(checkpoint, root, write=False)
+    broken = [
+        LandingProblem(
+            _relative(_landed_path(uri), lake_path(root)),
+            Problem.BROKEN_GZIP,
+            f"named .jsonl.gz but does not decompress ({why}): bronze refuses to run until it is "
+            "gone",
+            "hide it (rename it to start with '.') or move it out of the landing zone, and land a "
+            "good copy under a new name",
+            False,
+        )
+        for uri, why in sorted(plan.broken_gzip.items())
+    ]
     return {
-        "ignored": [problem.as_dict() for problem in ignored_files(root)],
+        "ignored": [problem.as_dict() for problem in (*ignored_files(root), *broken)],
         "changed": [problem.as_dict() for problem in changed_files(checkpoint, root, write=False)],
+        "copies": [problem.as_dict() for problem in copied_files(root, plan.manifest)],
     }

@@ -14,16 +14,17 @@ from lakehouse.errors import ConfigError
 from lakehouse.files import lake_path
 from lakehouse.hours import HourRange
 from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S
-from lakehouse.landing import EVENTS_SUFFIX
+from lakehouse.landing import READ_NAMES_GLOB, ReadPlan
 from lakehouse.object_storage import is_object_store
 
 # The producer's layout under the landing folder, <date>/<hour>/<part>.jsonl: where lakehouse status
-# finds a file's producer hour. The source reads every visible *.jsonl at any depth (lakehouse.landing).
+# finds a file's producer hour. The source reads every visible *.jsonl and *.jsonl.gz at any depth
+# (lakehouse.landing).
 LANDING_FILES = "*/*/*.jsonl"
 # Read without Hadoop's glob or checksummed local file system: both build a file's path from its
 # bare name, which fails on a colon ("Relative path in absolute URI") and made Spark's glob re-match
 # names with [x], {x}, ? or * against other files. Options reach only this source's Hadoop conf.
-_ANY_NAME_OPTIONS = {"recursiveFileLookup": "true", "pathGlobFilter": f"*{EVENTS_SUFFIX}"}
+_ANY_NAME_OPTIONS = {"recursiveFileLookup": "true", "pathGlobFilter": READ_NAMES_GLOB}
 # Only for a local landing zone: on S3 the connector's file system, cached per bucket, would keep
 # this conf, and the state store's uploads through it would find a raw local file system where
 # they need a checksummed one (ClassCastException in S3AFileSystem.copyFromLocalFile).
@@ -34,12 +35,15 @@ _RAW_LOCAL_OPTIONS = {
 
 
 def landing_lines_stream(
-    spark: SparkSession, landing_dir: str, max_files_per_trigger: int
+    spark: SparkSession, landing_dir: str, max_files_per_trigger: int, plan: ReadPlan | None = None
 ) -> DataFrame:
     """New landing files as text lines (``value``, ``source_file``, ``ingested_at``).
 
-    Every visible ``*.jsonl`` file under ``landing_dir``, at any depth, whatever its name (colons,
-    spaces, glob characters, Unicode: :mod:`lakehouse.landing`). The file source remembers every
+    Every visible ``*.jsonl`` and ``*.jsonl.gz`` (gzip, decompressed) file under ``landing_dir``,
+    at any depth, whatever its name (colons, spaces, glob characters, Unicode:
+    :mod:`lakehouse.landing`). ``plan`` (:func:`lakehouse.landing.plan_new_files`): the new files
+    that are copies give no line (the source still logs them as read), and a gzip payload under a
+    ``.jsonl`` name only its first line. The file source remembers every
     file it has read in its checkpoint, so a rerun reads only files that appeared since. Hidden
     (``.``- or ``_``-prefixed) files and folders are ignored until renamed. A file is read whatever
     its modification time: one copied in late with an old mtime (a re-delivered hour, a restored
@@ -62,11 +66,34 @@ def landing_lines_stream(
         .options(**({} if is_object_store(landing_dir) else _RAW_LOCAL_OPTIONS))
         .load(landing_dir)
     )
+    if plan and (plan.copies or plan.gzip_payloads):
+        lines = lines.filter(_planned_lines(plan))
     return lines.select(
         "value",
         F.col("_metadata.file_path").alias("source_file"),
         F.current_timestamp().alias("ingested_at"),
     )
+
+
+def _planned_lines(plan: ReadPlan):
+    """The lines a plan keeps: none of a copy; of a gzip payload, its first line only (the line of
+    the file's first block equal to it: ten bytes of gzip header do not recur by chance)."""
+    # A local file's path as the source logs it (file:///...), which _metadata writes file:/...
+    file = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "file:///")
+    keep = ~file.isin(*plan.copies) if plan.copies else F.lit(True)
+    if plan.gzip_payloads:
+        first_lines = F.create_map(
+            *[
+                part
+                for uri, line in sorted(plan.gzip_payloads.items())
+                for part in (F.lit(uri), F.lit(bytearray(line)))
+            ]
+        )
+        first = (F.col("_metadata.file_block_start") == 0) & (
+            F.col("value").cast("binary") == first_lines[file]
+        )
+        keep = keep & (~file.isin(*plan.gzip_payloads) | first)
+    return keep
 
 
 class KafkaUnavailableError(RuntimeError):

@@ -6,6 +6,7 @@ model grades them. Everything is read by delta-rs and DuckDB (:mod:`lakehouse_to
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from datetime import datetime, timedelta
@@ -13,7 +14,7 @@ from datetime import datetime, timedelta
 from lakehouse import catalog, object_storage
 from lakehouse.config import Lakehouse
 from lakehouse.files import lake_path
-from lakehouse.landing import landing_report
+from lakehouse.landing import GZIP_EVENTS_SUFFIX, GZIP_MAGIC, landing_report, readable_files
 from lakehouse_tools.status import Observed, TableWrite
 from lakehouse_tools.storage import UsageError, connect, open_tables, utc
 from lakehouse_tools.text_table import cell
@@ -51,13 +52,28 @@ def count_lines(data: bytes) -> int:
     return len(lines) - (lines[-1] == b"")
 
 
-def landed_lines(landing_root: str) -> dict[datetime, int]:
-    """Lines per producer hour in the landing zone (hidden files, still being written, excluded)."""
+def landed_lines(landing_root: str, copies: dict[str, str] | None = None) -> dict[datetime, int]:
+    """Lines per producer hour in the landing zone (hidden files, still being written, excluded),
+    as bronze reads them (:mod:`lakehouse.landing`): a ``.jsonl.gz`` file decompressed, a gzip
+    payload under a ``.jsonl`` name as one line. ``copies``: files (under the landing folder) that
+    bronze recognised as copies, by their original: counted once, in the original's hour."""
+    root = lake_path(landing_root)
+    copies = copies or {}
     lines: dict[datetime, int] = {}
-    for path in lake_path(landing_root).glob(LANDING_FILES):
-        hour = folder_hour(path.as_posix())
-        if hour is not None and not path.name.startswith((".", "_")):
-            lines[hour] = lines.get(hour, 0) + count_lines(path.read_bytes())
+    counted = set()
+    for path in readable_files(root).values():
+        relative = path.relative_to(root).as_posix()
+        file = copies.get(relative, relative)
+        hour = folder_hour(file)
+        if hour is None or file in counted:
+            continue
+        counted.add(file)
+        data = path.read_bytes()
+        if path.name.endswith(GZIP_EVENTS_SUFFIX):
+            count = count_lines(gzip.decompress(data))
+        else:
+            count = min(count_lines(data), 1) if data.startswith(GZIP_MAGIC) else count_lines(data)
+        lines[hour] = lines.get(hour, 0) + count
     return lines
 
 
@@ -292,8 +308,11 @@ def observe(lakehouse: Lakehouse) -> Observed:
     writes = {
         t.name: (last_write(tables[t.name]) if t.name in tables else None) for t in catalog.tables()
     }
+    landing = lakehouse.landing(ingest.source)
+    report = landing_report(lakehouse, ingest.source)
+    copies = {problem["file"]: problem["copy_of"] for problem in report["copies"]}
     return Observed(
-        landed=landed_lines(lakehouse.landing(ingest.source)),
+        landed=landed_lines(landing, copies),
         ingest_table=ingest.name,
         ingested=ingested,
         newest_ingest=newest,
@@ -304,17 +323,11 @@ def observe(lakehouse: Lakehouse) -> Observed:
         writes=writes,
         recomputed=recomputed,
         failed_rules=_failed_rules(connection) if RESULTS_TABLE in tables else {},
-        landing_files=_landing_files(lakehouse, ingest.source),
+        landing_files=[
+            {**problem, "hour": folder_hour(problem["file"])}
+            for problem in (*report["ignored"], *report["changed"], *report["copies"])
+        ],
     )
-
-
-def _landing_files(lakehouse: Lakehouse, source: str) -> list[dict]:
-    """Landing files bronze does not read as they are, each with its folder's producer hour."""
-    report = landing_report(lakehouse, source)
-    return [
-        {**problem, "hour": folder_hour(problem["file"])}
-        for problem in (*report["ignored"], *report["changed"])
-    ]
 
 
 def _failed_rules(connection) -> dict[datetime, list[str]]:

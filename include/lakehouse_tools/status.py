@@ -85,7 +85,8 @@ class Observed:
       is recomputed, not missing (read only for hours its upstream holds and it does not);
     * ``failed_rules``: per event hour, the gating rules whose newest check of the hour failed;
     * ``landing_files``: landing files bronze does not read as they are
-      (:func:`lakehouse.landing.landing_report`: ignored ones, then ones changed after ingestion),
+      (:func:`lakehouse.landing.landing_report`: ignored ones, ones changed after ingestion, then
+      copies of ingested ones),
       each with the producer ``hour`` of its folder (None outside the layout).
     """
 

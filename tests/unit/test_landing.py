@@ -1,12 +1,21 @@
-"""The landing zone's contract checked from files: URIs as Spark logs them, changed files found."""
+"""The landing zone's contract checked from files: URIs as Spark logs them, changed files found,
+copies and gzip payloads planned, a cut line's fix."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
 
-from lakehouse.landing import changed_files, ingested_files, manifest_path, spark_uri
+from lakehouse.landing import (
+    changed_files,
+    copied_files,
+    ingested_files,
+    manifest_path,
+    plan_new_files,
+    spark_uri,
+)
 
 
 def test_a_uri_is_quoted_as_hadoop_quotes_it():
@@ -73,3 +82,72 @@ def test_appended_rewritten_and_touched_files(tmp_path):
     assert (landing / "d" / "h" / "a-after-4.jsonl").read_text() == "a-2\n"
     files["r"].write_text("r-1\n")  # its content as bronze read it
     assert changed_files(str(checkpoint), landing) == []
+
+
+def test_copies_are_planned_by_their_bytes_and_a_committed_decision_stays(tmp_path):
+    landing = tmp_path / "events"
+    for hour in ("10", "11"):
+        (landing / "d" / hour).mkdir(parents=True)
+    read = landing / "d" / "10" / "a.jsonl"
+    read.write_text("a-1\n")
+    checkpoint = tmp_path / "gen=0"
+    _ingested(checkpoint, read)
+    assert changed_files(str(checkpoint), landing) == []  # as bronze's run records what it read
+    read.rename(landing / "d" / "11" / "a.jsonl")  # moved to another hour
+    (landing / "d" / "10" / "b.jsonl").write_text("b-1\n")  # new: the same size, other bytes
+    (landing / "d" / "10" / "c.jsonl").write_text("c-1\n")
+    (landing / "d" / "10" / "c2.jsonl").write_text("c-1\n")  # a copy of a new file
+    (landing / "d" / "10" / "e.jsonl").write_bytes(b"")
+    (landing / "d" / "10" / "e2.jsonl").write_bytes(b"")  # empty files are never copies
+    packed = gzip.compress(b"p-1\n" * 50, mtime=0)
+    (landing / "d" / "10" / "p.jsonl").write_bytes(packed)
+
+    plan = plan_new_files(str(checkpoint), landing)
+    uri = {p.relative_to(landing).as_posix(): spark_uri(p) for p in landing.rglob("*.jsonl")}
+    uri["d/10/a.jsonl"] = spark_uri(read)
+    assert plan.copies == {
+        uri["d/11/a.jsonl"]: uri["d/10/a.jsonl"],
+        uri["d/10/c2.jsonl"]: uri["d/10/c.jsonl"],
+    }
+    assert plan.gzip_payloads == {uri["d/10/p.jsonl"]: packed.replace(b"\r", b"\n").split(b"\n")[0]}
+    assert [(p.file, p.reason, p.copy_of) for p in copied_files(landing, plan.manifest)] == [
+        ("d/10/c2.jsonl", "copy_of_ingested", "d/10/c.jsonl"),
+        ("d/11/a.jsonl", "copy_of_ingested", "d/10/a.jsonl"),
+    ]
+    # A retry after a crash in which the copy c2 was read (committed) and its original c was not:
+    # c2's decision stays, and c, no longer matched by a committed original, is read.
+    _ingested(checkpoint, landing / "d" / "10" / "c2.jsonl")
+    again = plan_new_files(str(checkpoint), landing)
+    assert uri["d/10/c.jsonl"] not in again.copies
+    assert again.manifest[uri["d/10/c2.jsonl"]]["copy_of"] == uri["d/10/c.jsonl"]
+
+
+def test_the_fix_for_a_cut_line_completed_by_an_append_moves_the_whole_line(tmp_path):
+    landing = tmp_path / "events"
+    (landing / "d" / "h").mkdir(parents=True)
+    part = landing / "d" / "h" / "p.jsonl"
+    part.write_bytes(b"one\r\ntw")
+    checkpoint = tmp_path / "gen=0"
+    _ingested(checkpoint, part)
+    assert changed_files(str(checkpoint), landing) == []
+    with part.open("ab") as handle:
+        handle.write(b"o\nthree\n")
+    [found] = changed_files(str(checkpoint), landing)
+    assert found.reason == "appended_after_ingestion"
+    assert "which ended 2 byte(s) into a line cut mid-write" in found.detail
+    os.system(found.command)
+    assert part.read_bytes() == b"one\r\ntw"  # as bronze read it
+    assert (landing / "d" / "h" / "p-after-7.jsonl").read_bytes() == b"two\nthree\n"
+    assert changed_files(str(checkpoint), landing) == []
+
+
+def test_a_new_jsonl_gz_that_does_not_decompress_refuses_the_run_by_name(tmp_path):
+    landing = tmp_path / "events"
+    (landing / "d" / "h").mkdir(parents=True)
+    (landing / "d" / "h" / "good.jsonl.gz").write_bytes(gzip.compress(b"g-1\n"))
+    (landing / "d" / "h" / "cut.jsonl.gz").write_bytes(gzip.compress(b"c-1\n" * 100)[:20])
+    (landing / "d" / "h" / "plain.jsonl.gz").write_bytes(b"p-1\n")
+    plan = plan_new_files(str(tmp_path / "gen=0"), landing)
+    assert sorted(Path(uri).name for uri in plan.broken_gzip) == ["cut.jsonl.gz", "plain.jsonl.gz"]
+    refusal = plan.refusal(landing)
+    assert "d/h/cut.jsonl.gz (EOFError" in refusal and "d/h/plain.jsonl.gz (BadGzipFile" in refusal

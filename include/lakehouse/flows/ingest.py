@@ -39,7 +39,15 @@ from lakehouse.kafka_settings import (
     resolve_bootstrap_servers,
     validate_topic,
 )
-from lakehouse.landing import EVENTS_SUFFIX, changed_files, ignored_files
+from lakehouse.landing import (
+    READ_SUFFIXES,
+    ReadPlan,
+    changed_files,
+    copied_files,
+    ignored_files,
+    plan_new_files,
+    readable_files,
+)
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, log, run_available_now
 from lakehouse.sources import (
@@ -55,7 +63,7 @@ from lakehouse.spark import build_spark_session, fit_code_generation
 # None: the Delta sink commits by itself (the fault harness kills bronze at random moments only).
 FAULT_POINTS = ()
 # The files the source reads under the landing folder, for the checks made from files (any depth).
-READ_FILES = f"**/*{EVENTS_SUFFIX}"
+READ_FILES = tuple(f"**/*{suffix}" for suffix in READ_SUFFIXES)
 
 
 def source_options() -> argparse.ArgumentParser:
@@ -86,10 +94,10 @@ def run(table: TableSpec, args: JobArgs, source: argparse.Namespace) -> dict:
         lines = kafka_lines_stream(spark, servers, topic, source.max_offsets_per_trigger)
     else:
         checkpoint = target.checkpoint(generation)
+        landing = args.lakehouse.landing(table.source)
+        plan = _plan(checkpoint, landing)
         spark = build_spark_session(table.task)
-        lines = landing_lines_stream(
-            spark, args.lakehouse.landing(table.source), args.max_files_per_trigger
-        )
+        lines = landing_lines_stream(spark, landing, args.max_files_per_trigger, plan)
 
     # mergeSchema: a table created before columns were added at its end (the Kafka lineage)
     # gains them; the transform's output is the declared schema, so nothing else can slip in.
@@ -100,11 +108,7 @@ def run(table: TableSpec, args: JobArgs, source: argparse.Namespace) -> dict:
         .option("mergeSchema", "true")
         .partitionBy(*table.partition_by)
     )
-    landed = (
-        None
-        if source.source == "kafka"
-        else file_source_new_bytes(checkpoint, args.lakehouse.landing(table.source), READ_FILES)
-    )
+    landed = None if source.source == "kafka" else _new_bytes(checkpoint, landing)
     log.info("%s: %s", table.name, fit_code_generation(spark, landed))
     try:
         # The Delta sink's transaction app id is the query id: the check compares the checkpoint's.
@@ -114,13 +118,7 @@ def run(table: TableSpec, args: JobArgs, source: argparse.Namespace) -> dict:
             name=table.name,
             writes=[Written(target)],
             progress_log=ProgressLog(spark, args.lakehouse),
-            caught_up=None
-            if source.source == "kafka"
-            else (
-                lambda: file_source_caught_up(
-                    checkpoint, args.lakehouse.landing(table.source), READ_FILES
-                )
-            ),
+            caught_up=None if source.source == "kafka" else lambda: _caught_up(checkpoint, landing),
         )
     except StreamingQueryException as error:
         if source.source != "kafka":
@@ -128,21 +126,50 @@ def run(table: TableSpec, args: JobArgs, source: argparse.Namespace) -> dict:
         _explain_kafka_failure(error, table, target, servers, topic, checkpoint)
         raise
     if source.source != "kafka":
-        summary.update(landing_problems(checkpoint, args.lakehouse.landing(table.source)))
+        summary.update(landing_problems(checkpoint, landing))
     return summary
+
+
+def _plan(checkpoint: str, landing_dir: str) -> ReadPlan:
+    """How this run reads its new files (copies not at all, gzip payloads as one line), logged."""
+    plan = plan_new_files(checkpoint, landing_dir)
+    refusal = plan.refusal(landing_dir)
+    if refusal:
+        raise ConfigError(refusal)
+    for copy, original in sorted(plan.copies.items()):
+        log.warning("landing file %s NOT read: the same bytes as %s, read once", copy, original)
+    for payload in sorted(plan.gzip_payloads):
+        log.warning("landing file %s holds a gzip payload: read as one line", payload)
+    return plan
+
+
+def _caught_up(checkpoint: str, landing_dir: str) -> str | None:
+    """Why the source has nothing new (every file it reads is in its log), or None."""
+    if any(file_source_caught_up(checkpoint, landing_dir, files) is None for files in READ_FILES):
+        return None
+    return f"no new file among the {len(readable_files(landing_dir))} landed"
+
+
+def _new_bytes(checkpoint: str, landing_dir: str) -> int | None:
+    found = [file_source_new_bytes(checkpoint, landing_dir, files) for files in READ_FILES]
+    return None if None in found else sum(found)
 
 
 def landing_problems(checkpoint: str, landing_dir: str) -> dict:
     """What the landing zone holds that this run did not read as events, logged and for the summary.
 
     ``ignored_files``: names or payloads the source does not read (or reads with a caveat);
-    ``changed_files``: files appended to or rewritten after bronze read them, never read again.
-    Each names the file, the reason and what to do (:mod:`lakehouse.landing`). Nothing here stops
-    the run: the other files are read as usual.
+    ``changed_files``: files appended to or rewritten after bronze read them, never read again;
+    ``copied_files``: files with the same bytes as one bronze has read (renamed, moved, copied),
+    not read again. Each names the file, the reason and what to do (:mod:`lakehouse.landing`).
+    Nothing here stops the run: the other files are read as usual.
     """
+    changed = [problem.as_dict() for problem in changed_files(checkpoint, landing_dir)]
+    manifest = plan_new_files(checkpoint, landing_dir, write=False).manifest
     found = {
         "ignored_files": [problem.as_dict() for problem in ignored_files(landing_dir)],
-        "changed_files": [problem.as_dict() for problem in changed_files(checkpoint, landing_dir)],
+        "changed_files": changed,
+        "copied_files": [problem.as_dict() for problem in copied_files(landing_dir, manifest)],
     }
     for problems in found.values():
         for problem in problems:
