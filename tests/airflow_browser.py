@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
@@ -117,15 +116,17 @@ class AirflowBrowser:
         self._wait(
             lambda d: dialog.find_elements(By.XPATH, ".//button[normalize-space()='Run Backfill']")
         )
+        # The behaviour first: the count of runs the dialog shows is asked for once both dates are
+        # set, and a change of behaviour after that would leave the old count in view a moment.
+        dialog.find_element(
+            By.XPATH, f".//label[.//input[@type='radio']][normalize-space()='{reprocess}']"
+        ).click()
         for label, moment in (("From", first), ("To", last)):
             picker = dialog.find_element(
                 By.XPATH,
                 f".//*[normalize-space(text())='{label}']/following::*[@data-testid='datetime-input'][1]",
             )
             self._pick_datetime(picker, moment)
-        dialog.find_element(
-            By.XPATH, f".//label[.//input[@type='radio']][normalize-space()='{reprocess}']"
-        ).click()
         # The dialog asks the API how many runs the range makes ("N runs will be triggered").
         self._wait(lambda d: "will be triggered" in dialog.text)
         said = next(line for line in dialog.text.splitlines() if "will be triggered" in line)
@@ -140,8 +141,8 @@ class AirflowBrowser:
         self.driver.get(f"{self.base_url}/assets")
         cells = "td[data-testid='table-cell-name'] a"
         try:
+            # The rows come in one response from the API, each with its last event.
             self._wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, cells)) >= expected)
-            time.sleep(1)  # the last event cells fill in with the rows
         finally:
             self.driver.save_screenshot(str(screenshot))
         rows = {}
@@ -231,7 +232,7 @@ class AirflowBrowser:
 
     def _press(self, dialog, text: str) -> None:
         """Press the dialog's button ``text`` and wait for the dialog to close."""
-        from selenium.common.exceptions import StaleElementReferenceException
+        from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
         from selenium.webdriver.common.by import By
 
         dialog.find_element(By.XPATH, f".//button[normalize-space()='{text}']").click()
@@ -242,7 +243,13 @@ class AirflowBrowser:
             except StaleElementReferenceException:  # removed from the page
                 return True
 
-        self._wait(closed)
+        try:
+            self._wait(closed)
+        except TimeoutException:
+            # An error the API returned (a run id taken, a backfill refused) shows in the dialog.
+            raise AssertionError(
+                f"{text!r}: the dialog stayed open, saying:\n{dialog.text}"
+            ) from None
 
     def _wait(self, condition, timeout: float = 30) -> None:
         from selenium.webdriver.support.ui import WebDriverWait

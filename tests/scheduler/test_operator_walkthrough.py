@@ -209,11 +209,12 @@ def test_an_operators_first_day(spark, lakehouse, tmp_path, monkeypatch, capsys)
             assert {run["run_id"]: run["state"] for run in runs}[BATCH_RUN] == "success", (
                 describe_failures(env, runs)
             )
-            page = browser.task_log_text(
+            # Its silver log says it recomputed the hours the form gave, [start, end).
+            browser.task_log_text(
                 "ysb_hourly",
                 BATCH_RUN,
                 "silver_ad_events",
-                "silver.ad_events: batch over",
+                "silver.ad_events: batch over 3 hour(s) 2026-11-20T00:00Z..2026-11-20T02:00Z; ",
                 shots / "3-batch-silver-log.png",
             )
             before_backfill = versions(lakehouse)
@@ -271,6 +272,10 @@ def test_an_operators_first_day(spark, lakehouse, tmp_path, monkeypatch, capsys)
         with capsys.disabled():
             print(grid)
         assert status == 0, grid
+        # What it graded: every hour the demo and the next hour landed, each complete.
+        states = {row.hour: row.state for row in cli.grade(cli.observe(lakehouse)).rows}
+        landed = {datetime(2026, 11, 20, hour) for hour in range(DEMO_HOURS + 1)}
+        assert landed <= set(states) and set(states.values()) == {"complete"}, grid
 
     # Rollback's three dry runs: each names its moment and prints the plan back to it.
     first, steps = dry_run(lakehouse, capsys, BATCH_RUN)
