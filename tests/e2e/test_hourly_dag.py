@@ -15,7 +15,7 @@ from lakehouse import catalog
 from lakehouse.hours import HourRange
 from lakehouse.spark import engine
 from lakehouse_airflow.assets import partition_keys, task_tables
-from lakehouse_tools.generator import write_campaigns, write_hours
+from lakehouse_tools.generator import campaign_dimension, write_campaigns, write_hours
 
 # What Airflow's metadata DB knows of the lakehouse's Assets: each table, the tasks that write and
 # read it, and the asset events the run produced (what the UI's Assets page shows).
@@ -52,9 +52,14 @@ def expected_lines(lakehouse) -> int:
     return oracle(lakehouse).lines
 
 
+# An event of an ad the dimension learns only after the first run (quarantined, then admitted).
+AD_FIXED_LATER = "ad-fixed-later"
+
+
 def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_home):
-    write_campaigns(lakehouse, seed=21)
+    campaigns = write_campaigns(lakehouse, seed=21)
     write_hours(lakehouse, START, 2, events_per_second=0.1, seed=21)
+    late_ad_line = land_an_event_of_an_unknown_ad(lakehouse)
     env = airflow_environment(airflow_home, lakehouse)
 
     logical_date = (START + timedelta(hours=2)).isoformat()
@@ -106,6 +111,40 @@ def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_
     assert after["run"] != assets["run"]
     assert [e for e in after["events"] if e[0] == after["run"]] == []
     assert [e for e in after["events"] if e[0] == assets["run"]] == first_run
+
+    # The dimension learns the ad: the next run, with no new event, admits the quarantined line
+    # into silver, gold and the sessions (no backfill), and marks it resolved.
+    with campaigns.open("a") as dimension:
+        dimension.write(f"{AD_FIXED_LATER},{campaign_dimension(21)[0][1]}\n")
+    fixed = airflow(env, "dags", "test", "ysb_hourly", (START + timedelta(hours=4)).isoformat())
+    assert fixed.returncode == 0, (fixed.stdout + fixed.stderr)[-5000:]
+    assert_tables_match_oracle(spark, lakehouse)
+    resolved = table(spark, lakehouse, "silver.quarantine_ad_events").filter(
+        "resolved_at IS NOT NULL"
+    )
+    assert [(r.raw_line, r.resolved_by) for r in resolved.collect()] == [
+        (late_ad_line, "replay after upstream change")
+    ]
+
+
+def land_an_event_of_an_unknown_ad(lakehouse) -> str:
+    """One valid event in hour 00:00 of an ad the dimension lacks yet; its line."""
+    line = json.dumps(
+        {
+            "event_id": "e-fixed-later",
+            "user_id": "u-fixed-later",
+            "page_id": "p-1",
+            "ad_id": AD_FIXED_LATER,
+            "ad_type": "banner",
+            "event_type": "view",
+            "event_time": str(int((START + timedelta(minutes=30)).timestamp() * 1000)),
+            "ip_address": "10.0.0.1",
+        }
+    )
+    folder = Path(lakehouse.landing_events, f"{START:%Y-%m-%d}", f"{START:%H}")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "fixed-later.jsonl").write_text(line + "\n")
+    return line
 
 
 def assert_events_say_what_was_written(spark, lakehouse, events: list) -> None:
