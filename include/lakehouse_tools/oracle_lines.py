@@ -162,6 +162,8 @@ def line_verdict(
             return "invalid_utf8", None
     else:
         raw = line
+    if raw.startswith(b"\x1f\x8b"):  # gzip's magic bytes: a compressed file named .jsonl
+        return "gzip_payload", None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

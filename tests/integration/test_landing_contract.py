@@ -278,7 +278,7 @@ def test_gzip_is_read_by_its_suffix_and_a_gzip_payload_named_jsonl_is_one_quaran
     files = Counter(name for name, _ in _bronze_by_file(spark, lakehouse))
     assert files == {"part-0.jsonl": 1, "part-1.jsonl.gz": 3, "packed.jsonl": 1}
     first = binary_lines[0]
-    assert _quarantine(spark, lakehouse) == [("packed.jsonl", "invalid_utf8", first)]
+    assert _quarantine(spark, lakehouse) == [("packed.jsonl", "gzip_payload", first)]
     assert _silver_ids(spark, lakehouse) == ["e-0", "g-0", "g-1", "g-2"]
     assert_tables_match_oracle(spark, lakehouse, gold=GOLD_TASKS)
     [problem] = landing_report(lakehouse)["ignored"]

@@ -13,6 +13,7 @@ from lakehouse import catalog
 from lakehouse.tables import silver_ad_events as silver
 from lakehouse.tables.bronze_ad_events import bronze_ad_events
 from lakehouse.tables.silver_ad_events import (
+    GZIP_PAYLOAD_FIX,
     classify_ad_events,
     deduplicate_ad_events,
     quarantined_ad_events,
@@ -278,6 +279,7 @@ def test_lines_that_are_not_utf8_or_too_long_are_quarantined_raw(spark, campaign
     """Invalid UTF-8 keeps its exact bytes in raw_bytes; every text column is valid UTF-8."""
     invalid_utf8 = event().encode().replace(b"u-1", b"u-\xff\xfe")
     truncated_bom = b"\xef\xbb" + event(event_id="e-2").encode()
+    gzip_start = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff\x8b\xae"  # a gzip file's first "line"
     too_long = event(page_id="p" * (1024 * 1024)).encode()
     # Old bronze rows (before raw_bytes existed) hold the bytes in raw_line; new ones come from
     # bronze_ad_events, which makes raw_line valid and keeps the bytes in raw_bytes.
@@ -289,7 +291,7 @@ def test_lines_that_are_not_utf8_or_too_long_are_quarantined_raw(spark, campaign
     )
     new_bronze = bronze_ad_events(
         spark.createDataFrame(
-            [(line.hex(), "f", INGESTED) for line in (invalid_utf8, truncated_bom)],
+            [(line.hex(), "f", INGESTED) for line in (invalid_utf8, truncated_bom, gzip_start)],
             "hex string, source_file string, ingested_at timestamp",
         ).select(F.unhex("hex").cast("string").alias("value"), "source_file", "ingested_at")
     )
@@ -299,7 +301,11 @@ def test_lines_that_are_not_utf8_or_too_long_are_quarantined_raw(spark, campaign
     assert sorted(
         (bytes.fromhex(r.line), r.b and bytes.fromhex(r.b)) for r in bronze_rows.collect()
     ) == sorted(
-        [(valid_text(invalid_utf8), invalid_utf8), (valid_text(truncated_bom), truncated_bom)]
+        [
+            (valid_text(invalid_utf8), invalid_utf8),
+            (valid_text(truncated_bom), truncated_bom),
+            (valid_text(gzip_start), gzip_start),
+        ]
     )
 
     both = old_bronze.unionByName(
@@ -320,6 +326,7 @@ def test_lines_that_are_not_utf8_or_too_long_are_quarantined_raw(spark, campaign
             (too_long, None, "line_too_long", str(len(too_long))),
             (valid_text(invalid_utf8), invalid_utf8, "invalid_utf8", None),
             (valid_text(truncated_bom), truncated_bom, "invalid_utf8", None),
+            (valid_text(gzip_start), gzip_start, "gzip_payload", GZIP_PAYLOAD_FIX),
         ]
     )
     assert classified.filter(~F.is_valid_utf8("raw_line")).count() == 0

@@ -58,6 +58,10 @@ JSON_WHITESPACE = " \t\r\n"
 # A UTF-8 byte-order mark: Spark's line reader drops one at the start of a file, not one at the start
 # of a Kafka record or of a file appended to another.
 BOM = "\ufeff"
+# A gzip stream's first bytes: a line that starts with them is a compressed file under a .jsonl name
+# (bronze keeps one line of such a file, lakehouse.landing), never invalid text of an event.
+GZIP_MAGIC = b"\x1f\x8b"
+GZIP_PAYLOAD_FIX = "a gzip file named .jsonl: land it as .jsonl.gz and it is read"
 # A YSB event is a few hundred bytes; a line this long is a producer bug (or an attack).
 MAX_LINE_BYTES = 1024 * 1024
 
@@ -65,6 +69,7 @@ MAX_LINE_BYTES = 1024 * 1024
 class Reason:
     """Quarantine reason codes (stable strings: dashboards and alerts key on them)."""
 
+    GZIP_PAYLOAD = "gzip_payload"
     INVALID_UTF8 = "invalid_utf8"
     LINE_TOO_LONG = "line_too_long"
     EMPTY_LINE = "empty_line"
@@ -140,8 +145,9 @@ def classify_ad_events(
     and the event time is converted only from digits, so one bad line can never stop the stream.
     The contract, checked in this order (the first failure is the reason):
 
-    * the line is valid UTF-8 (``invalid_utf8``), at most 1 MiB (``line_too_long``) and not
-      blank (``empty_line``); a leading byte-order mark is ignored;
+    * the line is not the start of a gzip stream (``gzip_payload``: a compressed file under a
+      ``.jsonl`` name), is valid UTF-8 (``invalid_utf8``), at most 1 MiB (``line_too_long``) and
+      not blank (``empty_line``); a leading byte-order mark is ignored;
     * it is exactly one JSON object, nothing before or after it but whitespace, with no
       duplicate keys at any depth (``malformed_json``);
     * every contract field is present, not null and not blank (``missing_required_field``), and
@@ -298,6 +304,7 @@ def _fields_of_lines(lines: DataFrame) -> DataFrame:
     wrong_type = _fields_where(lambda name: F.col(f"_{name}_type") != "STRING")
     reason = _first_failure(
         [
+            (F.startswith(F.col("_raw_bytes"), F.lit(GZIP_MAGIC)), Reason.GZIP_PAYLOAD),
             (F.col("_raw_bytes").isNotNull(), Reason.INVALID_UTF8),
             (F.octet_length("raw_line") > MAX_LINE_BYTES, Reason.LINE_TOO_LONG),
             # A null line (a Kafka record without a value) is empty too.
@@ -314,6 +321,7 @@ def _fields_of_lines(lines: DataFrame) -> DataFrame:
     detail = _detail_of(
         F.col("_line_reason"),
         {
+            Reason.GZIP_PAYLOAD: F.lit(GZIP_PAYLOAD_FIX),
             Reason.LINE_TOO_LONG: F.octet_length("raw_line").cast("string"),
             Reason.MISSING_FIELD: missing,
             Reason.WRONG_TYPE: wrong_type,
@@ -370,13 +378,3 @@ def quarantined_ad_events(classified: DataFrame) -> DataFrame:
 def deduplicate_ad_events(events: DataFrame) -> DataFrame:
     """One row per ``event_id`` (an at-least-once producer re-sends identical events)."""
     return events.dropDuplicates(["event_id"])
-
-
-def ad_events_in_hours(bronze: DataFrame, campaigns: DataFrame, hours_predicate: str) -> DataFrame:
-    """Silver's rows for the event hours selected by ``hours_predicate``, recomputed from bronze.
-
-    The batch form of the stream (a backfill, the consistency check): the same classification
-    and deduplication, restricted to whole event hours.
-    """
-    valid = valid_ad_events(classify_ad_events(bronze, campaigns))
-    return deduplicate_ad_events(valid.filter(hours_predicate))
