@@ -184,6 +184,65 @@ def assert_silver_matches_oracle(
     return expected
 
 
+# Rollback (tests/integration/test_rollback.py, tests/scheduler/test_operator_walkthrough.py)
+
+# Silver and gold with their side tables: what rollback restores (bronze, the raw log, stays).
+ROLLED_BACK = [
+    t.name
+    for q in catalog.tasks()
+    if q.streamed and not q.source
+    for t in catalog.written_by_task(q)
+]
+
+
+def rolled_back_versions(lakehouse: Lakehouse) -> dict[str, int]:
+    """The version of each table rollback restores."""
+    from deltalake import DeltaTable
+
+    return {name: DeltaTable(lakehouse.table(name).path).version() for name in ROLLED_BACK}
+
+
+def committed_batches(lakehouse: Lakehouse) -> dict[str, int]:
+    """Per streaming query downstream of bronze: how many batches its checkpoint has committed."""
+    return {
+        q.name: sum(
+            1
+            for p in Path(lakehouse.table(q.name).checkpoint(), "commits").iterdir()
+            if p.name.isdigit()
+        )
+        for q in catalog.tasks()
+        if q.streamed and not q.source
+    }
+
+
+def rollback_plan(
+    kept: dict[str, int],
+    kept_batches: dict[str, int],
+    lakehouse: Lakehouse,
+    now: dict[str, int] | None = None,
+) -> list[str]:
+    """A rollback dry run's steps, transaction ids left out: the tables back to versions ``kept``
+    from ``now`` (default: their versions now), the checkpoints back to ``kept_batches`` batches."""
+    now = now or rolled_back_versions(lakehouse)
+    batches = committed_batches(lakehouse)
+    readers = {q.name for q in catalog.tasks() if "silver.ad_events" in q.upstream and q.streamed}
+    lines = []
+    for query in (q for q in catalog.tasks() if q.streamed and not q.source):
+        for name in (t.name for t in catalog.written_by_task(query)):
+            if kept[name] != now[name]:
+                lines.append(f"would: {name}: restore version {kept[name]} (now {now[name]})")
+        if kept_batches[query.name] != batches[query.name]:
+            lines.append(
+                f"would: {query.name}: checkpoint {lakehouse.table(query.name).checkpoint()} "
+                f"forgets batches {kept_batches[query.name]} and later"
+            )
+        if query.name in readers:
+            lines.append(
+                f"would: {query.name}: reads silver.ad_events on from after its RESTORE commit"
+            )
+    return lines
+
+
 # Object storage (tests/s3)
 
 

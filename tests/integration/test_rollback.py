@@ -6,11 +6,20 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from helpers import START, assert_tables_match_oracle, run_job, run_pipeline, table
+from helpers import (
+    ROLLED_BACK,
+    START,
+    assert_tables_match_oracle,
+    committed_batches,
+    rollback_plan,
+    rolled_back_versions,
+    run_job,
+    run_pipeline,
+    table,
+)
 
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
@@ -21,12 +30,6 @@ from lakehouse_tools.generator import write_campaigns, write_hours
 PROCESSING_TIME = {"recorded_at", "reconciled_at", "reconciled_by", "resolved_at"}
 # The run after the batch run and the backfill, as Airflow names the hourly run of hour 02:00.
 RUN_ID = "scheduled__2026-11-20T02:00:00+00:00"
-ROLLED_BACK = [
-    t.name
-    for q in catalog.tasks()
-    if q.streamed and not q.source
-    for t in catalog.written_by_task(q)
-]  # silver and gold with their side tables (bronze, the raw log, stays)
 
 
 def snapshot(spark, lakehouse) -> dict[str, Counter]:
@@ -45,25 +48,6 @@ def rollback(lakehouse, *args: str) -> int:
     return cli.main(["rollback", "--lakehouse-root", lakehouse.root, *args])
 
 
-def versions(lakehouse) -> dict[str, int]:
-    return {name: DeltaTable(lakehouse.table(name).path).version() for name in ROLLED_BACK}
-
-
-def committed_batches(lakehouse) -> dict[str, int]:
-    """Per streaming query downstream of bronze: how many batches its checkpoint has committed."""
-    return {
-        q.name: len(
-            [
-                p
-                for p in Path(lakehouse.table(q.name).checkpoint(), "commits").iterdir()
-                if p.name.isdigit()
-            ]
-        )
-        for q in catalog.tasks()
-        if q.streamed and not q.source
-    }
-
-
 def as_run(monkeypatch, run_id: str, job, *args) -> None:
     """``job(*args)`` as a task of Airflow run ``run_id`` (the id ops.query_progress and ops.expectation_results keep)."""
     with monkeypatch.context() as airflow_task:
@@ -75,28 +59,6 @@ def as_run(monkeypatch, run_id: str, job, *args) -> None:
 def batch_run(lakehouse, start: str, end: str) -> None:
     for job in (t.task for t in catalog.tasks() if t.batch):
         run_job(job, lakehouse, "--mode", "batch", "--start", start, "--end", end)
-
-
-def plan_lines(
-    kept: dict[str, int], now: dict[str, int], batches: dict[str, int], lakehouse
-) -> list[str]:
-    """The plan's lines, transaction ids left out: the tables back to ``kept``, the checkpoints back to ``batches``."""
-    readers = {q.name for q in catalog.tasks() if "silver.ad_events" in q.upstream and q.streamed}
-    lines = []
-    for query in (q for q in catalog.tasks() if q.streamed and not q.source):
-        for name in (t.name for t in catalog.written_by_task(query)):
-            if kept[name] != now[name]:
-                lines.append(f"would: {name}: restore version {kept[name]} (now {now[name]})")
-        if batches[query.name] != committed_batches(lakehouse)[query.name]:
-            lines.append(
-                f"would: {query.name}: checkpoint {lakehouse.table(query.name).checkpoint()} "
-                f"forgets batches {batches[query.name]} and later"
-            )
-        if query.name in readers:
-            lines.append(
-                f"would: {query.name}: reads silver.ad_events on from after its RESTORE commit"
-            )
-    return lines
 
 
 def dry_run(lakehouse, capsys, to: str) -> tuple[str, list[str]]:
@@ -125,14 +87,17 @@ def demo_batch_backfill_next(spark, lakehouse, monkeypatch) -> History:
     write_campaigns(lakehouse, seed=32)
     write_hours(lakehouse, START, 2, events_per_second=0.05, seed=32)
     as_run(monkeypatch, "manual__demo", run_pipeline, lakehouse)
-    demo_versions, demo_batches = versions(lakehouse), committed_batches(lakehouse)
+    demo_versions, demo_batches = rolled_back_versions(lakehouse), committed_batches(lakehouse)
     batch, backfill = (
         ("2026-11-20T00:00Z", "2026-11-20T02:00Z"),
         ("2026-11-20T01:00Z", "2026-11-20T02:00Z"),
     )
     as_run(monkeypatch, "manual__batch", batch_run, lakehouse, *batch)
     as_run(monkeypatch, "backfill__one_hour", batch_run, lakehouse, *backfill)
-    after_the_backfill, before_the_next_run = snapshot(spark, lakehouse), versions(lakehouse)
+    after_the_backfill, before_the_next_run = (
+        snapshot(spark, lakehouse),
+        rolled_back_versions(lakehouse),
+    )
     moment = datetime.now(UTC)
     time.sleep(1.5)
     write_hours(lakehouse, START + timedelta(hours=2), 1, events_per_second=0.05, seed=32)
@@ -149,7 +114,7 @@ def demo_batch_backfill_next(spark, lakehouse, monkeypatch) -> History:
         demo_versions=demo_versions,
         demo_batches=demo_batches,
         before_the_next_run=before_the_next_run,
-        now=versions(lakehouse),
+        now=rolled_back_versions(lakehouse),
         after_the_backfill=after_the_backfill,
         after_the_next_run=snapshot(spark, lakehouse),
     )
@@ -177,14 +142,14 @@ def test_a_batch_run_a_time_and_an_incremental_run_after_a_batch_run_and_a_backf
         f"Rolling back to before {h.first_batch_write:%Y-%m-%d %H:%M:%S}Z "
         "(the first write of batch run manual__batch), dry run"
     )
-    assert steps == plan_lines(h.demo_versions, h.now, h.demo_batches, lakehouse)
+    assert steps == rollback_plan(h.demo_versions, h.demo_batches, lakehouse, now=h.now)
     # By a time, and by the next (incremental) run's id: the batch run and the backfill are kept;
     # the readers of silver had not read their replaces, which they skip anyway.
     first, by_time = dry_run(lakehouse, capsys, h.moment.isoformat())
     assert (
         first == f"Rolling back to before {h.moment:%Y-%m-%d %H:%M:%S}Z (the time given), dry run"
     )
-    assert by_time == plan_lines(h.before_the_next_run, h.now, h.demo_batches, lakehouse)
+    assert by_time == rollback_plan(h.before_the_next_run, h.demo_batches, lakehouse, now=h.now)
     first, by_run = dry_run(lakehouse, capsys, RUN_ID)
     assert first.endswith(f"Z (the start of run {RUN_ID}'s first streaming batch), dry run")
     assert by_run == by_time

@@ -30,8 +30,13 @@ from airflow_env import (
     short_retry_delay,
     wait_for_runs,
 )
-from deltalake import DeltaTable
-from helpers import assert_tables_match_oracle, oracle
+from helpers import (
+    assert_tables_match_oracle,
+    committed_batches,
+    oracle,
+    rollback_plan,
+    rolled_back_versions,
+)
 
 from lakehouse import catalog
 from lakehouse.maintenance import DEFAULT_RETAIN_HOURS
@@ -42,52 +47,6 @@ from lakehouse_tools.generator import write_hours
 DEMO_HOURS = 3  # the fewest that make a 3-hour backfill recompute hours the demo wrote
 EVENTS_PER_SECOND = 0.05  # ~180 events an hour: the walk is about the UI, not the data
 BATCH_RUN = "batch__2026-11-20T00-03"  # named after its hours, as the README says to
-# Silver and gold with their side tables: what rollback restores (bronze, the raw log, stays).
-ROLLED_BACK = [
-    t.name
-    for q in catalog.tasks()
-    if q.streamed and not q.source
-    for t in catalog.written_by_task(q)
-]
-
-
-def versions(lakehouse) -> dict[str, int]:
-    return {name: DeltaTable(lakehouse.table(name).path).version() for name in ROLLED_BACK}
-
-
-def committed_batches(lakehouse) -> dict[str, int]:
-    """Per streaming query downstream of bronze: how many batches its checkpoint has committed."""
-    return {
-        q.name: sum(
-            1
-            for p in Path(lakehouse.table(q.name).checkpoint(), "commits").iterdir()
-            if p.name.isdigit()
-        )
-        for q in catalog.tasks()
-        if q.streamed and not q.source
-    }
-
-
-def plan_lines(kept: dict[str, int], kept_batches: dict[str, int], lakehouse) -> list[str]:
-    """The dry run's steps, transaction ids left out, for going back to versions ``kept`` and
-    checkpoints of ``kept_batches`` batches from what the lakehouse holds now."""
-    now, batches = versions(lakehouse), committed_batches(lakehouse)
-    readers = {q.name for q in catalog.tasks() if "silver.ad_events" in q.upstream and q.streamed}
-    lines = []
-    for query in (q for q in catalog.tasks() if q.streamed and not q.source):
-        for name in (t.name for t in catalog.written_by_task(query)):
-            if kept[name] != now[name]:
-                lines.append(f"would: {name}: restore version {kept[name]} (now {now[name]})")
-        if kept_batches[query.name] != batches[query.name]:
-            lines.append(
-                f"would: {query.name}: checkpoint {lakehouse.table(query.name).checkpoint()} "
-                f"forgets batches {kept_batches[query.name]} and later"
-            )
-        if query.name in readers:
-            lines.append(
-                f"would: {query.name}: reads silver.ad_events on from after its RESTORE commit"
-            )
-    return lines
 
 
 def silver_headline(expected) -> str:
@@ -162,7 +121,7 @@ def test_an_operators_first_day(spark, lakehouse, tmp_path, monkeypatch, capsys)
         "SELECT run_id FROM dag_run WHERE dag_id = 'ysb_hourly' AND logical_date = ?",
         f"{DEMO_START + timedelta(hours=DEMO_HOURS):%Y-%m-%d %H:%M:%S}.000000",
     )[0][0]
-    after_demo, demo_batches = versions(lakehouse), committed_batches(lakehouse)
+    after_demo, demo_batches = rolled_back_versions(lakehouse), committed_batches(lakehouse)
     # The next hour lands: the scheduler's first (incremental) run ingests it.
     write_hours(lakehouse, DEMO_START + timedelta(hours=DEMO_HOURS), 1, EVENTS_PER_SECOND, SEED)
 
@@ -172,7 +131,7 @@ def test_an_operators_first_day(spark, lakehouse, tmp_path, monkeypatch, capsys)
             env, runs
         )
         incremental = next(run["run_id"] for run in runs if run["run_id"].startswith("scheduled__"))
-        before_batch = versions(lakehouse)
+        before_batch = rolled_back_versions(lakehouse)
 
         with AirflowBrowser(services.base_url, airflow_home) as browser:
             browser.log_in()
@@ -217,7 +176,7 @@ def test_an_operators_first_day(spark, lakehouse, tmp_path, monkeypatch, capsys)
                 "silver.ad_events: batch over 3 hour(s) 2026-11-20T00:00Z..2026-11-20T02:00Z; ",
                 shots / "3-batch-silver-log.png",
             )
-            before_backfill = versions(lakehouse)
+            before_backfill = rolled_back_versions(lakehouse)
             moment = datetime.now(UTC)
             time.sleep(1.5)  # commit times are in milliseconds, checkpoint file times in seconds
 
@@ -283,13 +242,13 @@ def test_an_operators_first_day(spark, lakehouse, tmp_path, monkeypatch, capsys)
         rf"Rolling back to before \S+ \S+Z \(the first write of batch run {BATCH_RUN}\), dry run",
         first,
     ), first
-    assert steps == plan_lines(before_batch, committed_batches(lakehouse), lakehouse)
+    assert steps == rollback_plan(before_batch, committed_batches(lakehouse), lakehouse)
     first, steps = dry_run(lakehouse, capsys, moment.isoformat())
     assert first == f"Rolling back to before {moment:%Y-%m-%d %H:%M:%S}Z (the time given), dry run"
-    assert steps == plan_lines(before_backfill, committed_batches(lakehouse), lakehouse)
+    assert steps == rollback_plan(before_backfill, committed_batches(lakehouse), lakehouse)
     first, steps = dry_run(lakehouse, capsys, incremental)
     assert first.endswith(f"Z (the start of run {incremental}'s first streaming batch), dry run"), (
         first
     )
-    assert steps == plan_lines(after_demo, demo_batches, lakehouse)
+    assert steps == rollback_plan(after_demo, demo_batches, lakehouse)
     assert_tables_match_oracle(spark, lakehouse)
