@@ -82,6 +82,24 @@ MAINTENANCE_OPERATIONS = {"OPTIMIZE", "VACUUM START", "VACUUM END"}
 RECENT_COMMITS = 50  # read first for the newest data write: maintenance adds three a day
 
 
+class HistoryReadOnce:
+    """A ``deltalake.DeltaTable`` whose commit history is read once: status looks at it for the
+    hours' writes, the hours replaced and the last write, each of which asks for it."""
+
+    def __init__(self, delta) -> None:
+        self._delta, self._history, self._limit = delta, None, 0
+
+    def __getattr__(self, name: str):
+        return getattr(self._delta, name)
+
+    def history(self, limit: int) -> list[dict]:
+        """The newest ``limit`` commits, newest first (read again only for more than was read)."""
+        whole = self._history is not None and len(self._history) < self._limit
+        if self._history is None or (limit > self._limit and not whole):
+            self._history, self._limit = self._delta.history(limit), limit
+        return self._history[:limit]
+
+
 def last_write(delta) -> TableWrite:
     """A table's newest commit that changed data (a maintenance commit is not a write of rows)."""
     for limit in (RECENT_COMMITS, HISTORY_LIMIT):
@@ -258,7 +276,7 @@ def _count_by_folder(
 
 def observe(lakehouse: Lakehouse) -> Observed:
     """Read the facts the grid needs from the landing zone and the tables' Delta logs and data."""
-    tables = open_tables(lakehouse)
+    tables = {name: HistoryReadOnce(delta) for name, delta in open_tables(lakehouse).items()}
     if not tables:
         raise UsageError(
             f"No Delta tables under {lakehouse.root}/tables: run the pipeline first (e.g. `make demo`)."

@@ -82,3 +82,34 @@ def test_compaction_and_vacuum_keep_each_hours_last_write_and_a_later_write_stil
     maintain(silver)
     assert observe.hour_writes(DeltaTable(silver), SILVER) == late
     assert observe.last_write(DeltaTable(silver)).operation == "WRITE"
+
+
+class CountingHistory:
+    """A real Delta table that counts how often its history is read."""
+
+    def __init__(self, path: str) -> None:
+        self.table, self.reads = DeltaTable(path), 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.table, name)
+
+    def history(self, limit: int) -> list[dict]:
+        self.reads += 1
+        return self.table.history(limit)
+
+
+def test_status_reads_a_tables_history_once_for_its_hours_replaces_and_last_write(tmp_path):
+    silver = str(tmp_path / "silver")
+    for value, hour in enumerate((H23, H00, H23)):
+        append_silver(silver, hour, value)
+    maintain(silver)
+    counted = CountingHistory(silver)
+    delta = observe.HistoryReadOnce(counted)
+    writes = observe.hour_writes(delta, SILVER)
+    assert (observe.hours_replaced(delta, {H23}), observe.last_write(delta)) == (
+        observe.hours_replaced(DeltaTable(silver), {H23}),
+        observe.last_write(DeltaTable(silver)),
+    )
+    assert writes == observe.hour_writes(DeltaTable(silver), SILVER)
+    assert counted.reads == 1
+    assert delta.history(2) == DeltaTable(silver).history(2)
