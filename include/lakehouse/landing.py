@@ -173,7 +173,7 @@ def ignored_files(root: str | Path) -> list[LandingProblem]:
                         Problem.GZIP_PAYLOAD,
                         "the file holds gzip-compressed bytes under a .jsonl name: not read as "
                         "lines; bronze keeps one row for it (its first line), quarantined as "
-                        "invalid_utf8 with this file as its source_file",
+                        "gzip_payload with this file as its source_file",
                         "land its bytes again under a .jsonl.gz name, which bronze reads "
                         f"decompressed ({command or f'copy it to {gz.name}'}); leave this file "
                         "where it is (its one quarantine row stays as history)",
