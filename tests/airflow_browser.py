@@ -91,9 +91,12 @@ class AirflowBrowser:
         dialog.find_element(By.XPATH, ".//button[normalize-space()='Advanced Options']").click()
         if run_id:
             dialog.find_element(By.NAME, "dagRunId").send_keys(run_id)
-        # The Configuration JSON editor (Monaco) mirrors the params: what the run will get.
+        # The Configuration JSON editor (Monaco) mirrors the params: what the run will get. It
+        # renders its lines after it appears (an empty editor was read once).
         lines = ".monaco-editor .view-lines"
-        self._wait(lambda d: dialog.find_elements(By.CSS_SELECTOR, lines))
+        self._wait(
+            lambda d: any(e.text.strip() for e in dialog.find_elements(By.CSS_SELECTOR, lines))
+        )
         conf = json.loads(
             dialog.find_element(By.CSS_SELECTOR, lines).text.replace("\N{NO-BREAK SPACE}", " ")
         )
