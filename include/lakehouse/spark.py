@@ -59,12 +59,12 @@ def session_conf() -> dict[str, str]:
     return {**DEFAULT_CONF, **object_storage.spark_conf(), **metastore.spark_conf()}
 
 
-# OpenLineage (docs/lineage.md): Spark's listener, off unless LAKEHOUSE_LINEAGE=1. The listener
-# reads its settings, its parent run among them, once: from the SparkConf, when its SparkContext
-# starts (ArgumentParser.parse(SparkConf)). So a spark-submit driver gets its Airflow task as parent
-# by --conf (the operator), and the engine, one application for every task, cannot take a parent
-# per task: neither a Connect session's runtime conf nor a job's local properties reach it (tried:
-# set per session, captured by spark.openlineage.capturedProperties, in no event).
+# OpenLineage (docs/lineage.md): Spark's listener, off unless LAKEHOUSE_LINEAGE=1. It reads its
+# parent run once, from the SparkConf at its start: a spark-submit driver gets its Airflow task by
+# --conf (the operator). The engine serves every task, so there a job's Connect session carries its
+# task as a tag (lineage_parent_tag) and two classes of our own (include/jars/lineage-parent/) set
+# each query run's parent from it: a listener before OpenLineage's notes the tag of the event being
+# handled, and a transform transport's transformer rewrites the run's parent facet.
 LINEAGE_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 LINEAGE_NAMESPACE = "ysb-lakehouse"
 # The keys the Airflow OpenLineage provider injects into its own Spark operators' conf.
@@ -79,6 +79,11 @@ LINEAGE_PARENT_KEYS = (
 # A job's Airflow task, as JSON of LINEAGE_PARENT_KEYS, for a local driver started by Python (the
 # operator passes --conf to spark-submit's).
 LINEAGE_PARENT_ENV = "LAKEHOUSE_LINEAGE_PARENT"
+# The engine's task-parent classes (make lineage-jars) and the prefix of the session tag they read.
+LINEAGE_PARENT_JAR = "openlineage-task-parent.jar"
+LINEAGE_TAGS_LISTENER = "lakehouse.lineage.JobTagsListener"
+LINEAGE_PARENT_TRANSFORMER = "lakehouse.lineage.TaskParentTransformer"
+LINEAGE_PARENT_TAG_PREFIX = "openlineage-parent-"
 
 
 def lineage_enabled() -> bool:
@@ -105,16 +110,36 @@ def lineage_parent() -> dict[str, str]:
     return {key: str(parent[key]) for key in LINEAGE_PARENT_KEYS if parent.get(key)}
 
 
-def lineage_conf(events_file: str) -> dict[str, str]:
+def lineage_parent_tag(parent: dict[str, str]) -> str:
+    """``parent`` (:data:`LINEAGE_PARENT_KEYS`) as a Spark job tag, which may hold no comma: the
+    prefix, then base64url of ``key=value`` lines (keys without ``spark.openlineage.``), as
+    ``lakehouse.lineage.TaskParentTransformer`` decodes it."""
+    import base64
+
+    lines = "\n".join(
+        f"{key.removeprefix('spark.openlineage.')}={parent[key]}"
+        for key in LINEAGE_PARENT_KEYS
+        if parent.get(key)
+    )
+    return LINEAGE_PARENT_TAG_PREFIX + base64.urlsafe_b64encode(lines.encode()).decode().rstrip("=")
+
+
+def lineage_conf(events_file: str, *, engine: bool = False) -> dict[str, str]:
     """A driver's OpenLineage settings ({} when lineage is off): the listener, the namespace and the
     transport. The transport is a JSON-lines file ``events_file`` in :func:`lineage_dir`, unless
     ``$OPENLINEAGE_URL`` names an HTTP receiver (Marquez, DataHub). The listener also merges in the
-    OpenLineage client's ``OPENLINEAGE__TRANSPORT__*`` variables and an ``openlineage.yml``."""
+    OpenLineage client's ``OPENLINEAGE__TRANSPORT__*`` variables and an ``openlineage.yml``.
+
+    ``engine``: the Spark Connect server's; its query runs get their task as parent from the
+    session's tag (:func:`lineage_parent_tag`), through a transform transport around that one."""
     if not lineage_enabled():
         return {}
-    if not any(Path(jar).name.startswith("openlineage-spark") for jar in jar_paths()):
+    jars = {Path(jar).name for jar in jar_paths()}
+    if not any(name.startswith("openlineage-spark") for name in jars) or (
+        engine and LINEAGE_PARENT_JAR not in jars
+    ):
         raise ConfigError(
-            f"LAKEHOUSE_LINEAGE=1 but no OpenLineage jar in {jars_dir()}: run `make lineage-jars`."
+            f"LAKEHOUSE_LINEAGE=1 but no OpenLineage jars in {jars_dir()}: run `make lineage-jars`."
         )
     conf = {
         "spark.extraListeners": LINEAGE_LISTENER,
@@ -122,13 +147,19 @@ def lineage_conf(events_file: str) -> dict[str, str]:
             "LAKEHOUSE_LINEAGE_NAMESPACE", LINEAGE_NAMESPACE
         ),
     }
+    transport = "spark.openlineage.transport."
+    if engine:  # the listener that notes each event's tag runs before OpenLineage's, in this order
+        conf["spark.extraListeners"] = f"{LINEAGE_TAGS_LISTENER},{LINEAGE_LISTENER}"
+        conf[transport + "type"] = "transform"
+        conf[transport + "transformerClass"] = LINEAGE_PARENT_TRANSFORMER
+        transport += "transport."
     if os.environ.get("OPENLINEAGE_URL"):
-        conf["spark.openlineage.transport.type"] = "http"
-        conf["spark.openlineage.transport.url"] = os.environ["OPENLINEAGE_URL"]
+        conf[transport + "type"] = "http"
+        conf[transport + "url"] = os.environ["OPENLINEAGE_URL"]
     else:
         lineage_dir().mkdir(parents=True, exist_ok=True)
-        conf["spark.openlineage.transport.type"] = "file"
-        conf["spark.openlineage.transport.location"] = str(lineage_dir() / events_file)
+        conf[transport + "type"] = "file"
+        conf[transport + "location"] = str(lineage_dir() / events_file)
     return conf
 
 
@@ -228,6 +259,9 @@ def _engine_session(
             spark.conf.set(key, value)
     # Shown in the engine's log and Spark UI beside each query and job of this session.
     spark.addTag(f"lakehouse-{app_name}".replace(".", "-").replace("_", "-"))
+    parent = lineage_parent()
+    if parent:  # the job's Airflow task, for the engine's OpenLineage runs (lineage_conf)
+        spark.addTag(lineage_parent_tag(parent))
     if not outlives_jobs:
         _engine_sessions[app_name] = spark
     return spark

@@ -16,9 +16,10 @@ event hour written (:mod:`lakehouse_airflow.assets`).
 
 With lineage on (``LAKEHOUSE_LINEAGE=1``, docs/lineage.md) the task hands its OpenLineage identity
 (the Airflow provider's ``spark.openlineage.parent*``/``rootParent*`` keys) to spark-submit as
-``--conf``: the driver's application run is the task's child. The engine's listener takes no
-parent per task (it reads one when the engine starts); there the task's own OpenLineage events
-carry its inputs and outputs (:meth:`SparkJobOperator.get_openlineage_facets_on_complete`).
+``--conf``: the driver's application run is the task's child. On the engine the job's Connect
+sessions carry the same keys as a tag (``$LAKEHOUSE_LINEAGE_PARENT``, :mod:`lakehouse.spark`): each
+of its query runs is the task's child. Either way the task's own OpenLineage events carry its inputs
+and outputs (:meth:`SparkJobOperator.get_openlineage_facets_on_complete`).
 
 Nothing here imports Spark until a task runs (DAG files import this module at parse time).
 """
@@ -150,7 +151,7 @@ class SparkJobOperator(BaseOperator):
     def execute(self, context) -> Any:
         started = time.monotonic()
         if spark_connection(self.conn_id).conn_type == CONNECT:
-            summary = self.run_on_engine()
+            summary = self.run_on_engine(lineage_parent(context))
         else:
             summary = self.spark_submit(lineage_parent(context))
             if summary is None:
@@ -216,11 +217,16 @@ class SparkJobOperator(BaseOperator):
             self.log.info("No asset event for %s: this run wrote nothing there", ", ".join(left))
         self.outlets = kept
 
-    def run_on_engine(self) -> Any:
-        from lakehouse.spark import release_engine_sessions
+    def run_on_engine(self, parent: dict[str, str] | None = None) -> Any:
+        from lakehouse.spark import LINEAGE_PARENT_ENV, release_engine_sessions
 
         os.environ["LAKEHOUSE_ENGINE"] = "connect"
         os.environ["LAKEHOUSE_ENGINE_URL"] = engine_url(self.conn_id)
+        # The Airflow task as its Spark sessions' tag: the engine's query runs' parent.
+        if parent:
+            os.environ[LINEAGE_PARENT_ENV] = json.dumps(parent)
+        else:
+            os.environ.pop(LINEAGE_PARENT_ENV, None)
         module, function = JOB_MAINS[self.job].split(":")
         main = getattr(importlib.import_module(module), function)
         try:
@@ -238,6 +244,7 @@ class SparkJobOperator(BaseOperator):
             raise AirflowFailException(str(refused)) from None
         finally:
             release_engine_sessions()
+            os.environ.pop(LINEAGE_PARENT_ENV, None)
             # This process now holds Airflow's, pyspark's and pandas' objects until it ends: the
             # cyclic GC would walk them all again at each full collection and at the interpreter's
             # exit (2 s of a small `dags test` run's 23 s, and CPU in every task's process). Frozen,

@@ -52,8 +52,9 @@ def server_command() -> list[str]:
     settings = engine_settings()
     conf = {
         **session_conf(),
-        # OpenLineage (LAKEHOUSE_LINEAGE=1): one listener for every session's queries.
-        **lineage_conf("spark-engine.jsonl"),
+        # OpenLineage (LAKEHOUSE_LINEAGE=1): one listener for every session's queries, each query
+        # run with its session's Airflow task as parent.
+        **lineage_conf("spark-engine.jsonl", engine=True),
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(settings.port),
         "spark.ui.enabled": "true" if os.environ.get("LAKEHOUSE_ENGINE_UI") == "1" else "false",
@@ -207,7 +208,7 @@ def up(timeout_s: float = START_TIMEOUT_S) -> None:
         sys.exit(f"engine: {error}")
     # What a server takes once, at its start: its jars, its lakehouse's metastore and its lineage.
     try:
-        lineage = lineage_conf("spark-engine.jsonl")
+        lineage = lineage_conf("spark-engine.jsonl", engine=True)
     except ConfigError as error:
         sys.exit(f"engine: {error}")
     jars = "\n".join(

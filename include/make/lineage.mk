@@ -2,11 +2,17 @@
 # the engine and every driver can load it; lineage itself is off unless LAKEHOUSE_LINEAGE=1
 # (docs/lineage.md). `jars` depends on it, so everything that needs the jars (setup, engine-up,
 # test, test-fast, demo) fetches it once.
+# Beside it, the engine's task-parent classes (include/jars/lineage-parent/, docs/lineage.md "The
+# parent run"), compiled against pyspark's jars and the listener's into one small jar; its name
+# sorts after the listener's, so the listener is always first on the classpath.
 
 .PHONY: lineage-jars
 
+LINEAGE_PARENT_JAR := $(JARS_DIR)/openlineage-task-parent.jar
+LINEAGE_PARENT_SRC := $(wildcard include/jars/lineage-parent/src/lakehouse/lineage/*.java)
+
 jars: lineage-jars
-lineage-jars: $(JARS_DIR)/.lineage-fetched  ## Spark's OpenLineage listener jar into .jars/
+lineage-jars: $(JARS_DIR)/.lineage-fetched $(LINEAGE_PARENT_JAR)  ## Spark's OpenLineage listener jar (and the engine's task-parent classes) into .jars/
 # One version only: an earlier one is removed first.
 $(JARS_DIR)/.lineage-fetched: include/jars/lineage-pom.xml include/jars/settings.xml
 	mkdir -p $(JARS_DIR)
@@ -14,3 +20,11 @@ $(JARS_DIR)/.lineage-fetched: include/jars/lineage-pom.xml include/jars/settings
 	mvn --batch-mode --quiet -s include/jars/settings.xml -f include/jars/lineage-pom.xml \
 	    dependency:copy-dependencies -DoutputDirectory=$(JARS_DIR) -DexcludeTransitive=true
 	touch $@
+$(LINEAGE_PARENT_JAR): $(LINEAGE_PARENT_SRC) $(JARS_DIR)/.lineage-fetched $(VENV)/.installed
+	rm -rf $(JARS_DIR)/.lineage-parent-classes
+	javac --release 17 -nowarn -d $(JARS_DIR)/.lineage-parent-classes \
+	    -cp "$$($(VENV)/bin/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*:$$(ls $(JARS_DIR)/openlineage-spark_*.jar)" \
+	    $(LINEAGE_PARENT_SRC)
+	jar cf $@.tmp -C $(JARS_DIR)/.lineage-parent-classes .
+	mv $@.tmp $@
+	rm -rf $(JARS_DIR)/.lineage-parent-classes

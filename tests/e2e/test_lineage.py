@@ -46,25 +46,20 @@ def parent_run(event: dict) -> str | None:
     return ((event["run"].get("facets") or {}).get("parent") or {}).get("run", {}).get("runId")
 
 
-def spark_runs_of(events: list[dict], task: dict, engine_app: set[str]) -> list[dict]:
+def spark_runs_of(events: list[dict], task: dict) -> list[dict]:
     """The Spark events of one Airflow task run (``task``: its START and COMPLETE events).
 
     By spark-submit: the driver's application run, whose parent is the task, and its query runs,
-    whose parent is that application. On the engine the listener has no parent per task (its parent
-    settings are read once, at the engine's start): there each query's parent is the engine's
-    application, and its task is the one running then (`airflow dags test` runs one at a time).
+    whose parent is that application. On the engine: its query runs, whose parent is the task (the
+    job's Connect sessions carry it as a tag, docs/lineage.md).
     """
     run = task["COMPLETE"]["run"]["runId"]
     apps = {e["run"]["runId"] for e in events if parent_run(e) == run}
-    by_parent = [e for e in events if parent_run(e) == run or parent_run(e) in apps]
-    if by_parent:
-        return by_parent
-    begin, end = (moment(task[kind]) for kind in ("START", "COMPLETE"))
-    return [e for e in events if parent_run(e) in engine_app and begin <= moment(e) <= end]
+    return [e for e in events if parent_run(e) == run or parent_run(e) in apps]
 
 
 def moment(event: dict) -> datetime:
-    return datetime.fromisoformat(event["eventTime"])
+    return datetime.fromisoformat(event["eventTime"].replace("Z", "+00:00"))
 
 
 def test_every_spark_task_names_the_catalogs_tables_and_its_airflow_task(
@@ -94,6 +89,14 @@ def test_every_spark_task_names_the_catalogs_tables_and_its_airflow_task(
         tasks.setdefault(event["job"]["name"], {})[event["eventType"]] = event
     # The engine's application run (its START was written when the engine started).
     engine_app = {e["run"]["runId"] for e in spark_events if e["job"]["name"] == "lakehouse_engine"}
+    dag_run = tasks[DAG_ID]["COMPLETE"]["run"]["runId"]
+    # On the engine every query run of the DAG run is a task's (foreachBatch's too): none is left
+    # with the engine's application as parent (before it, the engine's start probed it with a query).
+    began = min(moment(e) for e in airflow_events)
+    orphans = {
+        e["job"]["name"] for e in spark_events if parent_run(e) in engine_app and moment(e) >= began
+    }
+    assert not orphans, sorted(orphans)
 
     def table_of(dataset: tuple[str, str]) -> tuple[str, str]:
         """A dataset as the catalog's storage path: a table's folder (Delta's own log-replay queries
@@ -114,7 +117,7 @@ def test_every_spark_task_names_the_catalogs_tables_and_its_airflow_task(
         assert set(task) >= {"START", "COMPLETE"}, (job, sorted(tasks))
         task_run = task["COMPLETE"]["run"]["runId"]
         assert task["START"]["run"]["runId"] == task_run, job
-        runs = spark_runs_of(spark_events, task, engine_app)
+        runs = spark_runs_of(spark_events, task)
         assert runs, f"no Spark run of {job} (Airflow run {task_run})"
 
         expected_in = {lineage_dataset(lakehouse.table(name).path) for name in spec.upstream}
@@ -135,15 +138,18 @@ def test_every_spark_task_names_the_catalogs_tables_and_its_airflow_task(
         # A MERGE, a replace of hours or a state store reads what it writes.
         assert inputs - outputs == expected_in, (job, sorted(inputs))
 
-        # The Spark runs' parent: the Airflow task by spark-submit; the engine's application on it.
+        # The Spark runs' parent: by spark-submit the driver's application, whose parent is the
+        # Airflow task; on the engine the Airflow task itself. Either way the DAG run is the root.
+        roots = {e["run"]["facets"]["parent"]["root"]["run"]["runId"] for e in runs}
+        assert roots == {dag_run}, (job, roots)
         if engine() == "connect":
-            assert {parent_run(e) for e in runs} <= engine_app, job
+            assert engine_app and not {parent_run(e) for e in runs} & engine_app, job
+            assert {parent_run(e) for e in runs} == {task_run}, job
+            assert {e["job"]["name"] for e in runs} != {"lakehouse_engine"}, job
         else:
             app = {e["run"]["runId"] for e in runs if parent_run(e) == task_run}
             assert len(app) == 1, (job, app)
             assert {parent_run(e) for e in runs} <= {task_run, *app}, job
-            roots = {e["run"]["facets"]["parent"]["root"]["run"]["runId"] for e in runs}
-            assert roots == {tasks[DAG_ID]["COMPLETE"]["run"]["runId"]}, job
 
         # The Airflow task's own event names its inputs and the tables its run wrote rows to
         # (SparkJobOperator's facets): its own table at least, in a first run.
