@@ -127,8 +127,9 @@ def lineage_parent_tag(parent: dict[str, str]) -> str:
 def lineage_conf(events_file: str, *, engine: bool = False) -> dict[str, str]:
     """A driver's OpenLineage settings ({} when lineage is off): the listener, the namespace and the
     transport. The transport is a JSON-lines file ``events_file`` in :func:`lineage_dir`, unless
-    ``$OPENLINEAGE_URL`` names an HTTP receiver (Marquez, DataHub). The listener also merges in the
-    OpenLineage client's ``OPENLINEAGE__TRANSPORT__*`` variables and an ``openlineage.yml``.
+    ``$OPENLINEAGE_URL`` names an HTTP receiver (Marquez, DataHub; with ``$OPENLINEAGE_ENDPOINT`` and
+    ``$OPENLINEAGE_API_KEY`` when set). A driver's listener also merges in the OpenLineage client's
+    ``OPENLINEAGE__TRANSPORT__*`` variables and an ``openlineage.yml``.
 
     ``engine``: the Spark Connect server's; its query runs get their task as parent from the
     session's tag (:func:`lineage_parent_tag`), through a transform transport around that one."""
@@ -156,6 +157,13 @@ def lineage_conf(events_file: str, *, engine: bool = False) -> dict[str, str]:
     if os.environ.get("OPENLINEAGE_URL"):
         conf[transport + "type"] = "http"
         conf[transport + "url"] = os.environ["OPENLINEAGE_URL"]
+        # The OpenLineage clients' own variables beside the URL (the listener's merge of its
+        # OPENLINEAGE__TRANSPORT__* ones does not reach a transport nested in the engine's).
+        if os.environ.get("OPENLINEAGE_ENDPOINT"):
+            conf[transport + "endpoint"] = os.environ["OPENLINEAGE_ENDPOINT"]
+        if os.environ.get("OPENLINEAGE_API_KEY"):
+            conf[transport + "auth.type"] = "api_key"
+            conf[transport + "auth.apiKey"] = os.environ["OPENLINEAGE_API_KEY"]
     else:
         lineage_dir().mkdir(parents=True, exist_ok=True)
         conf[transport + "type"] = "file"
