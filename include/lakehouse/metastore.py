@@ -150,6 +150,7 @@ def ensure_database(root: str, metastore: MetastoreSettings | None = None) -> Pa
             shutil.rmtree(partial, ignore_errors=True)
             shutil.copytree(metastore.template, partial)
             (database.parent / f"{database.name}.root").write_text(root + "\n")
+            registered_file(root, metastore).unlink(missing_ok=True)  # a new database has no names
             partial.rename(database)
     return database
 
@@ -185,6 +186,11 @@ def metastore_root(spark) -> str | None:
         return None
 
 
+def registered_file(root: str, metastore: MetastoreSettings | None = None) -> Path:
+    """The names registered in ``root``'s metastore database, one per line, kept beside it."""
+    return (metastore or settings()).database(root).with_suffix(".registered")
+
+
 def register(spark, lakehouse) -> list[str]:
     """Register every written catalog table of ``lakehouse`` that the metastore lacks; the names registered.
 
@@ -192,19 +198,31 @@ def register(spark, lakehouse) -> list[str]:
     USING DELTA LOCATION '<path>'``: no commit, the schema stays the Delta log's), in a database
     per layer. A no-op unless ``spark``'s metastore is this lakehouse's. A table re-created at its
     path (a full refresh, a RESTORE, a deleted folder written again) keeps its registration.
+
+    The names registered are noted in :func:`registered_file`, so a run whose tables all have
+    names asks the metastore nothing (listing it costs a task about half a CPU-second on the
+    engine). A table dropped by hand gets its name back once that file is deleted.
     """
-    if metastore_root(spark) != lakehouse.root:
+    if not enabled():
+        return []
+    noted = registered_file(lakehouse.root)
+    known = set(noted.read_text().split()) if noted.is_file() else set()
+    unnamed = [
+        spec
+        for spec in catalog.tables()
+        if spec.name not in known and delta_log.is_delta_table(lakehouse.table(spec.name).path)
+    ]
+    if not unnamed or metastore_root(spark) != lakehouse.root:
         return []
     databases = {row[0] for row in spark.sql("SHOW DATABASES").collect()}
     registered = set()
-    for layer in sorted({spec.layer for spec in catalog.tables()} & databases):
+    for layer in sorted({spec.layer for spec in unnamed} & databases):
         registered |= {
             f"{layer}.{row[1]}" for row in spark.sql(f"SHOW TABLES IN {layer}").collect()
         }
     added = []
-    for spec in catalog.tables():
-        table = lakehouse.table(spec.name)
-        if spec.name in registered or not delta_log.is_delta_table(table.path):
+    for spec in unnamed:
+        if spec.name in registered:
             continue
         if spec.layer not in databases:
             spark.sql(
@@ -212,7 +230,13 @@ def register(spark, lakehouse) -> list[str]:
                 f"COMMENT 'the lakehouse at {lakehouse.root}: {spec.layer} layer'"
             )
             databases.add(spec.layer)
-        location = table.path.replace("\\", "\\\\").replace("'", "\\'")
+        location = lakehouse.table(spec.name).path.replace("\\", "\\\\").replace("'", "\\'")
         spark.sql(f"CREATE TABLE IF NOT EXISTS {spec.name} USING DELTA LOCATION '{location}'")
         added.append(spec.name)
+    if not noted.parent.is_dir():  # a metastore directory other than this process's
+        return added
+    # Tasks running side by side may each rewrite it: a name lost here is only looked up again.
+    partial = noted.with_name(f".{noted.name}.{os.getpid()}")
+    partial.write_text("".join(f"{name}\n" for name in sorted(known | {s.name for s in unnamed})))
+    partial.replace(noted)
     return added

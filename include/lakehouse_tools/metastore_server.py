@@ -155,6 +155,7 @@ def prune(settings: metastore.MetastoreSettings) -> int:
         if "://" in root or Path(root).exists():
             continue
         shutil.rmtree(root_file.with_suffix(""), ignore_errors=True)
+        root_file.with_suffix(".registered").unlink(missing_ok=True)
         root_file.unlink()
         pruned += 1
     return pruned

@@ -18,7 +18,7 @@ from contextlib import ExitStack
 import pytest
 from helpers import START, oracle, private_engine, run_job, run_pipeline
 
-from lakehouse import catalog, delta_log
+from lakehouse import catalog, delta_log, metastore
 from lakehouse.config import Lakehouse, engine_settings
 from lakehouse_tools import cli
 from lakehouse_tools.generator import write_campaigns, write_hours
@@ -144,3 +144,23 @@ def test_a_full_refresh_keeps_the_names(named):
     assert by_name_and_by_path(spark, lakehouse, "silver.ad_events") == (events, events)
     gold, by_path = by_name_and_by_path(spark, lakehouse, "gold.campaign_hourly")
     assert gold == by_path > 0
+
+
+def test_noted_names_are_not_looked_up_again_and_a_dropped_one_comes_back_with_the_note(named):
+    lakehouse, spark = named
+    noted = metastore.registered_file(lakehouse.root)
+    in_metastore = {
+        f"{layer}.{row.tableName}"
+        for layer in ("dims", "bronze", "silver", "gold", "ops")
+        if spark.catalog.databaseExists(layer)
+        for row in spark.sql(f"SHOW TABLES IN {layer}").collect()
+    }
+    assert set(noted.read_text().split()) == in_metastore
+
+    spark.sql("DROP TABLE gold.campaign_windows")  # external: its files stay
+    run_job("gold_campaign_windows", lakehouse)
+    assert not spark.catalog.tableExists("gold.campaign_windows"), "the note spares the lookup"
+    noted.unlink()
+    run_job("gold_campaign_windows", lakehouse)
+    assert by_name_and_by_path(spark, lakehouse, "gold.campaign_windows")[0] > 0
+    assert set(noted.read_text().split()) == in_metastore
