@@ -76,8 +76,8 @@ LINEAGE_PARENT_KEYS = (
     "spark.openlineage.rootParentJobName",
     "spark.openlineage.rootParentRunId",
 )
-# A job's Airflow task, as JSON of LINEAGE_PARENT_KEYS, for a local driver started by Python (the
-# operator passes --conf to spark-submit's).
+# A job's Airflow task, as JSON of LINEAGE_PARENT_KEYS: a local driver's parent settings, an engine
+# session's tag (the operator sets it for a task on the engine, passes --conf to spark-submit's).
 LINEAGE_PARENT_ENV = "LAKEHOUSE_LINEAGE_PARENT"
 # The engine's task-parent classes (make lineage-jars) and the prefix of the session tag they read.
 LINEAGE_PARENT_JAR = "openlineage-task-parent.jar"

@@ -32,7 +32,11 @@ public class TaskParentTransformer implements EventTransformer {
     String encoded = JobTagsListener.current();
     OpenLineage.ParentRunFacet parent = null;
     if (encoded != null) {
-      parent = parentFacet(ol, decoded.computeIfAbsent(encoded, TaskParentTransformer::decode));
+      Map<String, String> keys;
+      synchronized (decoded) {
+        keys = decoded.computeIfAbsent(encoded, TaskParentTransformer::decode);
+      }
+      parent = parentFacet(ol, keys);
     }
     synchronized (byRun) {
       if (parent != null) {
@@ -88,11 +92,19 @@ public class TaskParentTransformer implements EventTransformer {
     return keys;
   }
 
+  static boolean isUuid(String text) {
+    try {
+      return text != null && UUID.fromString(text) != null;
+    } catch (IllegalArgumentException notOne) {
+      return false;
+    }
+  }
+
   static OpenLineage.ParentRunFacet parentFacet(OpenLineage ol, Map<String, String> keys) {
     String namespace = keys.get("parentJobNamespace");
     String name = keys.get("parentJobName");
     String runId = keys.get("parentRunId");
-    if (namespace == null || name == null || runId == null) {
+    if (namespace == null || name == null || !isUuid(runId)) {
       return null;
     }
     OpenLineage.ParentRunFacetBuilder parent =
@@ -102,7 +114,7 @@ public class TaskParentTransformer implements EventTransformer {
     String rootNamespace = keys.get("rootParentJobNamespace");
     String rootName = keys.get("rootParentJobName");
     String rootRunId = keys.get("rootParentRunId");
-    if (rootNamespace != null && rootName != null && rootRunId != null) {
+    if (rootNamespace != null && rootName != null && isUuid(rootRunId)) {
       parent.root(
           ol.newParentRunFacetRootBuilder()
               .job(ol.newRootJobBuilder().namespace(rootNamespace).name(rootName).build())
