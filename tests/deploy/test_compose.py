@@ -925,6 +925,8 @@ def test_dockerfile_installs_the_pinned_packages_and_the_jars():
     # project's commit store compiled from its source, as `make s3-jars` does.
     assert "-f s3/pom.xml" in runs and "-DoutputDirectory=/jars/s3" in runs
     assert "javac" in runs and "/jars/s3/lakehouse-s3-commit-store.jar" in runs
+    # The engine's OpenLineage task parent (lineage on), compiled as `make lineage-jars` does.
+    assert "/jars/openlineage-task-parent.jar" in runs
     assert re.search(r"openjdk-(17|21)-jre", runs), "Spark 4.2 needs Java 17 or 21"
     # The engine's server class ships in pyspark's own jars: the build checks that it is there.
     assert re.search(r"pyspark\b.*jars/spark-connect_2\.13-\*\.jar", runs), (
