@@ -124,6 +124,9 @@ def run_contender(
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(include), str(PROJECT_DIR)]),
         "LAKEHOUSE_ENGINE": "local",
+        # Exported code would look for the table-name metastore beside itself: this checkout's.
+        "LAKEHOUSE_METASTORE_DIR": os.environ.get("LAKEHOUSE_METASTORE_DIR")
+        or str(PROJECT_DIR / ".local" / "metastore"),
     }
     env.pop("PYSPARK_GATEWAY_PORT", None)
     log_path = folder / f"{contender}.log"
