@@ -121,36 +121,60 @@ def test_a_state_change_the_checkpoint_cannot_take_is_refused_before_the_run_wit
         sessions.check_state_contract(str(checkpoint), "gold.user_sessions")
 
 
-def test_a_partitions_events_reach_the_processor_as_one_row_per_user_with_the_fields_as_lists():
+def test_a_partitions_fragments_merged_in_any_split_give_the_sessions_of_its_events():
     import pyarrow as pa
 
-    from lakehouse.flows.sessions.processor import EVENT_FIELDS, events_per_user
+    from lakehouse.flows.sessions.processor import (
+        EVENT_FIELDS,
+        _from_fragment,
+        session_fragments,
+        unpack_events,
+    )
 
-    rows = [
-        (7, "u1", T0 + 2, "e2", "click", "ad-2", "c-2"),
-        (3, "u2", T0 + 1, "e9", "view", "ad-1", "c-1"),
-        (7, "u1", T0, "e1", "view", "ad-1", "c-1"),
-    ]
-    names = ["bucket", "user_id", *EVENT_FIELDS]
-    batches = [
-        pa.RecordBatch.from_pylist([dict(zip(names, row, strict=True))]) for row in rows
-    ]  # a user's events across the partition's Arrow batches
-    (out,) = list(events_per_user(iter(batches)))
-    by_user = {row["user_id"]: row for row in out.to_pylist()}
-    assert by_user["u1"] == {
-        "bucket": 7,
-        "user_id": "u1",
-        "event_ms": [T0 + 2, T0],
-        "event_id": ["e2", "e1"],
-        "event_type": ["click", "view"],
-        "ad_id": ["ad-2", "ad-1"],
-        "campaign_id": ["c-2", "c-1"],
-    }
-    assert by_user["u2"]["event_id"] == ["e9"] and len(by_user) == 2
-    assert list(events_per_user(iter([]))) == []
+    rng = random.Random(7)
+    minutes = [0, 10, 25, 55, 56, 90, 119, 150, 180, 181, 240]
+    events = [
+        (
+            "u1" if i % 3 else "u2",
+            *event(m * MINUTE + i % 2, f"e:{i}:ü", rng.choice(["view", "click"])),
+        )
+        for i, m in enumerate(minutes)
+    ] + [("u1", *event(30 * MINUTE + 10, "12:34", "purchase", "ad-9", "c:9"))]
+    names = ["user_id", *EVENT_FIELDS]
+
+    def fragments(part):
+        batches = [
+            pa.RecordBatch.from_pylist([{"bucket": 1, **dict(zip(names, e, strict=True))}])
+            for e in part
+        ]  # one Arrow batch per event: a user's events span the partition's batches
+        return [row for b in session_fragments(iter(batches)) for row in b.to_pylist()]
+
+    for user in ("u1", "u2"):
+        whole = add_events([], [e[1:] for e in events if e[0] == user])
+        for seed in range(10):
+            shuffled = random.Random(seed).sample(events, len(events))
+            cut = seed % len(events)
+            rows = [
+                r for part in (shuffled[:cut], shuffled[cut:]) for r in fragments(part)
+            ]  # two input partitions
+            mine = [r for r in rows if r["user_id"] == user]
+            merged = add_events([], [])
+            for row in mine:
+                merged = add_events(merged + [_from_fragment(list(row.values())[2:-1])], [])
+            assert merged == whole
+            unpacked = sorted(e for r in mine for e in unpack_events(r["packed_events"]))
+            assert unpacked == sorted(e[1:] for e in events if e[0] == user)
+        # one partition with all of them: its fragments are the sessions
+        alone = sorted(
+            (r["start_ms"] - T0, r["end_ms"] - T0, r["events"])
+            for r in fragments(events)
+            if r["user_id"] == user
+        )
+        assert alone == spans(whole)
+    assert list(session_fragments(iter([]))) == []
 
 
-def test_a_checkpoint_of_the_per_user_state_is_refused_with_the_full_refresh_to_run(tmp_path):
+def test_a_checkpoint_of_an_older_state_shape_is_refused_with_the_full_refresh_to_run(tmp_path):
     import json
 
     import pytest
@@ -165,12 +189,13 @@ def test_a_checkpoint_of_the_per_user_state_is_refused_with_the_full_refresh_to_
     record.write_text(
         json.dumps(
             {
-                "state_version": 2,
-                "state_schema": "struct<sessions:array<...>,timer_ms:bigint>",
+                "state_version": 3,
+                "user_buckets": 1024,
+                "state_schema": "struct<users:array<...>,timer_ms:bigint>",
                 "session_gap_ms": SESSION_GAP_MS,
                 "watermark_delay": "10 minutes",
             }
         )
     )
-    with pytest.raises(ConfigError, match=r"state_version 2 -> 3.*full_refresh=gold"):
+    with pytest.raises(ConfigError, match=r"state_version 3 -> 4.*full_refresh=gold"):
         sessions.check_state_contract(str(checkpoint), "gold.user_sessions")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pandas as pd
@@ -24,11 +25,17 @@ SESSION_STATE = StructType(
     + [StructField(name, LongType()) for name in ("events", "views", "clicks", "purchases")]
     + [StructField(name, ArrayType(StringType())) for name in ("ads", "campaigns")]
 )
+SESSION_FIELDS = SESSION_STATE.fieldNames()
 USER_STATE = StructType(
     [StructField("user_id", StringType()), StructField("sessions", ArrayType(SESSION_STATE))]
 )
+# A bucket's users as JSON text (an array of USER_STATE; SQL reads it with from_json). A nested
+# struct went through PySpark's per-field conversion and pickling on both sides at every state
+# read and write, a third of the query's Python time at 1M events (issue 39); text costs one C
+# encode or decode in Python and one string in the JVM.
+USERS_JSON_SCHEMA = ArrayType(USER_STATE)
 STATE_SCHEMA = StructType(
-    [StructField("users", ArrayType(USER_STATE)), StructField("timer_ms", LongType())]
+    [StructField("users_json", StringType()), StructField("timer_ms", LongType())]
 )
 STATE_NAME = "open_sessions"
 # The query's key: a bucket of users (a hash of user_id), not the user. Each state or timer call
@@ -40,7 +47,8 @@ USER_BUCKETS = 1024
 # meaning of a field): the run then refuses to start and names the full refresh that rebuilds it.
 # 2: one value per user (sessions and timer) instead of a list of sessions.
 # 3: one value per bucket of users (USER_BUCKETS): each user's sessions, the bucket's timer.
-STATE_VERSION = 3
+# 4: the bucket's users as JSON text (USERS_JSON_SCHEMA) instead of a nested struct.
+STATE_VERSION = 4
 
 # What the processor and the batch form emit: kind "session" (closed), "open" or "late" (an event).
 OUTPUT_SCHEMA = (
@@ -51,42 +59,121 @@ OUTPUT_SCHEMA = (
 OUTPUT_COLUMNS = [part.split()[0] for part in OUTPUT_SCHEMA.split(", ")]
 OutputRow = Row(*OUTPUT_COLUMNS)
 EVENT_FIELDS = ["event_ms", "event_id", "event_type", "ad_id", "campaign_id"]
-# What the processor reads: a user's events of one input partition of a micro-batch, as lists
-# (:func:`events_per_user`), one list per field in the order of EVENT_FIELDS.
-EVENTS_PER_USER_SCHEMA = "bucket INT, user_id STRING, " + ", ".join(
-    f"{name} ARRAY<{'BIGINT' if name == 'event_ms' else 'STRING'}>" for name in EVENT_FIELDS
+# What the processor reads: a user's session fragments of one input partition of a micro-batch
+# (:func:`session_fragments`), each with the figures the state keeps and its events packed in one
+# string (:func:`unpack_events`), unpacked only when it may hold events behind the watermark.
+FRAGMENT_SCHEMA = (
+    "bucket INT, user_id STRING, start_ms BIGINT, end_ms BIGINT, first_event_id STRING, "
+    "first_campaign_id STRING, last_event_id STRING, last_campaign_id STRING, events BIGINT, "
+    "views BIGINT, clicks BIGINT, purchases BIGINT, ads ARRAY<STRING>, campaigns ARRAY<STRING>, "
+    "packed_events STRING"
 )
 
 
-def events_per_user(batches):
-    """A partition's events (Arrow batches of ``user_id`` and EVENT_FIELDS) -> one row per user, the fields as lists.
+def session_fragments(batches):
+    """A partition's events (Arrow batches of ``bucket``, ``user_id`` and EVENT_FIELDS) -> its session fragments.
 
-    For ``mapInArrow`` before the stateful processor, grouped by Arrow in C++: the processor then
-    receives one row per user and input partition instead of one per event. PySpark hands a
-    row-based processor each cell as a Python object made on its own, and those conversions, one
-    per event and field, were most of the query's Python time (issue 39); a list converts in one
-    call.
+    For ``mapInArrow`` before the stateful processor. A fragment is a run of one user's events of
+    this partition, in (event_ms, event_id) order, each less than the gap after the one before: the
+    rule of :func:`add_events`, so a fragment lies within one session of the user, and merging a
+    user's fragments gives the sessions their events would. Computed with Arrow and numpy: the
+    processor's Python then handles a row per fragment instead of a value per event and field,
+    which was most of the query's Python time (issue 39).
     """
+    import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     batches = list(batches)
     if not batches:
         return
-    events = pa.Table.from_batches(batches)
-    if events.num_rows == 0:
+    table = pa.Table.from_batches(batches).combine_chunks()
+    n = table.num_rows
+    if n == 0:
         return
-    grouped = events.group_by(["bucket", "user_id"], use_threads=False).aggregate(
-        [(name, "list") for name in EVENT_FIELDS]
+    events = {name: table[name].chunk(0) for name in table.column_names}
+    codes = {
+        name: pc.dictionary_encode(events[name])
+        for name in ("user_id", "event_type", "ad_id", "campaign_id")
+    }
+    # By user (any order of users), then time; event ids are unique in silver and break ties.
+    order = pc.sort_indices(
+        pa.table(
+            {
+                "user": codes["user_id"].indices,
+                "event_ms": events["event_ms"],
+                "event_id": events["event_id"],
+            }
+        ),
+        sort_keys=[("user", "ascending"), ("event_ms", "ascending"), ("event_id", "ascending")],
+    ).to_numpy()
+    user = codes["user_id"].indices.to_numpy()[order]
+    event_ms = events["event_ms"].to_numpy()[order]
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = (user[1:] != user[:-1]) | (np.diff(event_ms) >= SESSION_GAP_MS)
+    first = np.flatnonzero(starts)
+    last = np.append(first[1:], n) - 1
+    fragment = np.cumsum(starts) - 1
+    offsets = pa.array(np.append(first, n).astype(np.int32))
+
+    def count(kind: str) -> pa.Array:
+        matches = np.flatnonzero(
+            codes["event_type"].dictionary.to_numpy(zero_copy_only=False) == kind
+        )
+        is_kind = np.isin(codes["event_type"].indices.to_numpy()[order], matches)
+        return pa.array(np.add.reduceat(is_kind.astype(np.int64), first))
+
+    def distinct(name: str) -> pa.Array:
+        size = len(codes[name].dictionary)
+        pairs = np.sort(fragment * size + codes[name].indices.to_numpy()[order])
+        pairs = pairs[np.append(True, pairs[1:] != pairs[:-1])]
+        bounds = np.searchsorted(pairs // size, np.arange(len(first) + 1))
+        return pa.ListArray.from_arrays(
+            pa.array(bounds.astype(np.int32)), codes[name].dictionary.take(pa.array(pairs % size))
+        )
+
+    def packed(name: str) -> pa.Array:
+        # "<length>:<value>" for each field: a value may hold any character
+        text = pc.cast(events[name], pa.string())
+        return pc.binary_join_element_wise(pc.cast(pc.utf8_length(text), pa.string()), text, ":")
+
+    per_event = pc.binary_join_element_wise(*(packed(name) for name in EVENT_FIELDS), "")
+    first_at, last_at = pa.array(order[first]), pa.array(order[last])
+    fragments = pa.table(
+        {
+            "bucket": events["bucket"].take(first_at),
+            "user_id": events["user_id"].take(first_at),
+            "start_ms": pa.array(event_ms[first]),
+            "end_ms": pa.array(event_ms[last]),
+            "first_event_id": events["event_id"].take(first_at),
+            "first_campaign_id": events["campaign_id"].take(first_at),
+            "last_event_id": events["event_id"].take(last_at),
+            "last_campaign_id": events["campaign_id"].take(last_at),
+            "events": pa.array((last - first + 1).astype(np.int64)),
+            "views": count("view"),
+            "clicks": count("click"),
+            "purchases": count("purchase"),
+            "ads": distinct("ad_id"),
+            "campaigns": distinct("campaign_id"),
+            "packed_events": pc.binary_join(
+                pa.ListArray.from_arrays(offsets, per_event.take(pa.array(order))), ""
+            ),
+        }
     )
-    per_user = pa.table(
-        [
-            grouped["bucket"],
-            grouped["user_id"],
-            *(grouped[f"{name}_list"] for name in EVENT_FIELDS),
-        ],
-        names=["bucket", "user_id", *EVENT_FIELDS],
-    )
-    yield from per_user.to_batches(max_chunksize=1024)
+    yield from fragments.to_batches(max_chunksize=1024)
+
+
+def unpack_events(packed: str) -> Iterator[tuple]:
+    """A fragment's ``packed_events`` -> its events, tuples of EVENT_FIELDS ("<length>:<value>" per field)."""
+    at, fields = 0, []
+    while at < len(packed):
+        colon = packed.index(":", at)
+        end = colon + 1 + int(packed[at:colon])
+        fields.append(packed[colon + 1 : end])
+        at = end
+        if len(fields) == len(EVENT_FIELDS):
+            yield (int(fields[0]), *fields[1:])
+            fields = []
 
 
 def user_bucket(user_id: Column) -> Column:
@@ -94,8 +181,8 @@ def user_bucket(user_id: Column) -> Column:
     return F.pmod(F.xxhash64(user_id), F.lit(USER_BUCKETS)).cast("int")
 
 
-def _to_state(s: Session) -> tuple:
-    return (
+def _to_state(s: Session) -> dict:
+    values = (
         s.start,
         s.end,
         *s.first,
@@ -107,36 +194,49 @@ def _to_state(s: Session) -> tuple:
         sorted(s.ads),
         sorted(s.campaigns),
     )
+    return dict(zip(SESSION_FIELDS, values, strict=True))
 
 
-def _from_state(row) -> Session:
+def _from_state(state: dict) -> Session:
+    return Session(
+        state["start_ms"],
+        state["end_ms"],
+        (state["first_ms"], state["first_event_id"], state["first_campaign_id"]),
+        (state["last_ms"], state["last_event_id"], state["last_campaign_id"]),
+        state["events"],
+        state["views"],
+        state["clicks"],
+        state["purchases"],
+        set(state["ads"]),
+        set(state["campaigns"]),
+    )
+
+
+def _from_fragment(fields: tuple) -> Session:
+    """A session from a fragment's fields after bucket and user_id (FRAGMENT_SCHEMA, packed events aside)."""
     (
         start,
         end,
-        first_ms,
         first_id,
         first_campaign,
-        last_ms,
         last_id,
         last_campaign,
         events,
         views,
         clicks,
         purchases,
-        ads,
-        campaigns,
-    ) = row
+    ) = fields[:10]
     return Session(
-        int(start),
-        int(end),
-        (int(first_ms), first_id, first_campaign),
-        (int(last_ms), last_id, last_campaign),
-        int(events),
-        int(views),
-        int(clicks),
-        int(purchases),
-        set(ads),
-        set(campaigns),
+        start,
+        end,
+        (start, first_id, first_campaign),
+        (end, last_id, last_campaign),
+        events,
+        views,
+        clicks,
+        purchases,
+        set(fields[10]),
+        set(fields[11]),
     )
 
 
@@ -167,9 +267,10 @@ def _late(user_id: str, event: tuple, watermark_ms: int) -> tuple:
 class UserSessions(StatefulProcessor):
     """Per bucket of users: their open sessions in state, a timer at the earliest close, closed sessions emitted once.
 
-    Row-based (``transformWithState``): a bucket's events arrive as rows of one user's events
-    each, as lists (:func:`events_per_user`), and what it emits leaves as rows, without a pandas
-    frame per key each way.
+    Row-based (``transformWithState``): a bucket's events arrive as its users' session fragments
+    (:func:`session_fragments`), and what it emits leaves as rows, without a pandas frame per key
+    each way. A fragment wholly at or after the watermark merges into the state as it is; one
+    starting behind it is taken apart into its events, and those behind the watermark are late.
     """
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -178,22 +279,26 @@ class UserSessions(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         watermark = timerValues.getCurrentWatermarkInMs()
-        on_time: dict[str, list[tuple]] = {}
+        fragments: dict[str, list[Session]] = {}
+        events: dict[str, list[tuple]] = {}
         late = []
-        for row in rows:  # EVENTS_PER_USER_SCHEMA: a user's events of one input partition
-            user_events = on_time.setdefault(row.user_id, [])
-            for event in zip(
-                row.event_ms, row.event_id, row.event_type, row.ad_id, row.campaign_id
-            ):
+        # FRAGMENT_SCHEMA rows: a user's session fragment of one input partition. Unpacked as a
+        # tuple: a Row's attribute lookup per field cost more than the rest of this loop.
+        for _, user_id, *fields, packed_events in rows:
+            if fields[0] >= watermark:  # starts at or after the watermark: no event is late
+                fragments.setdefault(user_id, []).append(_from_fragment(fields))
+                continue
+            for event in unpack_events(packed_events):
                 if event[0] < watermark:
-                    late.append(OutputRow(*_late(row.user_id, event, watermark)))
+                    late.append(OutputRow(*_late(user_id, event, watermark)))
                 else:
-                    user_events.append(event)
-        if any(on_time.values()):
+                    events.setdefault(user_id, []).append(event)
+        if fragments or events:
             users, timer = self._load()
-            for user_id, events in on_time.items():
-                if events:
-                    users[user_id] = add_events(users.get(user_id, []), events)
+            for user_id in fragments.keys() | events.keys():
+                users[user_id] = add_events(
+                    users.get(user_id, []) + fragments.get(user_id, []), events.get(user_id, [])
+                )
             self._keep(users, timer)
         yield from late
 
@@ -223,7 +328,10 @@ class UserSessions(StatefulProcessor):
         value = self.open.get()
         if value is None:
             return {}, None
-        return {user[0]: [_from_state(s) for s in user[1]] for user in value[0]}, value[1]
+        users = json.loads(value[0])
+        return {
+            user["user_id"]: [_from_state(s) for s in user["sessions"]] for user in users
+        }, value[1]
 
     def _keep(self, users: dict[str, list[Session]], timer: int | None) -> None:
         """Store ``users``' sessions, and move the registered ``timer`` to their earliest close if it moved."""
@@ -234,15 +342,14 @@ class UserSessions(StatefulProcessor):
         if wanted is not None and wanted != timer:
             self.handle.registerTimer(wanted)
         if users:
-            self.open.update(
-                (
-                    [
-                        (user_id, [_to_state(s) for s in sessions])
-                        for user_id, sessions in sorted(users.items())
-                    ],
-                    wanted,
-                )
+            users_json = json.dumps(
+                [
+                    {"user_id": user_id, "sessions": [_to_state(s) for s in sessions]}
+                    for user_id, sessions in sorted(users.items())
+                ],
+                separators=(",", ":"),
             )
+            self.open.update((users_json, wanted))
         else:
             self.open.clear()
 

@@ -18,6 +18,7 @@ from lakehouse.flows.sessions.processor import (
     STATE_SCHEMA,
     STATE_VERSION,
     USER_BUCKETS,
+    USERS_JSON_SCHEMA,
     sessions_of_users,
     table_rows,
 )
@@ -112,7 +113,9 @@ def open_sessions_in_state(spark: SparkSession, checkpoint: str) -> DataFrame:
     state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(checkpoint)
     s = F.col("session")
     return (
-        state.select(F.explode("value.users").alias("user")).select(
+        state.select(
+            F.explode(F.from_json("value.users_json", USERS_JSON_SCHEMA)).alias("user")
+        ).select(
             F.col("user.user_id").alias("user_id"), F.explode("user.sessions").alias("session")
         )
     ).select(
