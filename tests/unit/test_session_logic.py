@@ -126,9 +126,12 @@ def test_a_partitions_fragments_merged_in_any_split_give_the_sessions_of_its_eve
 
     from lakehouse.flows.sessions.processor import (
         EVENT_FIELDS,
+        FRAGMENT_COLUMNS,
         _from_fragment,
+        events_of,
+        read_events,
+        read_fragments,
         session_fragments,
-        unpack_events,
     )
 
     rng = random.Random(7)
@@ -144,10 +147,22 @@ def test_a_partitions_fragments_merged_in_any_split_give_the_sessions_of_its_eve
 
     def fragments(part):
         batches = [
-            pa.RecordBatch.from_pylist([{"bucket": 1, **dict(zip(names, e, strict=True))}])
+            pa.RecordBatch.from_pylist(
+                [{"bucket": int(e[0][1]), **dict(zip(names, e, strict=True))}]
+            )
             for e in part
         ]  # one Arrow batch per event: a user's events span the partition's batches
-        return [row for b in session_fragments(iter(batches)) for row in b.to_pylist()]
+        rows = []
+        for out in session_fragments(iter(batches)):  # a row per bucket: u1's 1, u2's 2
+            for bucket, cell, events_cell in zip(*out.to_pydict().values(), strict=True):
+                first_row = 0
+                for fragment in read_fragments(cell):
+                    assert int(fragment[0][1]) == bucket
+                    row = dict(zip(FRAGMENT_COLUMNS, fragment, strict=True))
+                    row["_events"] = events_of(read_events(events_cell), first_row, row["events"])
+                    first_row += row["events"]
+                    rows.append(row)
+        return rows
 
     for user in ("u1", "u2"):
         whole = add_events([], [e[1:] for e in events if e[0] == user])
@@ -160,9 +175,9 @@ def test_a_partitions_fragments_merged_in_any_split_give_the_sessions_of_its_eve
             mine = [r for r in rows if r["user_id"] == user]
             merged = add_events([], [])
             for row in mine:
-                merged = add_events(merged + [_from_fragment(list(row.values())[2:-1])], [])
+                merged = add_events(merged + [_from_fragment(list(row.values())[1:-1])], [])
             assert merged == whole
-            unpacked = sorted(e for r in mine for e in unpack_events(r["packed_events"]))
+            unpacked = sorted(e for r in mine for e in r["_events"])
             assert unpacked == sorted(e[1:] for e in events if e[0] == user)
         # one partition with all of them: its fragments are the sessions
         alone = sorted(

@@ -2,7 +2,7 @@
 
 Incremental mode streams silver's new events (availableNow) through ``transformWithState`` (rows),
 keyed by a bucket of users (``processor.USER_BUCKETS``; each micro-batch's events reach it as
-session fragments, a row per run of a user's events of one input partition, made by Arrow): the state (RocksDB, in the checkpoint) holds
+session fragments, a run of a user's events each, made by Arrow and passed a bucket at a time): the state (RocksDB, in the checkpoint) holds
 each user's open sessions in their bucket's value, an event-time timer per bucket fires when the
 watermark passes the earliest of its open sessions' last event plus the gap, and the sessions
 closed then are emitted (output mode append) and MERGEd into the table by their id under the
@@ -43,7 +43,7 @@ from lakehouse.flows.sessions.batch_form import (
     utc_datetime,
 )
 from lakehouse.flows.sessions.processor import (
-    FRAGMENT_SCHEMA,
+    FRAGMENTS_SCHEMA,
     OUTPUT_SCHEMA,
     STATE_VERSION,
     UserSessions,
@@ -282,7 +282,7 @@ def sessions_stream(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec)
         delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY)
     )
     per_user = events.withColumn("bucket", user_bucket(F.col("user_id"))).mapInArrow(
-        session_fragments, FRAGMENT_SCHEMA
+        session_fragments, FRAGMENTS_SCHEMA
     )
     return per_user.groupBy("bucket").transformWithState(
         UserSessions(), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="EventTime"

@@ -41,13 +41,14 @@ STATE_NAME = "open_sessions"
 # The query's key: a bucket of users (a hash of user_id), not the user. Each state or timer call
 # is a round trip between the Python worker and the JVM's state server, a few per key and batch;
 # per user they were most of the query's cost (1M events: some 40k users, issue 39). Per bucket
-# they are a few thousand per batch, and a bucket's value (its users' open sessions) stays small.
-USER_BUCKETS = 1024
+# they are a few hundred per batch; a bucket's value (its users' open sessions as JSON) stays
+# within a few hundred kB at 5M events over 3 hours.
+USER_BUCKETS = 256
 # Raised with every change the checkpoint's state cannot take (the state schema, the gap, the
 # meaning of a field): the run then refuses to start and names the full refresh that rebuilds it.
 # 2: one value per user (sessions and timer) instead of a list of sessions.
 # 3: one value per bucket of users (USER_BUCKETS): each user's sessions, the bucket's timer.
-# 4: the bucket's users as JSON text (USERS_JSON_SCHEMA) instead of a nested struct.
+# 4: the bucket's users as JSON text (USERS_JSON_SCHEMA) instead of a nested struct; 256 buckets.
 STATE_VERSION = 4
 
 # What the processor and the batch form emit: kind "session" (closed), "open" or "late" (an event).
@@ -59,15 +60,29 @@ OUTPUT_SCHEMA = (
 OUTPUT_COLUMNS = [part.split()[0] for part in OUTPUT_SCHEMA.split(", ")]
 OutputRow = Row(*OUTPUT_COLUMNS)
 EVENT_FIELDS = ["event_ms", "event_id", "event_type", "ad_id", "campaign_id"]
-# What the processor reads: a user's session fragments of one input partition of a micro-batch
-# (:func:`session_fragments`), each with the figures the state keeps and its events packed in one
-# string (:func:`unpack_events`), unpacked only when it may hold events behind the watermark.
-FRAGMENT_SCHEMA = (
-    "bucket INT, user_id STRING, start_ms BIGINT, end_ms BIGINT, first_event_id STRING, "
-    "first_campaign_id STRING, last_event_id STRING, last_campaign_id STRING, events BIGINT, "
-    "views BIGINT, clicks BIGINT, purchases BIGINT, ads ARRAY<STRING>, campaigns ARRAY<STRING>, "
-    "packed_events STRING"
-)
+# What the processor reads: per bucket of users and input partition of a micro-batch, one row
+# (:func:`session_fragments`). ``fragments`` is an Arrow IPC stream of FRAGMENT_COLUMNS, a fragment
+# per run of one user's events with the figures the state keeps; ``events`` one of the same events
+# (EVENT_FIELDS, in fragment order), read only for a fragment that starts behind the watermark and
+# so may hold late events. PySpark hands a row-based processor each cell of its input as a Python
+# object made on its own (an Arrow scalar each), which was the processor's largest cost; a bucket's
+# fragments arrive in one cell instead and are read column by column.
+FRAGMENT_COLUMNS = [
+    "user_id",
+    "start_ms",
+    "end_ms",
+    "first_event_id",
+    "first_campaign_id",
+    "last_event_id",
+    "last_campaign_id",
+    "events",
+    "views",
+    "clicks",
+    "purchases",
+    "ads",
+    "campaigns",
+]
+FRAGMENTS_SCHEMA = "bucket INT, fragments BINARY, events BINARY"
 
 
 def session_fragments(batches):
@@ -76,9 +91,9 @@ def session_fragments(batches):
     For ``mapInArrow`` before the stateful processor. A fragment is a run of one user's events of
     this partition, in (event_ms, event_id) order, each less than the gap after the one before: the
     rule of :func:`add_events`, so a fragment lies within one session of the user, and merging a
-    user's fragments gives the sessions their events would. Computed with Arrow and numpy: the
-    processor's Python then handles a row per fragment instead of a value per event and field,
-    which was most of the query's Python time (issue 39).
+    user's fragments gives the sessions their events would. Computed with Arrow and numpy, and
+    passed on a bucket at a time (FRAGMENTS_SCHEMA): the processor's Python then handles a fragment
+    rather than every event's fields, which were most of the query's Python time (issue 39).
     """
     import numpy as np
     import pyarrow as pa
@@ -96,16 +111,17 @@ def session_fragments(batches):
         name: pc.dictionary_encode(events[name])
         for name in ("user_id", "event_type", "ad_id", "campaign_id")
     }
-    # By user (any order of users), then time; event ids are unique in silver and break ties.
+    # By bucket, user (any order of users), then time; event ids are unique in silver and break ties.
     order = pc.sort_indices(
         pa.table(
             {
+                "bucket": events["bucket"],
                 "user": codes["user_id"].indices,
                 "event_ms": events["event_ms"],
                 "event_id": events["event_id"],
             }
         ),
-        sort_keys=[("user", "ascending"), ("event_ms", "ascending"), ("event_id", "ascending")],
+        sort_keys=[(name, "ascending") for name in ("bucket", "user", "event_ms", "event_id")],
     ).to_numpy()
     user = codes["user_id"].indices.to_numpy()[order]
     event_ms = events["event_ms"].to_numpy()[order]
@@ -114,7 +130,6 @@ def session_fragments(batches):
     first = np.flatnonzero(starts)
     last = np.append(first[1:], n) - 1
     fragment = np.cumsum(starts) - 1
-    offsets = pa.array(np.append(first, n).astype(np.int32))
 
     def count(kind: str) -> pa.Array:
         matches = np.flatnonzero(
@@ -132,16 +147,9 @@ def session_fragments(batches):
             pa.array(bounds.astype(np.int32)), codes[name].dictionary.take(pa.array(pairs % size))
         )
 
-    def packed(name: str) -> pa.Array:
-        # "<length>:<value>" for each field: a value may hold any character
-        text = pc.cast(events[name], pa.string())
-        return pc.binary_join_element_wise(pc.cast(pc.utf8_length(text), pa.string()), text, ":")
-
-    per_event = pc.binary_join_element_wise(*(packed(name) for name in EVENT_FIELDS), "")
     first_at, last_at = pa.array(order[first]), pa.array(order[last])
     fragments = pa.table(
         {
-            "bucket": events["bucket"].take(first_at),
             "user_id": events["user_id"].take(first_at),
             "start_ms": pa.array(event_ms[first]),
             "end_ms": pa.array(event_ms[last]),
@@ -155,25 +163,55 @@ def session_fragments(batches):
             "purchases": count("purchase"),
             "ads": distinct("ad_id"),
             "campaigns": distinct("campaign_id"),
-            "packed_events": pc.binary_join(
-                pa.ListArray.from_arrays(offsets, per_event.take(pa.array(order))), ""
-            ),
         }
     )
-    yield from fragments.to_batches(max_chunksize=1024)
+    in_order = pa.array(order)
+    sorted_events = pa.table({name: events[name].take(in_order) for name in EVENT_FIELDS})
+    bucket = events["bucket"].to_numpy()[order[first]]  # each fragment's
+    cut = np.flatnonzero(np.diff(bucket)) + 1
+    fragment_starts, fragment_ends = np.append(0, cut), np.append(cut, len(first))
+    event_bounds = np.append(first, n)
+
+    def ipc(part: pa.Table) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, part.schema) as writer:
+            writer.write_table(part)
+        return sink.getvalue().to_pybytes()
+
+    fragment_blobs, event_blobs = [], []
+    for start, end in zip(fragment_starts.tolist(), fragment_ends.tolist(), strict=True):
+        fragment_blobs.append(ipc(fragments.slice(start, end - start)))
+        rows_from, rows_to = int(event_bounds[start]), int(event_bounds[end])
+        event_blobs.append(ipc(sorted_events.slice(rows_from, rows_to - rows_from)))
+    yield pa.RecordBatch.from_arrays(
+        [
+            pa.array(bucket[fragment_starts], pa.int32()),
+            pa.array(fragment_blobs, pa.binary()),
+            pa.array(event_blobs, pa.binary()),
+        ],
+        names=["bucket", "fragments", "events"],
+    )
 
 
-def unpack_events(packed: str) -> Iterator[tuple]:
-    """A fragment's ``packed_events`` -> its events, tuples of EVENT_FIELDS ("<length>:<value>" per field)."""
-    at, fields = 0, []
-    while at < len(packed):
-        colon = packed.index(":", at)
-        end = colon + 1 + int(packed[at:colon])
-        fields.append(packed[colon + 1 : end])
-        at = end
-        if len(fields) == len(EVENT_FIELDS):
-            yield (int(fields[0]), *fields[1:])
-            fields = []
+def read_fragments(blob: bytes) -> Iterator[tuple]:
+    """A ``fragments`` cell -> its fragments, tuples of FRAGMENT_COLUMNS (Arrow to Python a column at a time)."""
+    import pyarrow as pa
+
+    table = pa.ipc.open_stream(blob).read_all()
+    return zip(*(column.to_pylist() for column in table.columns), strict=True)
+
+
+def read_events(blob: bytes):
+    """An ``events`` cell -> its events as an Arrow table (EVENT_FIELDS), for :func:`events_of`."""
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(blob).read_all()
+
+
+def events_of(events, first_row: int, count: int) -> list[tuple]:
+    """The events of one fragment: ``count`` rows of an ``events`` table from ``first_row``, as tuples."""
+    part = events.slice(first_row, count)
+    return list(zip(*(column.to_pylist() for column in part.columns), strict=True))
 
 
 def user_bucket(user_id: Column) -> Column:
@@ -213,7 +251,7 @@ def _from_state(state: dict) -> Session:
 
 
 def _from_fragment(fields: tuple) -> Session:
-    """A session from a fragment's fields after bucket and user_id (FRAGMENT_SCHEMA, packed events aside)."""
+    """A session from a fragment's fields after user_id (FRAGMENT_COLUMNS)."""
     (
         start,
         end,
@@ -282,17 +320,20 @@ class UserSessions(StatefulProcessor):
         fragments: dict[str, list[Session]] = {}
         events: dict[str, list[tuple]] = {}
         late = []
-        # FRAGMENT_SCHEMA rows: a user's session fragment of one input partition. Unpacked as a
-        # tuple: a Row's attribute lookup per field cost more than the rest of this loop.
-        for _, user_id, *fields, packed_events in rows:
-            if fields[0] >= watermark:  # starts at or after the watermark: no event is late
-                fragments.setdefault(user_id, []).append(_from_fragment(fields))
-                continue
-            for event in unpack_events(packed_events):
-                if event[0] < watermark:
-                    late.append(OutputRow(*_late(user_id, event, watermark)))
-                else:
-                    events.setdefault(user_id, []).append(event)
+        for _, fragment_cell, events_cell in rows:  # FRAGMENTS_SCHEMA: one input partition's
+            bucket_events, first_row = None, 0
+            for user_id, *fields in read_fragments(fragment_cell):
+                count, first_row = fields[6], first_row + fields[6]
+                if fields[0] >= watermark:  # starts at or after the watermark: no event is late
+                    fragments.setdefault(user_id, []).append(_from_fragment(fields))
+                    continue
+                if bucket_events is None:
+                    bucket_events = read_events(events_cell)
+                for event in events_of(bucket_events, first_row - count, count):
+                    if event[0] < watermark:
+                        late.append(OutputRow(*_late(user_id, event, watermark)))
+                    else:
+                        events.setdefault(user_id, []).append(event)
         if fragments or events:
             users, timer = self._load()
             for user_id in fragments.keys() | events.keys():
