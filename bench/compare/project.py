@@ -63,6 +63,7 @@ def run(spec: dict) -> dict:
             "layer": catalog.task(task).layer,
         }
     lost = unreaped_cpu(pid) if pid else 0.0  # the Python workers' CPU, lost once they end
+    peak_rss = jvm_peak_rss_bytes(pid) if pid else None
     started_stop = time.perf_counter()
     before = cpu()
     spark.stop()
@@ -73,7 +74,20 @@ def run(spec: dict) -> dict:
         "stop": stop,
         "jvm_found": pid is not None,
         "unreaped_cpu": lost,
+        "jvm_peak_rss_bytes": peak_rss,
     }
+
+
+def jvm_peak_rss_bytes(pid: int) -> int | None:
+    """The driver JVM's peak resident memory so far (VmHWM): the engine's, as this contender runs it."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 def pipeline_tasks() -> list[str]:

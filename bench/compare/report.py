@@ -360,6 +360,14 @@ def summary_figures(results: dict) -> dict:
             out[f"compare_sessions_cpu_s_{suffix}"] = round(sessions, 2)
         if sessions and native:
             out[f"compare_sessions_ratio_to_plain_spark_{suffix}"] = round(sessions / native, 2)
+        peaks = [
+            r["job"].get("jvm_peak_rss_bytes")
+            for r in results["runs"]
+            if r["size"] == size and r["contender"] == "project" and r["ok"] and "job" in r
+        ]
+        if any(peaks):
+            # the driver JVM of the project's run (its engine), the largest over the repetitions
+            out[f"engine_peak_rss_gib_{suffix}"] = round(max(p for p in peaks if p) / 2**30, 2)
     if len(sizes) >= 2:  # the marginal cost: events per CPU-s between the smallest and largest size
         first, last = sizes[0], sizes[-1]
         events = results["datasets"][last]["lines"] - results["datasets"][first]["lines"]
