@@ -25,7 +25,6 @@ SESSION_STATE = StructType(
     + [StructField(name, LongType()) for name in ("events", "views", "clicks", "purchases")]
     + [StructField(name, ArrayType(StringType())) for name in ("ads", "campaigns")]
 )
-SESSION_FIELDS = SESSION_STATE.fieldNames()
 USER_STATE = StructType(
     [StructField("user_id", StringType()), StructField("sessions", ArrayType(SESSION_STATE))]
 )
@@ -63,7 +62,7 @@ OutputRow = Row(*OUTPUT_COLUMNS)
 EVENT_FIELDS = ["event_ms", "event_id", "event_type", "ad_id", "campaign_id"]
 # What the processor reads: per bucket of users and input partition of a micro-batch, one row
 # (:func:`session_fragments`). ``fragments`` is an Arrow IPC stream of FRAGMENT_COLUMNS, a fragment
-# per run of one user's events with the figures the state keeps; ``events`` one of the same events
+# per run of one user's events with the figures the state keeps; ``fragment_events`` one of their events
 # (EVENT_FIELDS, in fragment order), read only for a fragment that starts behind the watermark and
 # so may hold late events. PySpark hands a row-based processor each cell of its input as a Python
 # object made on its own (an Arrow scalar each), which was the processor's largest cost; a bucket's
@@ -83,7 +82,7 @@ FRAGMENT_COLUMNS = [
     "ads",
     "campaigns",
 ]
-FRAGMENTS_SCHEMA = "bucket INT, fragments BINARY, events BINARY"
+FRAGMENTS_SCHEMA = "bucket INT, fragments BINARY, fragment_events BINARY"
 
 
 def session_fragments(batches):
@@ -190,7 +189,7 @@ def session_fragments(batches):
             pa.array(fragment_blobs, pa.binary()),
             pa.array(event_blobs, pa.binary()),
         ],
-        names=["bucket", "fragments", "events"],
+        names=["bucket", "fragments", "fragment_events"],
     )
 
 
@@ -203,7 +202,7 @@ def read_fragments(blob: bytes) -> Iterator[tuple]:
 
 
 def read_events(blob: bytes):
-    """An ``events`` cell -> its events as an Arrow table (EVENT_FIELDS), for :func:`events_of`."""
+    """A ``fragment_events`` cell -> its events as an Arrow table (EVENT_FIELDS), for :func:`events_of`."""
     import pyarrow as pa
 
     return pa.ipc.open_stream(blob).read_all()
