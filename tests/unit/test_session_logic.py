@@ -214,3 +214,52 @@ def test_a_checkpoint_of_an_older_state_shape_is_refused_with_the_full_refresh_t
     )
     with pytest.raises(ConfigError, match=r"state_version 3 -> 4.*full_refresh=gold"):
         sessions.check_state_contract(str(checkpoint), "gold.user_sessions")
+
+
+def test_the_batch_form_merges_a_buckets_fragments_into_closed_and_open_sessions():
+    import pyarrow as pa
+
+    from lakehouse.flows.sessions.processor import (
+        EVENT_FIELDS,
+        OUTPUT_COLUMNS,
+        _sessions_of_fragments,
+        session_fragments,
+    )
+
+    events = [
+        ("u1", *event(0, "a")),
+        ("u1", *event(10 * MINUTE, "b", "click")),
+        ("u1", *event(90 * MINUTE, "c")),
+        ("u2", *event(5 * MINUTE, "d", "purchase", "ad-2", "c-2")),
+    ]
+    names = ["user_id", *EVENT_FIELDS]
+    # two input partitions, the same bucket: u1's first session is cut in two fragments
+    parts = [events[:1] + events[3:], events[1:3]]
+    cells = pa.Table.from_batches(
+        [
+            out
+            for part in parts
+            for out in session_fragments(
+                iter(
+                    [
+                        pa.RecordBatch.from_pylist(
+                            [{"bucket": 3, **dict(zip(names, e))} for e in part]
+                        )
+                    ]
+                ),
+                with_events=False,
+            )
+        ]
+    )
+    assert cells["fragment_events"].null_count == len(cells)
+    watermark = T0 + 10 * MINUTE + SESSION_GAP_MS  # closes all but u1's second session
+    out = _sessions_of_fragments(watermark)(cells).to_pylist()
+    got = sorted(
+        (r["kind"], r["user_id"], r["start_ms"] - T0, r["end_ms"] - T0, r["events"]) for r in out
+    )
+    assert got == [
+        ("open", "u1", 90 * MINUTE, 90 * MINUTE, 1),
+        ("session", "u1", 0, 10 * MINUTE, 2),
+        ("session", "u2", 5 * MINUTE, 5 * MINUTE, 1),
+    ]
+    assert list(out[0]) == OUTPUT_COLUMNS

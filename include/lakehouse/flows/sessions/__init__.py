@@ -13,7 +13,7 @@ Late events. The watermark is declared on silver's ``event_time``, but the proce
 copy of it (``event_ms``) that carries no watermark mark, so Spark hands it the events behind the
 watermark instead of dropping them unseen; the processor records them (``ops.late_session_events``)
 without applying them, since they may belong to sessions already emitted. After the query, the
-batch form (the same session functions, per user, over silver) recomputes the sessions of the
+batch form (the same fragments and session functions, over silver) recomputes the sessions of the
 users with late events not yet reconciled and replaces theirs; a late event is reconciled once
 the session it belongs to has closed and been written.
 

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from lakehouse.catalog import TableSpec
 from lakehouse.config import Table
 from lakehouse.errors import ConfigError
-from lakehouse.flows.sessions.processor import OUTPUT_SCHEMA, sessions_of_users, table_rows
+from lakehouse.flows.sessions.processor import batch_sessions, table_rows
 from lakehouse.sinks import (
     replace_where,
     with_conflict_retries,
@@ -60,9 +60,7 @@ def recomputed_sessions(
     while True:
         read_from, read_to = start_ms - margin, (end_ms + margin if end_ms is not None else None)
         events = _silver_events(spark, silver, table, read_from, read_to, users)
-        sessions = events.groupBy("user_id").applyInPandas(
-            sessions_of_users(watermark_ms), OUTPUT_SCHEMA
-        )
+        sessions = batch_sessions(events, watermark_ms)
         overlapping = sessions.where(F.col("end_ms") >= start_ms)
         if end_ms is not None:
             overlapping = overlapping.where(F.col("start_ms") < end_ms)

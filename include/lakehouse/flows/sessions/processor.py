@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import orjson
-import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
@@ -58,6 +59,12 @@ OUTPUT_SCHEMA = (
     "last_campaign_id STRING, event_id STRING, event_ms BIGINT, watermark_ms BIGINT"
 )
 OUTPUT_COLUMNS = [part.split()[0] for part in OUTPUT_SCHEMA.split(", ")]
+OUTPUT_ARROW = pa.schema(
+    [
+        (name, pa.string() if kind == "STRING" else pa.int64())
+        for name, kind in (part.split() for part in OUTPUT_SCHEMA.split(", "))
+    ]
+)
 OutputRow = Row(*OUTPUT_COLUMNS)
 EVENT_FIELDS = ["event_ms", "event_id", "event_type", "ad_id", "campaign_id"]
 # What the processor reads: per bucket of users and input partition of a micro-batch, one row
@@ -85,7 +92,7 @@ FRAGMENT_COLUMNS = [
 FRAGMENTS_SCHEMA = "bucket INT, fragments BINARY, fragment_events BINARY"
 
 
-def session_fragments(batches):
+def session_fragments(batches, with_events: bool = True):
     """A partition's events (Arrow batches of ``bucket``, ``user_id`` and EVENT_FIELDS) -> its session fragments.
 
     For ``mapInArrow`` before the stateful processor. A fragment is a run of one user's events of
@@ -94,6 +101,7 @@ def session_fragments(batches):
     user's fragments gives the sessions their events would. Computed with Arrow and numpy, and
     passed on a bucket at a time (FRAGMENTS_SCHEMA): the processor's Python then handles a fragment
     rather than every event's fields, which were most of the query's Python time (issue 39).
+    Without ``with_events`` (the batch form) the fragments' events are left out (nulls).
     """
     import numpy as np
     import pyarrow as pa
@@ -182,7 +190,9 @@ def session_fragments(batches):
     for start, end in zip(fragment_starts.tolist(), fragment_ends.tolist(), strict=True):
         fragment_blobs.append(ipc(fragments.slice(start, end - start)))
         rows_from, rows_to = int(event_bounds[start]), int(event_bounds[end])
-        event_blobs.append(ipc(sorted_events.slice(rows_from, rows_to - rows_from)))
+        event_blobs.append(
+            ipc(sorted_events.slice(rows_from, rows_to - rows_from)) if with_events else None
+        )
     yield pa.RecordBatch.from_arrays(
         [
             pa.array(bucket[fragment_starts], pa.int32()),
@@ -401,19 +411,44 @@ class UserSessions(StatefulProcessor):
         pass
 
 
-def sessions_of_users(watermark_ms: int):
-    """The batch form: a user's events (a pandas frame) -> their closed and open sessions as of ``watermark_ms``."""
+def batch_sessions(events: DataFrame, watermark_ms: int) -> DataFrame:
+    """The batch form: every user's sessions of ``events`` (user_id and EVENT_FIELDS), closed or open as
+    of ``watermark_ms`` (OUTPUT_SCHEMA rows of kind "session" or "open").
 
-    def per_user(key, events):  # no type hints: pandas' grouped-map form is chosen by applyInPandas
-        (user_id,) = key
-        sessions = add_events([], events[EVENT_FIELDS].itertuples(index=False, name=None))
+    The stream's own steps: fragments cut by Arrow per input partition, then merged per bucket of
+    users. A batch has no late events, so no fragment's events are needed.
+    """
+    fragments = events.withColumn("bucket", user_bucket(F.col("user_id"))).mapInArrow(
+        partial(session_fragments, with_events=False), FRAGMENTS_SCHEMA
+    )
+    return fragments.groupBy("bucket").applyInArrow(
+        _sessions_of_fragments(watermark_ms), OUTPUT_SCHEMA
+    )
+
+
+def _sessions_of_fragments(watermark_ms: int):
+    def per_bucket(cells):  # no type hints: applyInArrow's form with a whole table
+        import pyarrow as pa
+
+        users: dict[str, list[Session]] = {}
+        for cell in cells.column("fragments").to_pylist():
+            for user_id, *fields in read_fragments(cell):
+                users.setdefault(user_id, []).append(_from_fragment(fields))
         rows = [
             _output("session" if s.closed_at(watermark_ms) else "open", user_id, s)
-            for s in sessions
+            for user_id, fragments in users.items()
+            for s in add_events(fragments, [])
         ]
-        return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
+        columns = zip(*rows, strict=True) if rows else ([] for _ in OUTPUT_COLUMNS)
+        return pa.Table.from_arrays(
+            [
+                pa.array(list(values), type=field.type)
+                for values, field in zip(columns, OUTPUT_ARROW, strict=True)
+            ],
+            schema=OUTPUT_ARROW,
+        )
 
-    return per_user
+    return per_bucket
 
 
 def table_rows(output: DataFrame, with_closes_at: bool = False) -> DataFrame:

@@ -13,13 +13,12 @@ from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
 from lakehouse.files import lake_path, write_atomic
 from lakehouse.flows.sessions.processor import (
-    OUTPUT_SCHEMA,
     STATE_NAME,
     STATE_SCHEMA,
     STATE_VERSION,
     USER_BUCKETS,
     USERS_JSON_SCHEMA,
-    sessions_of_users,
+    batch_sessions,
     table_rows,
 )
 from lakehouse.runtime import (
@@ -61,11 +60,7 @@ def final_watermark(silver: DataFrame) -> int:
 
 def whole_sessions(silver: DataFrame, table: TableSpec) -> tuple[DataFrame, DataFrame]:
     """Every session of ``silver`` as of :func:`final_watermark`: (closed rows, open rows); no stream, no state."""
-    sessions = (
-        table.transform(silver)
-        .groupBy("user_id")
-        .applyInPandas(sessions_of_users(final_watermark(silver)), OUTPUT_SCHEMA)
-    )
+    sessions = batch_sessions(table.transform(silver), final_watermark(silver))
     return table_rows(sessions.where(F.col("kind") == "session")), table_rows(
         sessions.where(F.col("kind") == "open"), with_closes_at=True
     )
