@@ -2,12 +2,12 @@
 
 Incremental mode streams silver's new events (availableNow) through ``transformWithState`` (rows),
 keyed by a bucket of users (``processor.USER_BUCKETS``; each micro-batch's events reach it as
-session fragments, a run of a user's events each, made by Arrow and passed a bucket at a time): the state (RocksDB, in the checkpoint) holds
-each user's open sessions in their bucket's value, an event-time timer per bucket fires when the
-watermark passes the earliest of its open sessions' last event plus the gap, and the sessions
-closed then are emitted (output mode append) and MERGEd into the table by their id under the
-batch's Delta transaction id: a replayed batch (a crash between the state commit and the write)
-is written once.
+session fragments, a run of a user's events each, made by Arrow and passed a bucket at a time):
+the state (RocksDB, in the checkpoint) holds each user's open sessions in their bucket's value,
+an event-time timer per bucket fires when the watermark passes the earliest of its open sessions'
+last event plus the gap, and the sessions closed then are emitted (output mode append) and
+MERGEd into the table by their id under the batch's Delta transaction id: a replayed batch (a
+crash between the state commit and the write) is written once.
 
 Late events. The watermark is declared on silver's ``event_time``, but the processor reads a
 copy of it (``event_ms``) that carries no watermark mark, so Spark hands it the events behind the
@@ -43,13 +43,11 @@ from lakehouse.flows.sessions.batch_form import (
     utc_datetime,
 )
 from lakehouse.flows.sessions.processor import (
-    FRAGMENTS_SCHEMA,
     OUTPUT_SCHEMA,
     STATE_VERSION,
     UserSessions,
-    session_fragments,
+    fragments_by_bucket,
     table_rows,
-    user_bucket,
 )
 from lakehouse.flows.sessions.state import (
     check_state_contract,
@@ -281,11 +279,15 @@ def sessions_stream(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec)
     events = table.transform(
         delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY)
     )
-    per_user = events.withColumn("bucket", user_bucket(F.col("user_id"))).mapInArrow(
-        session_fragments, FRAGMENTS_SCHEMA
-    )
-    return per_user.groupBy("bucket").transformWithState(
-        UserSessions(), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="EventTime"
+    return (
+        fragments_by_bucket(events)
+        .groupBy("bucket")
+        .transformWithState(
+            UserSessions(),
+            outputStructType=OUTPUT_SCHEMA,
+            outputMode="Append",
+            timeMode="EventTime",
+        )
     )
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import partial
 
+import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
@@ -103,10 +105,6 @@ def session_fragments(batches, with_events: bool = True):
     rather than every event's fields, which were most of the query's Python time (issue 39).
     Without ``with_events`` (the batch form) the fragments' events are left out (nulls).
     """
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     batches = list(batches)
     if not batches:
         return
@@ -205,16 +203,12 @@ def session_fragments(batches, with_events: bool = True):
 
 def read_fragments(blob: bytes) -> Iterator[tuple]:
     """A ``fragments`` cell -> its fragments, tuples of FRAGMENT_COLUMNS (Arrow to Python a column at a time)."""
-    import pyarrow as pa
-
     table = pa.ipc.open_stream(blob).read_all()
     return zip(*(column.to_pylist() for column in table.columns), strict=True)
 
 
 def read_events(blob: bytes):
     """A ``fragment_events`` cell -> its events as an Arrow table (EVENT_FIELDS), for :func:`events_of`."""
-    import pyarrow as pa
-
     return pa.ipc.open_stream(blob).read_all()
 
 
@@ -335,15 +329,16 @@ class UserSessions(StatefulProcessor):
         events: dict[str, list[tuple]] = {}
         late = []
         for _, fragment_cell, events_cell in rows:  # FRAGMENTS_SCHEMA: one input partition's
-            bucket_events, first_row = None, 0
+            bucket_events, next_row = None, 0
             for user_id, *fields in read_fragments(fragment_cell):
-                count, first_row = fields[6], first_row + fields[6]
+                first_row, count = next_row, fields[6]  # its rows in the bucket's events
+                next_row += count
                 if fields[0] >= watermark:  # starts at or after the watermark: no event is late
                     fragments.setdefault(user_id, []).append(_from_fragment(fields))
                     continue
                 if bucket_events is None:
                     bucket_events = read_events(events_cell)
-                for event in events_of(bucket_events, first_row - count, count):
+                for event in events_of(bucket_events, first_row, count):
                     if event[0] < watermark:
                         late.append(OutputRow(*_late(user_id, event, watermark)))
                     else:
@@ -411,6 +406,13 @@ class UserSessions(StatefulProcessor):
         pass
 
 
+def fragments_by_bucket(events: DataFrame, with_events: bool = True) -> DataFrame:
+    """``events`` (user_id and EVENT_FIELDS) as FRAGMENTS_SCHEMA rows, keyed by bucket: the stream's and the batch form's first step."""
+    return events.withColumn("bucket", user_bucket(F.col("user_id"))).mapInArrow(
+        partial(session_fragments, with_events=with_events), FRAGMENTS_SCHEMA
+    )
+
+
 def batch_sessions(events: DataFrame, watermark_ms: int) -> DataFrame:
     """The batch form: every user's sessions of ``events`` (user_id and EVENT_FIELDS), closed or open as
     of ``watermark_ms`` (OUTPUT_SCHEMA rows of kind "session" or "open").
@@ -418,18 +420,15 @@ def batch_sessions(events: DataFrame, watermark_ms: int) -> DataFrame:
     The stream's own steps: fragments cut by Arrow per input partition, then merged per bucket of
     users. A batch has no late events, so no fragment's events are needed.
     """
-    fragments = events.withColumn("bucket", user_bucket(F.col("user_id"))).mapInArrow(
-        partial(session_fragments, with_events=False), FRAGMENTS_SCHEMA
-    )
-    return fragments.groupBy("bucket").applyInArrow(
-        _sessions_of_fragments(watermark_ms), OUTPUT_SCHEMA
+    return (
+        fragments_by_bucket(events, with_events=False)
+        .groupBy("bucket")
+        .applyInArrow(_sessions_of_fragments(watermark_ms), OUTPUT_SCHEMA)
     )
 
 
 def _sessions_of_fragments(watermark_ms: int):
     def per_bucket(cells):  # no type hints: applyInArrow's form with a whole table
-        import pyarrow as pa
-
         users: dict[str, list[Session]] = {}
         for cell in cells.column("fragments").to_pylist():
             for user_id, *fields in read_fragments(cell):
