@@ -2,10 +2,12 @@
 
 Usage:
     spark-submit --jars "$(ls .jars/*.jar | paste -sd,)" jobs/consistency_check.py \
-        --start 2026-11-20T00:00Z --end 2026-11-20T03:00Z [--lakehouse-root DIR] [--scratch DIR]
+        --start 2026-11-20T00:00Z --end 2026-11-20T03:00Z [--table gold.user_sessions ...] \
+        [--lakehouse-root DIR] [--scratch DIR]
 
 Silver is recomputed from bronze and gold from that recomputed silver, with the very functions
-the streaming jobs use, into ``<root>/scratch/consistency/<start>_<end>`` (the live tables are
+the streaming jobs use (``--table``: only those tables, each from its live upstream unless that is
+checked too), into ``<root>/scratch/consistency/<start>_<end>`` (the live tables are
 only read). It prints, per table and event hour, the rows found only in the live table and only
 in the recomputation, and exits 1 on any difference (0 when the live tables are consistent).
 Silver is compared without its lineage columns (which copy of a duplicated event was kept may
@@ -21,6 +23,7 @@ from pyspark.sql import functions as F
 
 from lakehouse import catalog
 from lakehouse.config import Lakehouse, Table
+from lakehouse.errors import ConfigError
 from lakehouse.hours import HourRange, parse_instant
 from lakehouse.runner import flow
 from lakehouse.runtime import log
@@ -42,15 +45,34 @@ def differences(live: DataFrame, recomputed: DataFrame, hour_column) -> list[tup
     return [(row.hour, row.live, row.new) for row in joined.collect()]
 
 
+def tables_to_check(names: list[str] | None) -> list[catalog.TableSpec]:
+    """The tables named (in DAG order), or every table with a batch form; an unknown name fails."""
+    every = catalog.batch_tables()
+    unknown = sorted(set(names or ()) - {table.name for table in every})
+    if unknown:
+        raise ConfigError(
+            f"--table {', '.join(unknown)}: not a table the check recomputes; "
+            f"choose from {', '.join(table.name for table in every)}"
+        )
+    return [table for table in every if not names or table.name in names]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
     parser.add_argument("--start", required=True, help="first event hour, e.g. 2026-11-20T00:00Z")
     parser.add_argument("--end", required=True, help="end of the interval (exclusive)")
     parser.add_argument(
+        "--table",
+        action="append",
+        metavar="NAME",
+        help="check only this table (repeatable; default: every table with a batch form)",
+    )
+    parser.add_argument(
         "--scratch", help="where to write the recomputation (default: under the lakehouse)"
     )
     args = parser.parse_args(argv)
+    checked = tables_to_check(args.table)
     lakehouse = Lakehouse.from_env(args.lakehouse_root)
     hours = HourRange.between(parse_instant(args.start), parse_instant(args.end))
     scratch_root = (
@@ -67,9 +89,8 @@ def main(argv: list[str] | None = None) -> None:
             checkpoint_root=f"{scratch_root}/_no_checkpoint",
         )
 
-    # Every table with a batch form, upstream first, each computed from the scratch copies of its
-    # recomputed upstream tables (and the live ones it does not recompute, such as bronze).
-    checked = catalog.batch_tables()
+    # Upstream first, each computed from the scratch copies of its recomputed upstream tables (and
+    # the live ones it does not recompute, such as bronze).
     recomputed = {table.name: scratch(table.name) for table in checked}
     report: list[tuple[str, object, int, int]] = []
     for table in checked:
@@ -83,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"Consistency check of {hours} (recomputed into {scratch_root}):")
     if not report:
-        print(f"  no differences: {', '.join(table.name for table in checked)} are consistent")
+        names = ", ".join(table.name for table in checked)
+        print(f"  no differences: {names} {'is' if len(checked) == 1 else 'are'} consistent")
         return
     print(f"  {'table':<24} {'hour':<17} {'only live':>10} {'only recomputed':>16}")
     for name, hour, live_rows, new_rows in report:

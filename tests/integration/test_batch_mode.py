@@ -140,7 +140,7 @@ def test_consistency_check_finds_exactly_the_damaged_hours(spark, two_hours, cap
     lakehouse = two_hours
     interval = ("--start", "2026-11-20T00:00Z", "--end", "2026-11-20T02:00Z")
     # Tables that agree report nothing: the report below names the damaged hour alone (a check of
-    # undamaged tables exiting 0 with "no differences": tests/integration/test_user_sessions.py).
+    # the sessions alone exiting 0 with "no differences": tests/integration/test_user_sessions.py).
     damaged = lakehouse.table(SOME_GOLD.name).path
     spark.sql(
         f"DELETE FROM delta.`{damaged}` WHERE hour_start = TIMESTAMP'2026-11-20 01:00:00' AND views = 1"

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from lakehouse import catalog
 from lakehouse.errors import ConfigError
 from lakehouse.hours import HourRange, parse_instant
 from lakehouse_airflow.macros import end_arg, mode_arg, owned_hour, run_interval, start_arg
@@ -103,3 +104,14 @@ def test_the_engine_check_tells_a_dead_port_from_a_port_without_a_grpc_server():
         assert check_engine(f"sc://localhost:{port}/", timeout_s=1, query=False) == (
             f"localhost:{port} listens but its gRPC server did not answer within 1 s"
         )
+
+
+def test_the_consistency_check_takes_the_named_tables_in_dag_order_and_refuses_others():
+    from lakehouse.consistency import tables_to_check
+
+    every = [table.name for table in catalog.batch_tables()]
+    assert [table.name for table in tables_to_check(None)] == every
+    named = tables_to_check(["gold.user_sessions", "silver.ad_events"])
+    assert [table.name for table in named] == ["silver.ad_events", "gold.user_sessions"]
+    with pytest.raises(ConfigError, match=r"--table gold\.nope: not a table the check recomputes"):
+        tables_to_check(["gold.nope", "silver.ad_events"])
