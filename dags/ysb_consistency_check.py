@@ -3,7 +3,8 @@
 
 Recomputes the event hours `[start, end)` in batch mode into a scratch location (the live tables
 are only read) and diffs silver and gold against them, printing per table and hour the rows that
-differ. The task fails when anything differs; repair with a backfill of those hours.
+differ. The task fails when anything differs; repair with a backfill of those hours. `table`
+checks one table alone (recomputed from its live upstream).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param
 
+from lakehouse import catalog
 from lakehouse_airflow.macros import MACROS
 from lakehouse_airflow.operators import SparkJobOperator
 
@@ -36,6 +38,15 @@ with DAG(
             description="End of the interval, exclusive, a whole hour in UTC, e.g. 2026-11-20T03:00Z "
             "checks 00:00, 01:00 and 02:00.",
         ),
+        "table": Param(
+            default="",
+            type="string",
+            enum=["", *(table.name for table in catalog.batch_tables())],
+            values_display={"": "every table"},
+            title="Table",
+            description="Check this table alone, recomputed from its live upstream; default: every "
+            "table with a batch form.",
+        ),
     },
 ):
     SparkJobOperator(
@@ -48,5 +59,7 @@ with DAG(
             "{{ params.start }}",
             "--end",
             "{{ params.end }}",
+            "--table",
+            "{{ params.table }}",
         ],  # fmt: skip
     )

@@ -45,10 +45,13 @@ def differences(live: DataFrame, recomputed: DataFrame, hour_column) -> list[tup
     return [(row.hour, row.live, row.new) for row in joined.collect()]
 
 
-def tables_to_check(names: list[str] | None) -> list[catalog.TableSpec]:
-    """The tables named (in DAG order), or every table with a batch form; an unknown name fails."""
+def tables_to_check(given: list[str] | None) -> list[catalog.TableSpec]:
+    """The tables named by ``--table`` (in DAG order), or every table with a batch form when none
+    is; an unknown name fails. A value may name several, comma-separated; a blank one names none
+    (the DAG's form passes its choice, blank for every table)."""
     every = catalog.batch_tables()
-    unknown = sorted(set(names or ()) - {table.name for table in every})
+    names = [name.strip() for value in given or () for name in value.split(",") if name.strip()]
+    unknown = sorted(set(names) - {table.name for table in every})
     if unknown:
         raise ConfigError(
             f"--table {', '.join(unknown)}: not a table the check recomputes; "
@@ -66,7 +69,8 @@ def main(argv: list[str] | None = None) -> None:
         "--table",
         action="append",
         metavar="NAME",
-        help="check only this table (repeatable; default: every table with a batch form)",
+        help="check only this table (repeatable or comma-separated; default or blank: every table "
+        "with a batch form)",
     )
     parser.add_argument(
         "--scratch", help="where to write the recomputation (default: under the lakehouse)"

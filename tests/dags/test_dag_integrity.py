@@ -118,6 +118,25 @@ def test_maintenance_dag_maintains_every_table_one_at_a_time():
     assert dag.params["retain_hours"] == 168
 
 
+def test_the_consistency_check_offers_each_table_it_recomputes_or_every_table():
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    from lakehouse import catalog
+
+    dag = DagBag(dag_folder=str(DAGS_DIR)).dags["ysb_consistency_check"]
+    table = dag.params.get_param("table")
+    assert (table.value, table.schema["enum"]) == (
+        "",
+        ["", *(t.name for t in catalog.batch_tables())],
+    )
+    args = dag.get_task("consistency_check").application_args
+    assert args[args.index("--table") + 1] == "{{ params.table }}"
+    params = copy.deepcopy(dag.params)
+    with pytest.raises(ParamValidationError, match="'gold.nope' is not one of"):
+        params.update({"table": "gold.nope"})
+
+
 @pytest.mark.parametrize(
     ("conf", "refusal"),
     [

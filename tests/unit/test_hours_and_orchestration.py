@@ -111,7 +111,9 @@ def test_the_consistency_check_takes_the_named_tables_in_dag_order_and_refuses_o
 
     every = [table.name for table in catalog.batch_tables()]
     assert [table.name for table in tables_to_check(None)] == every
+    assert [table.name for table in tables_to_check([""])] == every  # the DAG form's default
     named = tables_to_check(["gold.user_sessions", "silver.ad_events"])
     assert [table.name for table in named] == ["silver.ad_events", "gold.user_sessions"]
+    assert tables_to_check(["gold.user_sessions, silver.ad_events"]) == named
     with pytest.raises(ConfigError, match=r"--table gold\.nope: not a table the check recomputes"):
         tables_to_check(["gold.nope", "silver.ad_events"])
