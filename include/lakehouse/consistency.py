@@ -7,9 +7,9 @@ Usage:
 
 Silver is recomputed from bronze and gold from that recomputed silver, with the very functions
 the streaming jobs use (``--table``: only those tables, each from its live upstream unless that is
-checked too), into ``<root>/scratch/consistency/<start>_<end>`` (the live tables are
-only read). It prints, per table and event hour, the rows found only in the live table and only
-in the recomputation, and exits 1 on any difference (0 when the live tables are consistent).
+checked too), into ``<root>/scratch/consistency/<start>_<end>`` (the live tables are only read).
+It prints, per table and event hour, the rows found only in the live table and only in the
+recomputation, and exits 1 on any difference (0 when the live tables are consistent).
 Silver is compared without its lineage columns (which copy of a duplicated event was kept may
 legitimately differ).
 """
