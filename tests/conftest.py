@@ -94,6 +94,30 @@ def pytest_collection_modifyitems(config, items):
     )
 
 
+# Folders whose files share a server of the folder's (tests/s3: the S3 server and an engine started
+# for it): `make test`'s workers take such a folder as one unit of work, its files one after the
+# other on one worker, which then starts that server and engine once.
+SHARED_WORKER_FOLDERS = ("s3",)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's loadfile, but a folder of SHARED_WORKER_FOLDERS is one unit, not a file each."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileOrSharedFolderScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]  # tests/<folder>/<file>, from the rootdir
+            parts = path.split("/")
+            if len(parts) > 2 and parts[0] == "tests" and parts[1] in SHARED_WORKER_FOLDERS:
+                return "/".join(parts[:2])
+            return path
+
+    return LoadFileOrSharedFolderScheduling(config, log)
+
+
 TEST_SPARK_CONF = {
     "spark.master": "local[2]",
     "spark.sql.shuffle.partitions": "2",

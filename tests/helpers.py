@@ -41,16 +41,23 @@ def private_engine(
     ``metastore_root``: the lakehouse root whose metastore the engine takes (its ``LAKEHOUSE_ROOT``,
     given to the engine alone: this process's stays as it is); default, this process's.
     """
-    setenv("LAKEHOUSE_ENGINE_PORT", str(free_port()))
-    # An explicit URL wins over the port; an in-process Airflow task of an earlier test sets one.
-    setenv("LAKEHOUSE_ENGINE_URL", "")
-    setenv("LAKEHOUSE_ENGINE_DIR", str(state_dir))
-    env = {**os.environ, "LAKEHOUSE_ROOT": metastore_root} if metastore_root else None
+    engine = {
+        "LAKEHOUSE_ENGINE_PORT": str(free_port()),
+        # An explicit URL wins over the port; an in-process Airflow task of an earlier test sets one.
+        "LAKEHOUSE_ENGINE_URL": "",
+        "LAKEHOUSE_ENGINE_DIR": str(state_dir),
+    }
+    for name, value in engine.items():
+        setenv(name, value)
+    # Started and stopped with the environment of now: the caller's may have changed by the end.
+    env = {**os.environ, **engine, **({"LAKEHOUSE_ROOT": metastore_root} if metastore_root else {})}
     subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "up"], check=True, env=env)
     try:
         yield
     finally:
-        subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "down"], check=False)
+        subprocess.run(
+            [sys.executable, "-m", "lakehouse_tools.engine", "down"], check=False, env=env
+        )
 
 
 def run_job(name: str, lakehouse: Lakehouse, *args: str) -> dict | None:
