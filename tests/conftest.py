@@ -60,7 +60,7 @@ def pytest_configure(config):
 LONGEST_FILES = (
     "integration/test_user_sessions.py",
     "scheduler/test_backfill.py",
-    "s3/test_pipeline_on_s3.py",
+    "s3/test_pipeline_on_s3.py",  # and tests/s3's other files after it, on the same worker
     "scheduler/test_hourly_export.py",
     "faults/test_sessions_after_a_kill.py",
     "e2e/test_lineage.py",  # an engine of its own (lineage on)
@@ -68,7 +68,6 @@ LONGEST_FILES = (
     "integration/test_rollback.py",
     "e2e/test_hourly_dag.py",
     "kafka/test_bronze_kafka.py",
-    "s3/test_commits_on_s3.py",
     "integration/test_bad_input_files.py",
     "scheduler/test_clean_stop.py",
     "integration/test_batch_mode.py",
