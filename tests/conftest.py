@@ -67,7 +67,7 @@ LONGEST_FILES = (
     "integration/test_landing_contract.py",
     "integration/test_rollback.py",
     "e2e/test_hourly_dag.py",
-    "kafka/test_bronze_kafka.py",
+    "kafka/test_bronze_kafka.py",  # and tests/kafka's other files after it, on the same worker
     "integration/test_bad_input_files.py",
     "scheduler/test_clean_stop.py",
     "integration/test_batch_mode.py",
@@ -93,10 +93,10 @@ def pytest_collection_modifyitems(config, items):
     )
 
 
-# Folders whose files share a server of the folder's (tests/s3: the S3 server and an engine started
-# for it): `make test`'s workers take such a folder as one unit of work, its files one after the
-# other on one worker, which then starts that server and engine once.
-SHARED_WORKER_FOLDERS = ("s3",)
+# Folders whose files share servers of the folder's (tests/s3: the S3 server and an engine started
+# for it; tests/kafka: the broker): `make test`'s workers take such a folder as one unit of work,
+# its files one after the other on one worker, which then starts those servers once.
+SHARED_WORKER_FOLDERS = ("s3", "kafka")
 
 
 @pytest.hookimpl(optionalhook=True)
