@@ -66,6 +66,13 @@ BENCHMARKS = (
         "small hourly runs with the jobs' choice of interpreted queries against always compiled",
     ),
     Benchmark(
+        "engine_jit",
+        "The engine's JIT thresholds",
+        "make bench-jit",
+        "HotSpot's compile thresholds against ten times them on a fresh engine: its first run, "
+        "small hourly runs and an hour of 1M events, every table checked against the oracle",
+    ),
+    Benchmark(
         "ops_records",
         "A run's ops records: appended by delta-rs, not by Spark",
         "make bench-ops-records",

@@ -40,6 +40,11 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_MAX_RESTARTS, RESTART_WINDOW_S = 5, 300
 START_TIMEOUT_S = 240
 LOG_CONFIG = Path(__file__).with_name("engine-log4j2.properties")
+# HotSpot's compile thresholds times ten. An engine runs hundreds of small queries whose planning
+# code is warm but never hot; at the default thresholds the JIT compiles it again and again, over a
+# third of a small hourly run's engine CPU. What is really hot (a large hour's per-row code) still
+# reaches C2 within its first few thousand rows (BENCHMARKS.md, "The engine's JIT thresholds").
+ENGINE_JAVA_OPTIONS = "-XX:CompileThresholdScaling=10"
 
 
 def state_dir() -> Path:
@@ -76,12 +81,19 @@ def server_command() -> list[str]:
         "--jars",
         ",".join(jar_paths()),
         "--driver-java-options",
-        f"{conf.pop('spark.driver.extraJavaOptions')} -Dlog4j2.configurationFile={LOG_CONFIG}"
+        f"{conf.pop('spark.driver.extraJavaOptions')} {ENGINE_JAVA_OPTIONS} {java_options_added()}"
+        f" -Dlog4j2.configurationFile={LOG_CONFIG}"
         f" -Dlakehouse.engine.level={os.environ.get('LAKEHOUSE_ENGINE_LOG_LEVEL', 'WARN')}",
     ]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     return command
+
+
+def java_options_added() -> str:
+    """``$LAKEHOUSE_ENGINE_JAVA_OPTIONS``: the server JVM's options after the project's, so one of
+    them overrides the project's (``-XX:CompileThresholdScaling=1`` for HotSpot's thresholds)."""
+    return os.environ.get("LAKEHOUSE_ENGINE_JAVA_OPTIONS", "")
 
 
 def spark_home() -> Path:
@@ -216,6 +228,7 @@ def up(timeout_s: float = START_TIMEOUT_S) -> None:
             *jar_paths(),
             f"metastore: {conf.get(metastore.ROOT_KEY, 'none')}",
             *([f"lineage: {lineage}"] if lineage else []),
+            *([f"java options: {java_options_added()}"] if java_options_added() else []),
         ]
     )
     if check_engine(settings.url, timeout_s=5) is None:
@@ -224,10 +237,11 @@ def up(timeout_s: float = START_TIMEOUT_S) -> None:
             print(f"engine: already up at {settings.display_url}")
             return
         # A server loads its jars once: new ones (e.g. make kafka-source-jars) need a new server;
-        # another LAKEHOUSE_ROOT has another metastore; lineage is set when its listener starts.
+        # another LAKEHOUSE_ROOT has another metastore; lineage is set when its listener starts;
+        # a JVM's options, when it starts.
         print(
-            "engine: its jars, its lakehouse's metastore or its lineage setting changed since it "
-            "started; restarting it"
+            "engine: its jars, its lakehouse's metastore, its lineage setting or its Java options "
+            "changed since it started; restarting it"
         )
         down()
     if _running_group() is None:

@@ -12,6 +12,7 @@
 #   make bench-sessions                          # the sessions query on hourly runs
 #   make bench-sessions-compare                  # the sessions task beside Spark's session_window, 1M events (about 15 minutes)
 #   make bench-codegen                           # small runs with queries interpreted vs compiled (about 15 minutes)
+#   make bench-jit                               # the engine's JIT thresholds: HotSpot's vs ten times them (about 30 minutes)
 #   make bench-ops-records                       # ops records appended by Spark vs delta-rs (minutes)
 #   make bench-driver-start                      # driver JVM options of short runs
 #   make bench-storage                           # the hourly run on S3 (a private local server) beside local disk,
@@ -32,10 +33,11 @@ ENGINE_BENCH_ARGS ?= --reps 3
 COMPARE_ARGS ?= --sizes 1M,5M --reps 2
 CODEGEN_ARGS ?= --reps 2 --hours 3
 OPS_RECORDS_ARGS ?= --reps 4 --appends 20
+JIT_ARGS ?= --reps 2 --hours 3 --large-events 1000000
 
 BENCH_OUT := --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
 BENCH_TARGETS := bench bench-smoke bench-driver-start bench-engine bench-compare bench-sessions bench-sessions-compare \
-                 bench-codegen bench-ops-records bench-storage bench-lineage benchmarks-md
+                 bench-codegen bench-jit bench-ops-records bench-storage bench-lineage benchmarks-md
 
 .PHONY: $(BENCH_TARGETS)
 
@@ -64,6 +66,9 @@ bench-sessions: setup  ## the sessions query on hourly runs: cost beside silver,
 
 bench-codegen: setup  ## small runs on the warm engine: queries interpreted (the jobs' choice) vs compiled
 	python -m bench.code_generation $(CODEGEN_ARGS) --out $(ROOT)/BENCHMARKS.md
+
+bench-jit: setup  ## the engine's JIT thresholds: HotSpot's defaults vs ten times them, small hours and 1M events
+	python -m bench.engine_jit $(JIT_ARGS) --out $(ROOT)/BENCHMARKS.md
 
 bench-ops-records: setup  ## ops records appended by Spark on the engine vs by delta-rs
 	python -m bench.ops_records $(OPS_RECORDS_ARGS) --out $(ROOT)/BENCHMARKS.md
