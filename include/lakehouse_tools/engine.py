@@ -40,11 +40,6 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_MAX_RESTARTS, RESTART_WINDOW_S = 5, 300
 START_TIMEOUT_S = 240
 LOG_CONFIG = Path(__file__).with_name("engine-log4j2.properties")
-# HotSpot's compile thresholds times ten. An engine runs hundreds of small queries whose planning
-# code is warm but never hot; at the default thresholds the JIT compiles it again and again, over a
-# third of a small hourly run's engine CPU. What is really hot (a large hour's per-row code) still
-# reaches C2 within its first few thousand rows (BENCHMARKS.md, "The engine's JIT thresholds").
-ENGINE_JAVA_OPTIONS = "-XX:CompileThresholdScaling=10"
 
 
 def state_dir() -> Path:
@@ -81,7 +76,7 @@ def server_command() -> list[str]:
         "--jars",
         ",".join(jar_paths()),
         "--driver-java-options",
-        f"{conf.pop('spark.driver.extraJavaOptions')} {ENGINE_JAVA_OPTIONS} {java_options_added()}"
+        f"{conf.pop('spark.driver.extraJavaOptions')} {java_options_added()}"
         f" -Dlog4j2.configurationFile={LOG_CONFIG}"
         f" -Dlakehouse.engine.level={os.environ.get('LAKEHOUSE_ENGINE_LOG_LEVEL', 'WARN')}",
     ]
@@ -92,7 +87,7 @@ def server_command() -> list[str]:
 
 def java_options_added() -> str:
     """``$LAKEHOUSE_ENGINE_JAVA_OPTIONS``: the server JVM's options after the project's, so one of
-    them overrides the project's (``-XX:CompileThresholdScaling=1`` for HotSpot's thresholds)."""
+    them overrides the project's (e.g. ``-XX:CompileThresholdScaling=10``: ``make bench-jit``)."""
     return os.environ.get("LAKEHOUSE_ENGINE_JAVA_OPTIONS", "")
 
 

@@ -12,7 +12,7 @@
 #   make bench-sessions                          # the sessions query on hourly runs
 #   make bench-sessions-compare                  # the sessions task beside Spark's session_window, 1M events (about 15 minutes)
 #   make bench-codegen                           # small runs with queries interpreted vs compiled (about 15 minutes)
-#   make bench-jit                               # the engine's JIT thresholds: HotSpot's vs ten times them (about 30 minutes)
+#   make bench-jit                               # the engine's JIT thresholds: HotSpot's vs ten times them (about 25 minutes)
 #   make bench-ops-records                       # ops records appended by Spark vs delta-rs (minutes)
 #   make bench-driver-start                      # driver JVM options of short runs
 #   make bench-storage                           # the hourly run on S3 (a private local server) beside local disk,
