@@ -218,12 +218,13 @@ def up(timeout_s: float = START_TIMEOUT_S) -> None:
         lineage = lineage_conf("spark-engine.jsonl", engine=True)
     except ConfigError as error:
         sys.exit(f"engine: {error}")
+    added = java_options_added()
     jars = "\n".join(
         [
             *jar_paths(),
             f"metastore: {conf.get(metastore.ROOT_KEY, 'none')}",
             *([f"lineage: {lineage}"] if lineage else []),
-            *([f"java options: {java_options_added()}"] if java_options_added() else []),
+            *([f"java options: {added}"] if added else []),
         ]
     )
     if check_engine(settings.url, timeout_s=5) is None:
