@@ -10,6 +10,12 @@ PYTHON      ?= python3.11
 VENV        := $(ROOT)/.venv
 JARS_DIR    := $(ROOT)/.jars
 
+# Maven Central only (include/jars/settings.xml). One Maven and one apt-get at a time: `make test`
+# builds its prerequisites two at a time, and two Mavens filling ~/.m2 at once, or two apt-gets
+# (dpkg's lock), can fail each other. .local/ exists from here on (the engine token below).
+MVN         := flock $(ROOT)/.local/mvn.lock mvn --batch-mode --quiet -s $(ROOT)/include/jars/settings.xml
+APT_LOCK    := flock $(ROOT)/.local/apt.lock
+
 # One environment for every command below; `make env` prints it for a shell (the exported names
 # are read from the export lines of this file and include/make/*.mk, so the list is never restated).
 ENV_VARS = $(shell sed -n 's/^export \([A-Z_0-9]*\).*/\1/p' $(MAKEFILE_LIST) | sort -u)
@@ -80,15 +86,16 @@ format: venv  ## ruff: format the code and apply the linter's safe fixes
 
 jars: $(JARS_DIR)/.fetched  ## Delta (and Kafka) jars from Maven Central, cached in .jars/
 $(JARS_DIR)/.fetched: include/jars/pom.xml include/jars/settings.xml
-	mvn --batch-mode --quiet -s include/jars/settings.xml -f include/jars/pom.xml \
+	$(MVN) -f include/jars/pom.xml \
 	    dependency:copy-dependencies -DoutputDirectory=$(JARS_DIR) -DexcludeTransitive=true
 	touch $@
 
 # A class-data-sharing archive of what a driver loads, written by one JVM that runs every job once
 # (include/lakehouse_tools/jvm_warmup.py); lakehouse.spark.fast_start_java_options() maps it. Rebuilt
-# when the jars or the packages change; a stale one is ignored by the JVM, never an error.
+# when the jars or the packages change; a stale one is ignored by the JVM, never an error. Its
+# driver takes every jar in .jars/: it waits for all of them (a component adds its own, kafka.mk).
 driver-cds: $(DRIVER_CDS)  ## class-data-sharing archive for fast driver start-up
-$(DRIVER_CDS): $(VENV)/.installed $(JARS_DIR)/.fetched include/lakehouse_tools/jvm_warmup.py
+$(DRIVER_CDS): $(VENV)/.installed $(JARS_DIR)/.fetched include/lakehouse_tools/jvm_warmup.py | jars
 	rm -f $@
 	spark-submit --master 'local[2]' --jars "$$(ls $(JARS_DIR)/*.jar | paste -sd,)" \
 	    --conf spark.ui.enabled=false --conf spark.sql.shuffle.partitions=2 \
@@ -136,10 +143,16 @@ TEST_REPORT ?= .local/test-report.xml
 TEST_WORKERS ?= 2
 TEST_PARALLEL := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
-test: setup $(TEST_PREREQS)  ## the test suite (what CI runs), without the tests marked long
+# What the suite needs, two steps at a time: the drivers' archive, the longest, beside the rest.
+# Each step's output comes whole when it ends.
+TEST_SETUP = $(MAKE) --no-print-directory --jobs=2 --output-sync=target setup $(TEST_PREREQS)
+
+test:  ## the test suite (what CI runs), without the tests marked long
+	@$(TEST_SETUP)
 	python -m pytest $(or $(PYTEST_ARGS),$(TEST_PATHS) -m "not long" $(TEST_PARALLEL) -ra --durations=15 --timeout=$(TEST_TIMEOUT) --junitxml=$(TEST_REPORT))
 
-test-long: setup $(TEST_PREREQS)  ## the tests marked long: many-minute variants of what `make test` covers
+test-long:  ## the tests marked long: many-minute variants of what `make test` covers
+	@$(TEST_SETUP)
 	python -m pytest $(TEST_PATHS) -m long -ra --durations=15 --timeout=$(TEST_TIMEOUT)
 
 env:  ## print the environment, e.g. eval "$$(make -s env)"

@@ -9,4 +9,4 @@ TEST_PREREQS += browser
 
 browser:  ## headless Chromium and chromedriver from Debian's packages (for the UI tests)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
-	    $(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq chromium chromium-driver; }
+	    $(APT_LOCK) sh -c '$(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq chromium chromium-driver'; }

@@ -52,7 +52,7 @@ cluster-env: pyfiles  ## print the connection and LAKEHOUSE_PY_FILES for the clu
 	@printf "export AIRFLOW_CONN_SPARK_LAKEHOUSE='%s'\nexport LAKEHOUSE_PY_FILES='%s'\n" '$(CLUSTER_CONN)' '$(PYFILES_ZIP)'
 
 postgres-install:  ## Debian's postgresql server, apt-get installed if missing (as root; quiet, idempotent)
-	@$(POSTGRES_SCRIPT) install
+	@$(APT_LOCK) env $(POSTGRES_SCRIPT) install
 
 postgres-start: postgres-install  ## start PostgreSQL on 127.0.0.1:15432 (data in .local/postgres), database and user airflow
 	@$(POSTGRES_SCRIPT) start

@@ -9,7 +9,6 @@ KAFKA_CONTROLLER_PORT ?= 9093
 KAFKA_SH              := $(ROOT)/include/kafka/kafka.sh
 KAFKA_ENV             := KAFKA_DIR='$(KAFKA_DIR)' KAFKA_LIBS='$(KAFKA_LIBS)' \
                          KAFKA_PORT='$(KAFKA_PORT)' KAFKA_CONTROLLER_PORT='$(KAFKA_CONTROLLER_PORT)'
-MVN_CENTRAL           := mvn --batch-mode --quiet -s $(ROOT)/include/jars/settings.xml
 
 # Where the pipeline finds the broker `make kafka-start` runs.
 export KAFKA_BOOTSTRAP_SERVERS ?= 127.0.0.1:$(KAFKA_PORT)
@@ -26,9 +25,12 @@ $(KAFKA_LIBS)/.fetched: include/kafka/pom.xml include/jars/settings.xml
 	@! $(KAFKA_ENV) $(KAFKA_SH) status >/dev/null || { echo "stop the broker first: make kafka-stop" >&2; exit 1; }
 	rm -rf $(KAFKA_LIBS) && mkdir -p $(KAFKA_LIBS)
 	test -e $(ROOT)/.kafka/.gitignore || printf '*\n' > $(ROOT)/.kafka/.gitignore
-	$(MVN_CENTRAL) -f include/kafka/pom.xml dependency:copy-dependencies \
+	$(MVN) -f include/kafka/pom.xml dependency:copy-dependencies \
 	    -DoutputDirectory=$(KAFKA_LIBS) -DincludeScope=runtime
 	touch $@
+
+# In .jars/, so on the drivers' classpath, the archive's too.
+$(DRIVER_CDS): | kafka-source-jars
 
 kafka-source-jars: $(JARS_DIR)/.kafka-source-fetched  ## Spark's Kafka source jars (include/jars/kafka-source-pom.xml) into .jars/
 # Only the listed jars, no transitive ones (Spark ships the rest); earlier versions are removed.
@@ -36,7 +38,7 @@ $(JARS_DIR)/.kafka-source-fetched: include/jars/kafka-source-pom.xml include/jar
 	mkdir -p $(JARS_DIR)
 	rm -f $(JARS_DIR)/spark-sql-kafka-0-10_*.jar $(JARS_DIR)/spark-token-provider-kafka-0-10_*.jar \
 	    $(JARS_DIR)/kafka-clients-*.jar $(JARS_DIR)/commons-pool2-*.jar
-	$(MVN_CENTRAL) -f include/jars/kafka-source-pom.xml dependency:copy-dependencies \
+	$(MVN) -f include/jars/kafka-source-pom.xml dependency:copy-dependencies \
 	    -DoutputDirectory=$(JARS_DIR) -DexcludeTransitive=true
 	touch $@
 

@@ -17,7 +17,7 @@ lineage-jars: $(JARS_DIR)/.lineage-fetched $(LINEAGE_PARENT_JAR)  ## Spark's Ope
 $(JARS_DIR)/.lineage-fetched: include/jars/lineage-pom.xml include/jars/settings.xml
 	mkdir -p $(JARS_DIR)
 	rm -f $(JARS_DIR)/openlineage-spark_*.jar
-	mvn --batch-mode --quiet -s include/jars/settings.xml -f include/jars/lineage-pom.xml \
+	$(MVN) -f include/jars/lineage-pom.xml \
 	    dependency:copy-dependencies -DoutputDirectory=$(JARS_DIR) -DexcludeTransitive=true
 	touch $@
 $(LINEAGE_PARENT_JAR): $(LINEAGE_PARENT_SRC) $(JARS_DIR)/.lineage-fetched $(VENV)/.installed

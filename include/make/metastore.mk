@@ -20,7 +20,7 @@ $(DRIVER_CDS): | metastore-up
 metastore-jars: $(METASTORE_JARS)/.fetched  ## Derby's network server jar (include/jars/metastore/pom.xml) into .jars/metastore
 $(METASTORE_JARS)/.fetched: include/jars/metastore/pom.xml include/jars/settings.xml
 	mkdir -p $(METASTORE_JARS)
-	mvn --batch-mode --quiet -s include/jars/settings.xml -f include/jars/metastore/pom.xml \
+	$(MVN) -f include/jars/metastore/pom.xml \
 	    dependency:copy-dependencies -DoutputDirectory=$(METASTORE_JARS) -DexcludeTransitive=true
 	touch $@
 

@@ -42,9 +42,9 @@ $(S3_VENV)/.installed: include/s3/requirements.txt include/s3/constraints.txt
 s3-jars: $(S3_JARS)/.fetched  ## S3A, the AWS SDK and the commit store (include/jars/s3) into .jars/s3
 # Only for an s3a:// root: a driver adds these jars when its lakehouse is on S3.
 $(S3_JARS)/.fetched: include/jars/s3/pom.xml include/jars/settings.xml \
-                     $(wildcard include/jars/s3/src/io/ysb/lakehouse/*.java) | jars
+                     $(wildcard include/jars/s3/src/io/ysb/lakehouse/*.java) | $(VENV)/.installed jars
 	rm -rf $(S3_JARS) && mkdir -p $(S3_JARS)
-	mvn --batch-mode --quiet -s include/jars/settings.xml -f include/jars/s3/pom.xml \
+	$(MVN) -f include/jars/s3/pom.xml \
 	    dependency:copy-dependencies -DoutputDirectory=$(S3_JARS) -DexcludeTransitive=true
 	rm -rf $(S3_JARS)/classes && mkdir -p $(S3_JARS)/classes
 	javac -nowarn -d $(S3_JARS)/classes --release 17 \
