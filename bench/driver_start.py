@@ -155,7 +155,7 @@ def render(measured: dict, options: argparse.Namespace, started: datetime, load:
         "",
         "These drivers live 10–30 s and handle little data: most of their CPU goes to loading and "
         "JIT-compiling Spark's and Delta's classes. C1-only compilation and a class-data-sharing "
-        "archive of those classes (`make driver-cds`: one JVM runs every job once, "
+        "archive of those classes (`make driver-cds`: one JVM runs a job of each kind, "
         "include/lakehouse_tools/jvm_warmup.py) cut that. C2 is what makes a long-running JVM fast, so "
         "`lakehouse.spark.fast_start_java_options()` is for short drivers (the fault-injection "
         "harness uses it), not for long backfills.",
