@@ -91,9 +91,10 @@ $(JARS_DIR)/.fetched: include/jars/pom.xml include/jars/settings.xml
 	touch $@
 
 # A class-data-sharing archive of what a driver loads, written by one JVM that runs a job of each
-# write kind (include/lakehouse_tools/jvm_warmup.py); lakehouse.spark.fast_start_java_options() maps it. Rebuilt
-# when the jars or the packages change; a stale one is ignored by the JVM, never an error. Its
-# driver takes every jar in .jars/: it waits for all of them (a component adds its own, kafka.mk).
+# write kind (include/lakehouse_tools/jvm_warmup.py); lakehouse.spark.fast_start_java_options()
+# maps it. Rebuilt when the jars or the packages change; a stale one is ignored by the JVM, never
+# an error. Its driver takes every jar in .jars/: it waits for all of them (a component adds its
+# own, kafka.mk).
 driver-cds: $(DRIVER_CDS)  ## class-data-sharing archive for fast driver start-up
 $(DRIVER_CDS): $(VENV)/.installed $(JARS_DIR)/.fetched include/lakehouse_tools/jvm_warmup.py | jars
 	rm -f $@
