@@ -79,7 +79,7 @@ def measure(options) -> tuple[dict[str, list[tuple[float, float, float]]], int]:
     declared, table = catalog.get(RESULTS_TABLE), lake.table(RESULTS_TABLE)
     spark = build_spark_session("bench_ops_records")
     fit_code_generation(spark, 0)
-    ensure_table(spark, table, declared)
+    ensure_table(spark, table)
 
     def by_spark() -> None:
         rows = check_results(ROWS_PER_APPEND)
@@ -91,7 +91,7 @@ def measure(options) -> tuple[dict[str, list[tuple[float, float, float]]], int]:
         )  # no txn id, as before
 
     def by_delta_rs() -> None:
-        append_records(check_results(ROWS_PER_APPEND), table, declared)
+        append_records(check_results(ROWS_PER_APPEND), table)
 
     ways = {"spark": by_spark, "delta-rs": by_delta_rs}
     by_spark(), by_delta_rs()  # both paths warm before anything is timed

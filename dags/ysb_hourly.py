@@ -41,49 +41,21 @@ from airflow.sdk import DAG, Param, TriggerRule, task
 
 from lakehouse import catalog
 from lakehouse.kafka_settings import DEFAULT_TOPIC, SOURCES
-from lakehouse_airflow.assets import asset, task_tables
 from lakehouse_airflow.macros import MACROS
-from lakehouse_airflow.operators import SparkJobOperator
+from lakehouse_airflow.operators import SparkJobOperator, TableJobOperator
 
-RUN_ARGS = [
-    "--lakehouse-root", "{{ lakehouse_root() }}",
-    "--mode", "{{ lakehouse_mode(dag_run, params, logical_date) }}",
-    "--start", "{{ lakehouse_start(dag_run, params, logical_date) }}",
-    "--end", "{{ lakehouse_end(dag_run, params, logical_date) }}",
-]  # fmt: skip
-INCREMENTAL_ARGS = ["--lakehouse-root", "{{ lakehouse_root() }}"]
-# The brokers come from the kafka_lakehouse connection, looked up only when source=kafka
-# (else the job falls back to $KAFKA_BOOTSTRAP_SERVERS).
-SOURCE_ARGS = [
-    *INCREMENTAL_ARGS,
-    "--source", "{{ params.source }}",
-    "--kafka-bootstrap-servers", "{{ lakehouse_kafka_bootstrap_servers(params, conn) }}",
-    "--kafka-topic", "{{ params.kafka_topic }}",
-]  # fmt: skip
-
-
-def spark_job(name: str, job: str, args: list[str], **kwargs) -> SparkJobOperator:
-    """``jobs/<job>.py`` on the engine or by spark-submit, as the lakehouse's Spark connection says."""
-    return SparkJobOperator(task_id=name, job=job, application_args=args, **kwargs)
-
-
-def table_job(table: catalog.TableSpec, **kwargs) -> SparkJobOperator:
-    """The task that runs ``table``'s query (``jobs/run.py <task>``), with the tables it writes as Assets."""
-    args = (
-        RUN_ARGS
-        if table.batch
-        else SOURCE_ARGS
-        if table.source and table.streamed
-        else INCREMENTAL_ARGS
-    )
-    return spark_job(
-        table.task,
-        "run",
-        [table.task, *args],
-        outlets=[asset(written) for written in task_tables(table)],
-        inlets=[asset(catalog.get(name)) for name in table.upstream],
-        **kwargs,
-    )
+# Every table task's run parameters, rendered when it runs; the operator passes a table the ones
+# its job takes (the interval to a table with a batch form, the source's to bronze). The brokers
+# come from the kafka_lakehouse connection, looked up only when source=kafka (else the job falls
+# back to $KAFKA_BOOTSTRAP_SERVERS).
+RUN_PARAMETERS = {
+    "mode": "{{ lakehouse_mode(dag_run, params, logical_date) }}",
+    "start": "{{ lakehouse_start(dag_run, params, logical_date) }}",
+    "end": "{{ lakehouse_end(dag_run, params, logical_date) }}",
+    "source": "{{ params.source }}",
+    "kafka_bootstrap_servers": "{{ lakehouse_kafka_bootstrap_servers(params, conn) }}",
+    "kafka_topic": "{{ params.kafka_topic }}",
+}
 
 
 with DAG(
@@ -179,11 +151,13 @@ with DAG(
             return "batch_recompute"
         return "full_refresh" if params["full_refresh"] != "none" else "incremental"
 
-    full_refresh = spark_job(
-        "full_refresh",
-        "full_refresh",
-        ["--lakehouse-root", "{{ lakehouse_root() }}", "--layer", "{{ params.full_refresh }}"],
-    )
+    full_refresh = SparkJobOperator(
+        task_id="full_refresh",
+        job="full_refresh",
+        application_args=[
+            "--lakehouse-root", "{{ lakehouse_root() }}", "--layer", "{{ params.full_refresh }}",
+        ],
+    )  # fmt: skip
     path = preflight() >> choose_path()
     incremental, batch_recompute = (
         EmptyOperator(task_id="incremental"),
@@ -204,8 +178,9 @@ with DAG(
         or (table.batch and not any(u.batch for u in catalog.upstream_tasks(table)))
     }
     jobs = {
-        table.task: table_job(
-            table,
+        table.task: TableJobOperator(
+            table=table,
+            **RUN_PARAMETERS,
             **(
                 {"trigger_rule": TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS}
                 if table.task in entries

@@ -3,9 +3,13 @@
 A table is declared by decorating its transform in ``lakehouse/tables/<task>.py`` (the style of
 Spark Declarative Pipelines: the function returns a DataFrame and never writes)::
 
-    @table("gold.ad_type_hourly", upstream=["silver.ad_events"], schema=SCHEMA,
-           partition_by=["event_date"], write=Write.REPLACE_HOURS, batch=True)
-    def ad_type_hourly(silver: DataFrame) -> DataFrame: ...
+    @table("gold.campaign_daily", upstream=["silver.ad_events"], schema=SCHEMA,
+           partition_by=["event_date"], write=Write.REPLACE_PERIODS, grain="day", batch=True)
+    def campaign_daily(silver: DataFrame) -> DataFrame: ...
+
+A table with event time has a grain (:class:`lakehouse.periods.Grain`, default hour): the period
+its rows are written and replaced by; its write kind (``spec.flow``, :mod:`lakehouse.write_kinds`)
+says what its writes mean.
 
 Everything else derives from these declarations: the DAG's tasks, their order and Assets, the
 job runner, full refresh, the consistency check, the fault harness, the warm-up, the benchmark
@@ -28,18 +32,19 @@ from functools import cache
 from lakehouse.catalog_checks import check_declarations, upstream_first
 from lakehouse.columns import Column, column_names, json_type, parse_columns
 from lakehouse.errors import CatalogError, ConfigError
+from lakehouse.periods import Grain, Periods
 from lakehouse.rules import Expectation, ExpectationFailed, expect
-from lakehouse.write_kinds import HOUR_LAYOUTS, LAYERS, Write
+from lakehouse.write_kinds import LAYERS, Flow, Write, flow_of
 
 # What a table module declares with (table, side_table, ops_table, Write, expect) and what the
 # rest of the project asks the catalog; the schema and rule types live in their own modules.
 __all__ = [
-    "HOUR_LAYOUTS",
     "LAYERS",
     "CatalogError",
     "Column",
     "Expectation",
     "ExpectationFailed",
+    "Grain",
     "TableSpec",
     "Write",
     "batch_tables",
@@ -80,7 +85,9 @@ class TableSpec:
     # what feeds a table with no upstream table (a landing folder, a topic)
     source: str | None = None
     partition_by: tuple[str, ...] = ()
-    batch: bool = False  # has a batch form: a backfill recomputes its event hours [start, end)
+    batch: bool = False  # has a batch form: a backfill recomputes its event periods in [start, end)
+    # the period its rows are written and replaced by (None: a table without event time)
+    grain: Grain | None = None
     key: str | None = None  # MERGE_NEW: the column that identifies a row
     # MERGE_NEW: of the rows with one key, the one kept is the first in this order (then by its
     # other columns), in a stream and in every backfill alike
@@ -102,6 +109,11 @@ class TableSpec:
     operation: str | None = None
     # data-quality rules checked after each run that writes it
     expectations: tuple[Expectation, ...] = ()
+
+    def __post_init__(self) -> None:
+        # A table addressed by period is of hours unless it says otherwise (a spec built by hand too).
+        if self.grain is None and self.flow.periodic:
+            object.__setattr__(self, "grain", Grain.HOUR)
 
     def at(self, lakehouse):
         """This table in ``lakehouse`` (a :class:`lakehouse.config.Lakehouse`): the live table."""
@@ -141,17 +153,20 @@ class TableSpec:
         ]
         return StructType.fromJson({"type": "struct", "fields": fields})
 
-    def hours_predicate(self, hours) -> str:
-        """The Delta predicate that selects ``hours`` (a :class:`lakehouse.hours.HourRange`) of this table."""
-        if self.write is Write.SESSIONS:
-            return hours.sessions_predicate()
-        if "event_hour" in self.partition_by:
-            return hours.silver_predicate()
-        return hours.gold_predicate()
+    @property
+    def flow(self) -> Flow:
+        """What this table's writes mean (:mod:`lakehouse.write_kinds`)."""
+        return flow_of(self.write)
+
+    def periods_predicate(self, periods: Periods) -> str:
+        """The Delta predicate that selects ``periods`` (any grain: widened to this table's) of this table."""
+        return self.flow.predicate(self, periods)
 
     @property
-    def hour_sql(self) -> str:
-        """SQL for the event hour a row belongs to (reports per hour)."""
+    def period_sql(self) -> str:
+        """SQL for the start of the period a row belongs to, as a timestamp (reports per period)."""
+        if self.grain is Grain.DAY:
+            return "CAST(event_date AS TIMESTAMP)"
         if self.event_time:
             return f"date_trunc('HOUR', {self.event_time})"
         return (
@@ -186,9 +201,18 @@ def table(
     lineage: list[str] | tuple[str, ...] = (),
     reject: Callable | None = None,
     event_time: str | None = None,
+    grain: Grain | str | None = None,
     expect: list[Expectation] | tuple[Expectation, ...] = (),
 ) -> Callable:
-    """Declare the table that the decorated function computes from its upstream tables (or source)."""
+    """Declare the table that the decorated function computes from its upstream tables (or source).
+
+    ``grain``: ``"hour"`` (the default of a table addressed by event period) or ``"day"``.
+    """
+    try:
+        grain = Grain(grain) if grain is not None else None
+    except ValueError:
+        grains = ", ".join(g.value for g in Grain)
+        raise CatalogError(f"{name}: grain {grain!r} is not one of {grains}") from None
 
     def register(transform: Callable) -> Callable:
         _declare(
@@ -208,6 +232,7 @@ def table(
                 lineage=tuple(lineage),
                 reject=reject,
                 event_time=event_time,
+                grain=grain,
                 expectations=tuple(expect),
             )
         )
@@ -343,12 +368,13 @@ def data_tables_of(layer: str) -> list[TableSpec]:
 
 def describe() -> str:
     """The catalog as a table for people: one line per table."""
-    lines = [f"{'table':<30} {'task':<24} {'write':<18} {'batch':<5} upstream"]
+    lines = [f"{'table':<30} {'task':<24} {'write':<18} {'grain':<6} {'batch':<5} upstream"]
     for spec in tables():
         writer = spec.written_by or spec.operation
         upstream = ", ".join(spec.upstream) or (f"written by {writer}" if writer else spec.source)
         lines.append(
-            f"{spec.name:<30} {spec.task:<24} {spec.write.value:<18} {'yes' if spec.batch else '':<5} {upstream}"
+            f"{spec.name:<30} {spec.task:<24} {spec.write.value:<18} "
+            f"{spec.grain.value if spec.grain else '':<6} {'yes' if spec.batch else '':<5} {upstream}"
         )
     return "\n".join(lines)
 

@@ -9,7 +9,7 @@ import re
 
 from lakehouse.columns import json_type
 from lakehouse.errors import CatalogError
-from lakehouse.write_kinds import HOUR_LAYOUTS, LAYERS, Write
+from lakehouse.write_kinds import FLOWS, LAYERS
 
 
 def check_declarations(declared: dict) -> None:
@@ -47,25 +47,12 @@ def check_declarations(declared: dict) -> None:
                 )
         elif not spec.upstream and not spec.source and not spec.operation:
             raise CatalogError(f"{where}: a table needs upstream tables or a source")
-        layout = HOUR_LAYOUTS.get(spec.write)
-        if layout:
-            needed = [c for c in (*layout["partition_by"], *layout["columns"]) if c not in names]
-            if needed or spec.partition_by != layout["partition_by"]:
-                raise CatalogError(
-                    f"{where}: a {spec.write.value} table must be partitioned by {list(layout['partition_by'])} "
-                    f"and have the column(s) {list(layout['columns'])} that select whole event hours "
-                    f"(missing: {needed or 'the partitioning'})"
-                )
-        if spec.write is Write.MERGE_NEW and not spec.key:
-            raise CatalogError(f"{where}: an {spec.write.value} table needs key=<column>")
-        if spec.write is Write.SESSIONS and not (spec.key and spec.event_time in names):
+        spec.flow.check(spec, where)  # its write kind's layout, grain and required declarations
+        layout = spec.flow.layout(spec.grain)
+        if spec.batch and not spec.flow.periodic:
+            kinds = ", ".join(f.kind.value for f in FLOWS.values() if f.periodic)
             raise CatalogError(
-                f"{where}: a {spec.write.value} table needs key=<session id column> and event_time=<its start>"
-            )
-        if spec.batch and not (layout or spec.write is Write.SESSIONS):
-            kinds = ", ".join(w.value for w in (*HOUR_LAYOUTS, Write.SESSIONS))
-            raise CatalogError(
-                f"{where}: only hour-addressed tables and sessions ({kinds}) have a batch form"
+                f"{where}: only tables addressed by event period ({kinds}) have a batch form"
             )
         _check_expectations(spec, where, layout)
     tasks_seen: dict[str, str] = {}
@@ -92,7 +79,8 @@ def _check_expectations(spec, where: str, layout: dict | None) -> None:
             )
         if rule.per == "hour" and not layout:
             raise CatalogError(
-                f"{where}: rule {rule.rule!r} is per hour, but only hour-addressed tables are written by the hour"
+                f"{where}: rule {rule.rule!r} is per hour (per period), but only tables replaced by "
+                "period are written by the period"
             )
         if rule.per == "batch" and (
             "batch_id" not in spec.column_names or rule.on_failure != "warn"

@@ -1,4 +1,4 @@
-"""Consistency check: recompute event hours in batch mode into a scratch location and diff the live tables.
+"""Consistency check: recompute event periods in batch mode into a scratch location and diff the live tables.
 
 Usage:
     spark-submit --jars "$(ls .jars/*.jar | paste -sd,)" jobs/consistency_check.py \
@@ -8,8 +8,10 @@ Usage:
 Silver is recomputed from bronze and gold from that recomputed silver, with the very functions
 the streaming jobs use (``--table``: only those tables, each from its live upstream unless that is
 checked too), into ``<root>/scratch/consistency/<start>_<end>`` (the live tables are only read).
-It prints, per table and event hour, the rows found only in the live table and only in the
-recomputation, and exits 1 on any difference (0 when the live tables are consistent).
+It prints, per table and event period, the rows found only in the live table and only in the
+recomputation, and exits 1 on any difference (0 when the live tables are consistent). With a day
+table among those checked, the interval widens to whole days, for every table: a day is
+recomputed from all of its hours.
 Silver is compared without its lineage columns (which copy of a duplicated event was kept may
 legitimately differ).
 """
@@ -24,15 +26,15 @@ from pyspark.sql import functions as F
 from lakehouse import catalog
 from lakehouse.config import Lakehouse, Table
 from lakehouse.errors import ConfigError
-from lakehouse.hours import HourRange, parse_instant
-from lakehouse.runner import flow
+from lakehouse.periods import Grain, Periods, parse_instant
+from lakehouse.runner import flow_job
 from lakehouse.runtime import log
-from lakehouse.sources import delta_hours
+from lakehouse.sources import delta_periods
 from lakehouse.spark import build_spark_session
 
 
 def differences(live: DataFrame, recomputed: DataFrame, hour_column) -> list[tuple]:
-    """(hour, only_in_live, only_in_recomputed) for every hour where the two differ."""
+    """(period, only_in_live, only_in_recomputed) for every period where the two differ."""
     only_live = (
         live.exceptAll(recomputed)
         .groupBy(hour_column.alias("hour"))
@@ -78,10 +80,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     checked = tables_to_check(args.table)
     lakehouse = Lakehouse.from_env(args.lakehouse_root)
-    hours = HourRange.between(parse_instant(args.start), parse_instant(args.end))
+    asked = Periods.between(parse_instant(args.start), parse_instant(args.end))
+    coarsest = max((t.grain for t in checked if t.grain), key=lambda g: g.step, default=Grain.HOUR)
+    hours = asked.to(coarsest).hours()
     scratch_root = (
         args.scratch
-        or f"{lakehouse.root}/scratch/consistency/{hours.hours[0]:%Y%m%dT%H}_{len(hours.hours)}h"
+        or f"{lakehouse.root}/scratch/consistency/{hours.first:%Y%m%dT%H}_{len(hours)}h"
     )
     spark = build_spark_session("consistency_check")
 
@@ -99,23 +103,21 @@ def main(argv: list[str] | None = None) -> None:
     report: list[tuple[str, object, int, int]] = []
     for table in checked:
         target = recomputed[table.name]
-        flow(table).recompute(spark, lakehouse, table, hours, target=target, upstream=recomputed)
-        live = delta_hours(
-            spark, lakehouse.table(table.name), hours, table.hours_predicate(hours)
-        ).drop(*table.lineage)
+        flow_job(table).recompute(target, hours, reading=recomputed)
+        live = delta_periods(spark, lakehouse.table(table.name), hours).drop(*table.lineage)
         new = spark.read.format("delta").load(target.path).drop(*table.lineage)
-        report += [(table.name, *diff) for diff in differences(live, new, F.expr(table.hour_sql))]
+        report += [(table.name, *diff) for diff in differences(live, new, F.expr(table.period_sql))]
 
     print(f"Consistency check of {hours} (recomputed into {scratch_root}):")
     if not report:
         names = ", ".join(table.name for table in checked)
         print(f"  no differences: {names} {'is' if len(checked) == 1 else 'are'} consistent")
         return
-    print(f"  {'table':<24} {'hour':<17} {'only live':>10} {'only recomputed':>16}")
+    print(f"  {'table':<24} {'period':<17} {'only live':>10} {'only recomputed':>16}")
     for name, hour, live_rows, new_rows in report:
         print(f"  {name:<24} {hour:%Y-%m-%d %H:00}  {live_rows:>10} {new_rows:>16}")
     log.error(
-        "%d table-hour(s) differ; backfill them (airflow backfill create ...) to repair",
+        "%d table period(s) differ; backfill them (airflow backfill create ...) to repair",
         len(report),
     )
     sys.exit(1)

@@ -25,8 +25,8 @@ from pyspark.sql import functions as F
 
 from lakehouse import catalog, delta_log, object_storage
 from lakehouse.catalog import Expectation, ExpectationFailed, TableSpec
-from lakehouse.config import Lakehouse
-from lakehouse.hours import HourRange
+from lakehouse.config import Lakehouse, Table
+from lakehouse.periods import Periods
 from lakehouse.runtime import airflow_run, log
 from lakehouse.sinks import append_records, ensure_table
 from lakehouse.spark import build_spark_session
@@ -34,25 +34,17 @@ from lakehouse.spark import build_spark_session
 RESULTS_TABLE = "ops.expectation_results"
 
 
-def touched_hours(summary: dict) -> HourRange:
-    """The event hours an incremental run's micro-batches wrote (each batch's note lists its own)."""
-    return HourRange.of(
-        datetime.fromisoformat(h)
-        for note in summary.get("batches", [])
-        for h in note.get("event_hours", [])
-    )
-
-
-def check(lakehouse: Lakehouse, table: TableSpec, hours: HourRange, summary: dict) -> dict | None:
-    """Measure the rules of ``table`` and its side tables over ``hours`` and the run's batches; record and judge.
+def check(table: Table, periods: Periods, summary: dict) -> dict | None:
+    """Measure the rules of ``table`` and its side tables over ``periods`` and the run's batches; record and judge.
 
     ``summary`` is the run's (its micro-batches' notes, its mode). Returns the number of results
     and the failed ``warn`` rules (None: no rules declared); raises :class:`ExpectationFailed`
     when a ``fail`` rule does not hold.
     """
-    declared = [spec for spec in catalog.written_by_task(table) if spec.expectations]
+    declared = [spec for spec in catalog.written_by_task(table.spec) if spec.expectations]
     if not declared:
         return None
+    lakehouse = table.lakehouse
     started = time.monotonic()
     batches = summary.get("batches", [])
     plans = []  # (table, its per-hour rules, the hours to measure them over, its per-batch rules)
@@ -64,7 +56,7 @@ def check(lakehouse: Lakehouse, table: TableSpec, hours: HourRange, summary: dic
             (
                 spec,
                 by_hour,
-                HourRange.of([*hours.hours, *again]) if by_hour else HourRange(()),
+                Periods.of([*periods, *again], spec.grain) if by_hour else Periods(),
                 by_batch,
             )
         )
@@ -72,7 +64,7 @@ def check(lakehouse: Lakehouse, table: TableSpec, hours: HourRange, summary: dic
         return {"checked": 0, "failed_warn": []}  # nothing written, nothing failing: no Spark job
     spark = build_spark_session(table.task)
     results_table = lakehouse.table(RESULTS_TABLE)
-    ensure_table(spark, results_table, catalog.get(RESULTS_TABLE))
+    ensure_table(spark, results_table)
     measurements = []
     for spec, by_hour, to_measure, by_batch in plans:
         if to_measure:
@@ -98,9 +90,7 @@ def check(lakehouse: Lakehouse, table: TableSpec, hours: HourRange, summary: dic
             "airflow_try": airflow_try,
         }
         # A check is an event: nothing replays it (several tasks append at once, blind appends do not conflict).
-        append_records(
-            [{**row, **context} for row in rows], results_table, catalog.get(RESULTS_TABLE)
-        )
+        append_records([{**row, **context} for row in rows], results_table)
     failed = [row for row in rows if not row["passed"]]
     for row in failed:
         log.warning("%s expectation %s: %s", row["table_name"], row["on_failure"], describe(row))
@@ -163,7 +153,7 @@ def _measure_hours(
     lakehouse: Lakehouse,
     spec: TableSpec,
     rules: list[Expectation],
-    hours: HourRange,
+    hours: Periods,
 ) -> list[dict]:
     """One result per (rule, hour) among ``hours`` that has rows (an hour without rows has nothing to measure)."""
     if not hours:
@@ -171,8 +161,8 @@ def _measure_hours(
     measured = (
         spark.read.format("delta")
         .load(lakehouse.table(spec.name).path)
-        .filter(spec.hours_predicate(hours))
-        .groupBy(F.expr(spec.hour_sql).alias("hour_start"))
+        .filter(spec.periods_predicate(hours))
+        .groupBy(F.expr(spec.period_sql).alias("hour_start"))
         .agg(*(F.expr(rule.measure).cast("double").alias(f"m{i}") for i, rule in enumerate(rules)))
         .collect()
     )

@@ -1,6 +1,6 @@
 """Fault points for the fault-injection harness: kill this Spark driver at a named moment.
 
-The harness sets ``LAKEHOUSE_FAULT_POINT`` (a flow's ``FAULT_POINTS`` entry prefixed with the
+The harness sets ``LAKEHOUSE_FAULT_POINT`` (a flow's ``fault_points`` entry prefixed with the
 layer, e.g. ``silver.after_merge``) and, optionally,
 ``LAKEHOUSE_FAULT_BATCH`` (the micro-batch id at which to fire, default the first one that reaches
 the point). When a job reaches that point it SIGKILLs its own driver: the JVM that spark-submit

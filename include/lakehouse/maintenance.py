@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     table = lakehouse.table(RECORDS)
     declared = catalog.get(RECORDS)
-    ensure_table(spark, table, declared)
+    ensure_table(spark, table)
     spark.createDataFrame(
         [tuple(r[c] for c in declared.column_names) for r in records], declared.spark_schema()
     ).write.format("delta").mode("append").save(table.path)

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from pyspark.sql import SparkSession
 
-from lakehouse import catalog, delta_log
+from lakehouse import delta_log
 from lakehouse.config import Lakehouse, Table
 from lakehouse.runtime.job_args import airflow_run
 from lakehouse.sinks import append_records, ensure_table, with_conflict_retries
@@ -43,14 +43,11 @@ class ProgressLog:
         versions = delta_log.versions_of_txns(
             target.path, app_id or query_id, {p.batchId for p in progress}
         )
-        declared = catalog.get(PROGRESS_TABLE)
         rows = [_row(name, query_id, p, versions.get(p.batchId)) for p in progress]
         table = self.lakehouse.table(PROGRESS_TABLE)
         # Several queries report at once (the gold tasks): their first creation of the table may conflict.
-        with_conflict_retries(
-            lambda: ensure_table(self.spark, table, declared), f"{PROGRESS_TABLE} creation"
-        )
-        append_records(rows, table, declared)  # nothing replays it (see above): no transaction id
+        with_conflict_retries(lambda: ensure_table(self.spark, table), f"{PROGRESS_TABLE} creation")
+        append_records(rows, table)  # nothing replays it (see above): no transaction id
         return len(rows)
 
 

@@ -1,4 +1,4 @@
-"""Run one table's job: the catalog says what the table is, its write kind which flow writes it.
+"""Run one table's job: the catalog says what the table is, its write kind's flow runs it.
 
 Usage (``jobs/run.py`` is the spark-submit spec point; the task is the table's module name):
     spark-submit --jars "$(ls .jars/*.jar | paste -sd,)" jobs/run.py <task> [--lakehouse-root DIR] [--generation N]
@@ -8,62 +8,84 @@ Usage (``jobs/run.py`` is the spark-submit spec point; the task is the table's m
 
 Tasks: every table of the catalog with a query of its own (``python -m lakehouse.catalog``
 lists them). Incremental mode runs the table's streaming query with availableNow; batch mode
-(tables with a batch form) recomputes the event hours [start, end).
+(tables with a batch form) recomputes the event periods of the table's grain that [start, end)
+touches: a day table recomputes each whole day an hour of the interval falls in.
 """
 
 from __future__ import annotations
 
-import importlib
+from datetime import datetime
 
 from lakehouse import catalog, expectations, metastore
-from lakehouse.catalog import Write
+from lakehouse.catalog import TableSpec, Write
+from lakehouse.config import Table
 from lakehouse.errors import ConfigError
+from lakehouse.flows import ingest, merge, recompute, sessions, snapshot
+from lakehouse.periods import Periods
 from lakehouse.runtime import log, parse_job_args
 from lakehouse.spark import build_spark_session, release_engine_sessions
 
-FLOWS = {
-    Write.OVERWRITE: "lakehouse.flows.snapshot",
-    Write.APPEND: "lakehouse.flows.ingest",
-    Write.MERGE_NEW: "lakehouse.flows.merge",
-    Write.REPLACE_HOURS: "lakehouse.flows.recompute",
-    Write.SESSIONS: "lakehouse.flows.sessions",
+# Each write kind's Spark code: a module with ``run(table, args)`` and, for a kind with a batch
+# form, ``recompute(table, periods, reading)``; a source-fed kind's has ``source_options()``.
+# What a kind means (its layout, grains, counts) is its flow, ``spec.flow`` (lakehouse.write_kinds).
+FLOW_JOBS = {
+    Write.OVERWRITE: snapshot,
+    Write.APPEND: ingest,
+    Write.MERGE_NEW: merge,
+    Write.REPLACE_PERIODS: recompute,
+    Write.SESSIONS: sessions,
 }
 
 
-def flow(spec: catalog.TableSpec):
-    """The module that writes tables of ``spec``'s write kind (its ``run`` and batch ``recompute``)."""
-    return importlib.import_module(FLOWS[spec.write])
+def flow_job(spec: TableSpec):
+    """The module that runs tables of ``spec``'s write kind."""
+    return FLOW_JOBS[spec.write]
 
 
-def register_names(spec: catalog.TableSpec, lakehouse) -> None:
+def register_names(table: Table) -> None:
     """Tables by name: what the job wrote (and any other written table) registered in its
     session's metastore, if that is its lakehouse's (:mod:`lakehouse.metastore`)."""
-    added = metastore.register(build_spark_session(spec.task), lakehouse)
+    added = metastore.register(build_spark_session(table.task), table.lakehouse)
     if added:
         log.info("registered in the metastore: %s", ", ".join(added))
+
+
+def touched_periods(summary: dict, table: Table) -> Periods:
+    """The periods of ``table`` an incremental run wrote: each micro-batch's note lists its own, a
+    quarantine replay (silver, after a dimension change) the hours of the lines it let in."""
+    notes = [*summary.get("batches", []), summary.get("quarantine_replay") or {}]
+    return Periods.of(
+        (datetime.fromisoformat(start) for note in notes for start in note.get("periods", [])),
+        table.grain,
+    )
 
 
 def run(task: str, argv: list[str]) -> dict:
     """Run task ``task`` (a table's module name, or the table's name) with job arguments ``argv``."""
     spec = catalog.task(task)
-    flow_module = flow(spec)
-    description = f"{spec.name}: {flow_module.__doc__.splitlines()[0]}"
+    flow, job = spec.flow, flow_job(spec)
+    description = f"{spec.name}: {flow.description}"
+    source = None
+    if hasattr(job, "source_options"):  # a source-fed table's options (bronze's --source ...)
+        source, argv = job.source_options().parse_known_args(argv)
+    args = parse_job_args(description, argv, batch=spec.batch, source=source)
+    table = args.lakehouse.table(spec.name)
     try:
-        if spec.write is Write.APPEND:
-            source, rest = flow_module.source_options().parse_known_args(argv)
-            args = parse_job_args(description, rest, batch=False)
-            summary = flow_module.run(spec.at(args.lakehouse), args, source)
-            register_names(spec, args.lakehouse)
-            return summary
-        args = parse_job_args(description, argv, batch=spec.batch)
-        table = spec.at(args.lakehouse)
-        summary = flow_module.run(table, args)
-        hours = args.hours if args.mode == "batch" else expectations.touched_hours(summary)
-        if spec.write in catalog.HOUR_LAYOUTS:  # the Airflow task's Asset events carry them
-            summary = {**summary, "event_hours": hours.isoformats()}
-        checked = expectations.check(args.lakehouse, table, hours, summary)
-        register_names(spec, args.lakehouse)
-        return {**summary, "expectations": checked} if checked else summary
+        summary = job.run(table, args)
+        periods = Periods()
+        if flow.periodic:
+            # The periods written: the Airflow task's asset events carry them, the rules measure them.
+            periods = (
+                args.interval.to(table.grain)
+                if args.mode == "batch"
+                else touched_periods(summary, table)
+            )
+            summary = {**summary, "grain": table.grain.value, "periods": periods.isoformats()}
+        checked = expectations.check(table, periods, summary)
+        if checked:
+            summary = {**summary, "expectations": checked}
+        register_names(table)
+        return summary
     finally:
         release_engine_sessions()
 

@@ -25,9 +25,8 @@ from pyspark.sql import functions as F
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from lakehouse import delta_log, object_storage
-from lakehouse.catalog import TableSpec
 from lakehouse.config import Table
-from lakehouse.hours import HourRange
+from lakehouse.periods import Periods
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -73,14 +72,14 @@ def merge_figures(table: Table, app_id: str, batch_id: int) -> tuple[int, int] |
     return int(metrics.get("numSourceRows", 0)), int(metrics.get("numTargetRowsInserted", 0))
 
 
-def ensure_table(spark: SparkSession, table: Table, declared: TableSpec | None = None) -> None:
+def ensure_table(spark: SparkSession, table: Table) -> None:
     """Create the empty Delta table as the catalog declares it, unless it exists (readers need it from day one).
 
     Delta's SQL, not its Python API: the same statement works in a local session and over Spark Connect.
     """
     if delta_log.is_delta_table(table.path):
         return
-    declared = declared or table.spec
+    declared = table.spec
     columns = ", ".join(
         f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in declared.columns
     )
@@ -107,7 +106,7 @@ def append(
     ).save(table.path)
 
 
-def append_records(rows: list[dict], table: Table, declared: TableSpec | None = None) -> None:
+def append_records(rows: list[dict], table: Table) -> None:
     """Append ``rows`` (a dict per row, by column) from this process, by delta-rs, not by Spark.
 
     For the ops tables' records of what a run did (progress reports, check results): each is
@@ -125,7 +124,7 @@ def append_records(rows: list[dict], table: Table, declared: TableSpec | None = 
         {k: v.astimezone(UTC) if isinstance(v, datetime) else v for k, v in row.items()}
         for row in rows
     ]
-    schema = to_arrow_schema((declared or table.spec).spark_schema(), timezone="UTC")
+    schema = to_arrow_schema(table.spec.spark_schema(), timezone="UTC")
     object_storage.write_delta(
         table.path, pa.Table.from_pylist(rows, schema=schema), mode="append", schema_mode="merge"
     )
@@ -167,7 +166,7 @@ def merge_new_rows(
     rows: DataFrame,
     table: Table,
     key: str,
-    hours: HourRange,
+    hours: Periods,
     app_id: str | None,
     batch_id: int | None,
 ) -> bool:
@@ -180,7 +179,7 @@ def merge_new_rows(
     (:func:`merge_figures` has what it did either way). ``app_id`` None: no txn id (rerunning
     inserts nothing twice anyway: the rows' keys are then in the table).
     """
-    condition = f"t.{key} = s.{key} AND ({_qualify(hours.silver_predicate(), 't')})"
+    condition = f"t.{key} = s.{key} AND ({_qualify(table.spec.periods_predicate(hours), 't')})"
     # Delta would shuffle every row by partition before writing (one file per hour); coalescing to
     # as many tasks as a shuffle has writes at most that many files per hour without moving a row.
     writers = int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -197,7 +196,6 @@ def upsert(
     spark: SparkSession,
     rows: DataFrame,
     table: Table,
-    declared: TableSpec,
     app_id: str,
     batch_id: int,
 ) -> None:
@@ -205,7 +203,7 @@ def upsert(
 
     The match is restricted to the partitions the rows fall in (Delta reads only those).
     """
-    key, partitions = declared.key, declared.partition_by
+    key, partitions = table.spec.key, table.spec.partition_by
     condition = " AND ".join(
         [f"t.{key} = s.{key}", *(f"t.{column} = s.{column}" for column in partitions)]
     )
@@ -217,10 +215,10 @@ def upsert(
         ).collect()
 
 
-def replace_where(df: DataFrame, table: Table, declared: TableSpec, predicate: str) -> None:
+def replace_where(df: DataFrame, table: Table, predicate: str) -> None:
     """Replace the rows matching ``predicate`` with ``df`` (whose rows must all match it) in one commit."""
     df.write.format("delta").mode("overwrite").option("replaceWhere", predicate).partitionBy(
-        *declared.partition_by
+        *table.spec.partition_by
     ).save(table.path)
 
 
@@ -253,15 +251,14 @@ def mark_resolved(
     return int(metrics[0]["num_updated_rows"]) if metrics else 0
 
 
-def replace_hours(
+def replace_periods(
     df: DataFrame,
     table: Table,
-    declared: TableSpec,
-    hours: HourRange,
+    periods: Periods,
     app_id: str = "",
     batch_id: int | None = None,
 ) -> dict:
-    """Overwrite exactly ``hours`` of an hour-addressed table with ``df``; every other hour is untouched.
+    """Overwrite exactly ``periods`` of a period-addressed table with ``df``; every other period is untouched.
 
     Rerunning it with the same input leaves the same content (a backfill is idempotent by
     construction); ``batch_id`` adds Delta's replay protection for streaming micro-batches.
@@ -271,14 +268,16 @@ def replace_hours(
     """
     # The tag finds the commit in the log: a micro-batch's is its txn id, so a skipped replay finds the first.
     tag = (
-        txn_tag(app_id, batch_id) if batch_id is not None else f"replace {hours} {uuid.uuid4().hex}"
+        txn_tag(app_id, batch_id)
+        if batch_id is not None
+        else f"replace {periods} {uuid.uuid4().hex}"
     )
     writer = (
         df.write.format("delta")
         .mode("overwrite")
-        .option("replaceWhere", declared.hours_predicate(hours))
+        .option("replaceWhere", table.spec.periods_predicate(periods))
         .option("userMetadata", tag)
-        .partitionBy(*declared.partition_by)
+        .partitionBy(*table.spec.partition_by)
     )
     if batch_id is not None:
         writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)

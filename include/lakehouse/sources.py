@@ -12,10 +12,10 @@ from lakehouse import catalog, delta_log
 from lakehouse.config import Table
 from lakehouse.errors import ConfigError
 from lakehouse.files import lake_path
-from lakehouse.hours import HourRange
 from lakehouse.kafka_settings import DEFAULT_TIMEOUT_S
 from lakehouse.landing import READ_NAMES_GLOB, ReadPlan
 from lakehouse.object_storage import is_object_store
+from lakehouse.periods import Periods
 
 # The producer's layout under the landing folder, <date>/<hour>/<part>.jsonl: where lakehouse status
 # finds a file's producer hour. The source reads every visible *.jsonl and *.jsonl.gz at any depth
@@ -229,15 +229,13 @@ def delta_stream(spark: SparkSession, table: Table) -> DataFrame:
     return spark.readStream.format("delta").option("skipChangeCommits", "true").load(table.path)
 
 
-def delta_hours(
-    spark: SparkSession, table: Table, hours: HourRange, predicate: str | None = None
-) -> DataFrame:
-    """A partitioned table's rows for ``hours`` (default: by event_date/event_hour), read in batch and pruned."""
+def delta_periods(spark: SparkSession, table: Table, periods: Periods) -> DataFrame:
+    """A period-addressed table's rows of ``periods``, read in batch and pruned by its partitions."""
     require_table(spark, table)
-    return spark.read.format("delta").load(table.path).filter(predicate or hours.silver_predicate())
+    return spark.read.format("delta").load(table.path).filter(table.spec.periods_predicate(periods))
 
 
-def bronze_lines_for(spark: SparkSession, bronze: Table, hours: HourRange) -> DataFrame:
+def bronze_lines_for(spark: SparkSession, bronze: Table, hours: Periods) -> DataFrame:
     """The bronze lines that can hold events of ``hours``, read in batch.
 
     Bronze is partitioned by ingestion date, and an event is never ingested before its event time
@@ -245,7 +243,7 @@ def bronze_lines_for(spark: SparkSession, bronze: Table, hours: HourRange) -> Da
     arrive any time after. So every partition from the day before the first hour on is read.
     """
     require_table(spark, bronze)
-    first_day = hours.hours[0].date() - timedelta(days=1)
+    first_day = hours.first.date() - timedelta(days=1)
     return (
         spark.read.format("delta")
         .load(bronze.path)
@@ -253,16 +251,17 @@ def bronze_lines_for(spark: SparkSession, bronze: Table, hours: HourRange) -> Da
     )
 
 
-def batch_input(spark: SparkSession, upstream: Table, hours: HourRange) -> DataFrame:
-    """An upstream table's rows that can hold events of ``hours``, read in batch and pruned.
+def batch_input(spark: SparkSession, upstream: Table, periods: Periods) -> DataFrame:
+    """An upstream table's rows that can hold events of ``periods``, read in batch and pruned.
 
-    Hour-partitioned tables are read for those hours, bronze (partitioned by ingestion date) from
-    the day before the first hour on, anything else (a dimension) whole.
+    Period-addressed tables are read for those periods (a day of an hour table is its 24 hours),
+    bronze (partitioned by ingestion date) from the day before the first period on, anything else
+    (a dimension) whole.
     """
-    declared = catalog.get(upstream.name)
-    if declared.write in catalog.HOUR_LAYOUTS:
-        return delta_hours(spark, upstream, hours, declared.hours_predicate(hours))
+    declared = upstream.spec
+    if declared.flow.layout(declared.grain) is not None:
+        return delta_periods(spark, upstream, periods)
     if "ingest_date" in declared.partition_by:
-        return bronze_lines_for(spark, upstream, hours)
+        return bronze_lines_for(spark, upstream, periods)
     require_table(spark, upstream)
     return spark.read.format("delta").load(upstream.path)

@@ -7,13 +7,15 @@ for a table with rules). Data tables are in the Asset group ``lakehouse``, ops r
 
 Airflow emits an event for every outlet of a task that succeeds; an event means "this table
 changed". So after the job the operator keeps as outlets only the tables its summary says it
-wrote (:func:`written`), and each event's extra says how many rows and which event hours. The
+wrote (:func:`written`), and each event's extra says how many rows and which event periods. The
 task's outlets are read when it succeeds, not when the DAG was parsed (Airflow 3.3's task runner
 builds them from the running task), while the DAG keeps declaring every table for lineage.
 
-Each event hour a run wrote is also a partition of the table's Asset (Airflow's partitioned asset
-events): the operator adds one partition key per hour (:func:`partition_keys`), so a DAG scheduled
-by ``PartitionedAssetTimetable`` runs once per hour written, a late hour included.
+Each event period a run wrote is also a partition of the table's Asset (Airflow's partitioned asset
+events): the operator adds one partition key per period of the table's grain (:func:`partition_keys`:
+an hour of an hour table, a day of a day table), so a DAG scheduled by ``PartitionedAssetTimetable``
+runs once per period written, a late one included; a consumer of an hour table may roll its hours
+up to days with ``StartOfDayMapper``.
 
 No Spark here: the DAG files import this module at parse time.
 """
@@ -26,14 +28,16 @@ from typing import Any
 from airflow.sdk import Asset
 
 from lakehouse import catalog
-from lakehouse.catalog import TableSpec, Write
-from lakehouse.hours import HourRange, parse_instant
+from lakehouse.catalog import TableSpec
+from lakehouse.periods import Grain
 
 GROUPS = {"ops": "lakehouse_ops"}  # any other layer: "lakehouse"
 # The ops records appended by an operation rather than by one table's query (catalog.ops_table).
 # An event hour as a partition key: a naive UTC time, the input format of Airflow's temporal
 # partition mappers (StartOfHourMapper, StartOfDayMapper), so a consumer may roll hours up to days.
 PARTITION_KEY_FORMAT = "%Y-%m-%dT%H:%M:%S"
+# A day table's periods as partition keys: what StartOfDayMapper makes of an hour's key.
+DAY_KEY_FORMAT = "%Y-%m-%d"
 STREAMING_QUERIES, EXPECTATIONS, MAINTENANCE = (
     "every streaming query",
     "expectations",
@@ -64,94 +68,40 @@ def task_tables(table: TableSpec) -> list[TableSpec]:
     return tables
 
 
-def _hours_of_args(args: list[str]) -> list[str]:
-    """The event hours of a batch job's ``--start``/``--end`` arguments (none if absent or empty)."""
-    given = dict(zip(args, args[1:], strict=False))
-    if not (given.get("--start") and given.get("--end")):
-        return []
-    return HourRange.between(
-        parse_instant(given["--start"]), parse_instant(given["--end"])
-    ).isoformats()
-
-
-def _sum(notes: list[dict], key: str) -> int:
-    return sum(note.get(key) or 0 for note in notes)
-
-
-def written(table: TableSpec, summary: Any, args: list[str] = ()) -> dict[str, dict]:
+def written(table: TableSpec, summary: Any) -> dict[str, dict]:
     """The tables the run of ``table``'s task wrote, each with its asset event's extra.
 
-    ``summary``: the job's return value (``lakehouse.runner``); ``args``: its rendered arguments
-    (a batch run's ``--start``/``--end``). The extra: ``rows`` written (added; a replace's removed
-    rows in ``rows_replaced``, rows marked resolved or reconciled in ``rows_updated``), the ``event_hours`` the run wrote (ISO-8601 hours; none for a table
-    without event time, such as bronze or the dimension) and the run's ``mode``. A table the run
-    did not change is left out: it gets no event.
+    ``summary``: the job's return value (``lakehouse.runner``). Its write kind's flow says what the
+    summary counts (``table.flow.counts``); the extra: ``rows`` written (added; a replace's removed
+    rows in ``rows_replaced``, rows marked resolved or reconciled in ``rows_updated``), the
+    ``periods`` the run wrote (ISO-8601 starts of the table's ``grain``: hours, or days of a day
+    table; none for a table without event time, such as bronze or the dimension) and the run's
+    ``mode``. A table the run did not change is left out: it gets no event.
     """
     if not isinstance(summary, dict):
         return {}
     mode = summary.get("mode", "incremental")
-    notes = [note for note in summary.get("batches") or [] if isinstance(note, dict)]
-    replay = summary.get("quarantine_replay") or {}  # lines a dimension change let in
-    hours = summary.get("event_hours") or (
-        _hours_of_args(list(args))
-        if mode == "batch"
-        else sorted(
-            {h for note in notes for h in note.get("event_hours") or []}
-            | set(replay.get("event_hours") or [])
-        )
-    )
-    counts: dict[str, dict[str, int]] = {}  # table -> rows written, and rows replaced or updated
-    rewritten: set[str] = set()  # tables replaced whole, whatever their rows
-
-    def count(name: str, rows: int, **changed: int) -> None:
-        counts[name] = {"rows": rows or 0, **{k: v for k, v in changed.items() if v}}
-
-    def side(role: str) -> str:
-        return catalog.side(table, role).name
-
     batch = mode == "batch"
-    if table.write is Write.OVERWRITE:
-        count(table.name, summary.get("rows_written"))
-    elif table.write is Write.APPEND:
-        count(table.name, summary.get("input_rows"))
-    elif table.write in (Write.MERGE_NEW, Write.REPLACE_HOURS) and batch:
-        count(table.name, summary.get("rows_written"), rows_replaced=summary.get("rows_deleted"))
-        rewritten.add(table.name)  # its hours replaced, even by nothing
-        if "rows_written" not in summary:  # a job that does not count them: no figure, not 0
-            del counts[table.name]["rows"]
-        if table.write is Write.MERGE_NEW:
-            # lines quarantined earlier that the recompute accepted: their rows marked resolved
-            count(side("quarantine"), 0, rows_updated=summary.get("quarantine_resolved"))
-    elif table.write is Write.MERGE_NEW:
-        accepted = replay.get("lines") or 0
-        count(table.name, _sum(notes, "inserted") + accepted)
-        count(side("quarantine"), _sum(notes, "quarantined"), rows_updated=accepted)
-        count(side("metrics"), sum("lines" in note for note in notes))  # a row per batch
-    elif table.write is Write.REPLACE_HOURS:
-        count(table.name, _sum(notes, "rows_written"), rows_replaced=_sum(notes, "rows_deleted"))
-    elif table.write is Write.SESSIONS and batch:
-        count(table.name, summary.get("sessions"))
-        rewritten.add(table.name)  # the sessions of its hours replaced, even by nothing
-    elif table.write is Write.SESSIONS:
-        count(table.name, _sum(notes, "sessions"))
-        count(side("late"), _sum(notes, "late"), rows_updated=summary.get("late_reconciled"))
-        if summary.get("open_sessions") is not None:
-            # rewritten whole: changed even when no session is open any more
-            count(side("open"), summary["open_sessions"])
-            rewritten.add(side("open"))
+    sides = {t.role: t.name for t in catalog.written_by_task(table) if t.role}
+    counts, rewritten = table.flow.counts(table, summary, batch, sides)
     if table.streamed and not batch:
         # one progress report per micro-batch that ran (lakehouse.progress)
-        count(
-            operation_table(STREAMING_QUERIES).name,
-            max(summary.get("micro_batches") or 0, len(notes)),
-        )
+        notes = summary.get("batches") or []
+        counts[operation_table(STREAMING_QUERIES).name] = {
+            "rows": max(summary.get("micro_batches") or 0, len(notes))
+        }
     checked = summary.get("expectations")
     if isinstance(checked, dict):
-        count(operation_table(EXPECTATIONS).name, checked.get("checked"))
-
-    # The run's event hours go on every table it wrote; bronze and the dimension have no event hours.
+        counts[operation_table(EXPECTATIONS).name] = {"rows": checked.get("checked") or 0}
+    # The run's periods go on every period-addressed table it wrote (a side table's rows fall in them too).
+    periods = list(summary.get("periods") or []) if table.grain else []
     return {
-        name: {**changed, "event_hours": list(hours) if table.batch else [], "mode": mode}
+        name: {
+            **changed,
+            "grain": table.grain.value if table.grain else None,
+            "periods": periods,
+            "mode": mode,
+        }
         for name, changed in counts.items()
         if name in rewritten or changed.get("rows") or len(changed) > 1
     }
@@ -161,24 +111,30 @@ def maintenance_written(records: Any) -> dict[str, dict]:
     """The maintenance job's records (one per OPTIMIZE or VACUUM) as the event of ``ops.table_maintenance``."""
     if not records:
         return {}
-    return {operation_table(MAINTENANCE).name: {"rows": len(records), "event_hours": []}}
+    return {operation_table(MAINTENANCE).name: {"rows": len(records), "periods": []}}
 
 
-def hour_strings(hours: list[str]) -> str:
-    """Event hours for people: ``2026-11-20T00:00Z..02:00Z (3 hours)``, or ``none``."""
-    if not hours:
+def period_strings(periods: list[str], grain: str | None) -> str:
+    """Periods for people: ``2026-11-20T00:00Z..02:00Z (3 hours)``, ``2026-11-20 (1 day)``, or ``none``."""
+    if not periods:
         return "none"
-    first, last = (datetime.fromisoformat(h) for h in (hours[0], hours[-1]))
-    if len(hours) == 1:
-        return f"{first:%Y-%m-%dT%H:00Z}"
-    return f"{first:%Y-%m-%dT%H:00Z}..{last:%H:00Z} ({len(hours)} hours)"
-
-
-def partition_keys(event_hours: list[str]) -> list[str]:
-    """The event hours (ISO-8601) as Airflow partition keys, sorted: ``2026-11-20T02:00:00`` (UTC)."""
-    return sorted(
-        {_utc(datetime.fromisoformat(h)).strftime(PARTITION_KEY_FORMAT) for h in event_hours}
+    grain = Grain(grain or "hour")
+    first, last = (datetime.fromisoformat(p) for p in (periods[0], periods[-1]))
+    if len(periods) == 1:
+        return grain.label(first)
+    end = (
+        f"{last:%H:00Z}"
+        if grain is Grain.HOUR and first.date() == last.date()
+        else grain.label(last)
     )
+    return f"{grain.label(first)}..{end} ({len(periods)} {grain.value}s)"
+
+
+def partition_keys(periods: list[str], grain: str | None = "hour") -> list[str]:
+    """The periods (ISO-8601 starts) as Airflow partition keys, sorted: an hour as
+    ``2026-11-20T02:00:00`` (the temporal mappers' input format), a day as ``2026-11-20``."""
+    key_format = DAY_KEY_FORMAT if grain == Grain.DAY.value else PARTITION_KEY_FORMAT
+    return sorted({_utc(datetime.fromisoformat(p)).strftime(key_format) for p in periods})
 
 
 def _utc(moment: datetime) -> datetime:

@@ -19,8 +19,8 @@ from typing import Any
 
 from lakehouse.config import Lakehouse, jar_paths
 from lakehouse.errors import ConfigError
-from lakehouse.hours import HourRange, as_utc, parse_instant
 from lakehouse.kafka_settings import KAFKA_CONN_ID
+from lakehouse.periods import Periods, as_utc, parse_instant
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT_DIR / "jobs"
@@ -32,13 +32,13 @@ def job_path(name: str) -> str:
     return f"{os.environ.get('LAKEHOUSE_JOBS_DIR', JOBS_DIR)}/{name}.py"
 
 
-def owned_hour(logical_date: datetime) -> HourRange:
+def owned_hour(logical_date: datetime) -> Periods:
     """The event hour a run with this logical date owns: [H - 1h, H), H the logical hour."""
     end = as_utc(logical_date).replace(minute=0, second=0, microsecond=0)
-    return HourRange.between(end - timedelta(hours=1), end)
+    return Periods.between(end - timedelta(hours=1), end)
 
 
-def run_interval(run_type: str, params: dict, logical_date: datetime | None) -> HourRange | None:
+def run_interval(run_type: str, params: dict, logical_date: datetime | None) -> Periods | None:
     """The event hours a run recomputes in batch mode, or None for an incremental run.
 
     A backfill run recomputes the hour it owns; a manual run recomputes [start, end) when its
@@ -52,11 +52,11 @@ def run_interval(run_type: str, params: dict, logical_date: datetime | None) -> 
             raise ConfigError(
                 "mode=batch needs the start and end params (an event-time interval [start, end))"
             )
-        return HourRange.between(parse_instant(params["start"]), parse_instant(params["end"]))
+        return Periods.between(parse_instant(params["start"]), parse_instant(params["end"]))
     return None
 
 
-def _interval(dag_run, params, logical_date) -> HourRange | None:
+def _interval(dag_run, params, logical_date) -> Periods | None:
     return run_interval(getattr(dag_run, "run_type", ""), dict(params or {}), logical_date)
 
 
@@ -66,12 +66,12 @@ def mode_arg(dag_run, params, logical_date) -> str:
 
 def start_arg(dag_run, params, logical_date) -> str:
     hours = _interval(dag_run, params, logical_date)
-    return f"{hours.hours[0]:%Y-%m-%dT%H:00Z}" if hours else ""
+    return f"{hours.first:%Y-%m-%dT%H:00Z}" if hours else ""
 
 
 def end_arg(dag_run, params, logical_date) -> str:
     hours = _interval(dag_run, params, logical_date)
-    return f"{hours.hours[-1] + timedelta(hours=1):%Y-%m-%dT%H:00Z}" if hours else ""
+    return f"{hours.end:%Y-%m-%dT%H:00Z}" if hours else ""
 
 
 def lakehouse_root() -> str:

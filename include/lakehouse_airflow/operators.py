@@ -26,6 +26,7 @@ Nothing here imports Spark until a task runs (DAG files import this module at pa
 
 from __future__ import annotations
 
+import ast
 import gc
 import importlib
 import json
@@ -33,27 +34,33 @@ import os
 import tempfile
 import time
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from lakehouse import catalog
-from lakehouse.catalog import ExpectationFailed
+from lakehouse.catalog import ExpectationFailed, TableSpec
 from lakehouse.errors import ConfigError
 from lakehouse_airflow import assets
-from lakehouse_airflow.macros import SPARK_CONN_ID, jars_arg, job_path, py_files_arg
+from lakehouse_airflow.macros import JOBS_DIR, SPARK_CONN_ID, jars_arg, job_path, py_files_arg
 from lakehouse_airflow.summaries import summary_lines
 
-# The job files of jobs/ and the function each one runs (with its command-line arguments).
-JOB_MAINS = {
-    "run": "lakehouse.runner:main",
-    "full_refresh": "lakehouse.refresh:main",
-    "consistency_check": "lakehouse.consistency:main",
-    "maintenance": "lakehouse.maintenance:main",
-}
 CONNECT = "spark_connect"
 # Where jobs/run.py writes its summary when spark-submit runs it (a client-mode driver: this machine).
 SUMMARY_FILE_ENV = "LAKEHOUSE_SUMMARY_FILE"
+
+
+@cache
+def job_mains() -> dict[str, str]:
+    """Each job file of ``jobs/`` and the function it runs (``module:main``), read from its
+    ``from lakehouse.<module> import main`` line: the engine calls that function in the task's
+    process, spark-submit runs the file. Parsed, not imported (no Spark at DAG parse time)."""
+    mains = {}
+    for path in sorted(JOBS_DIR.glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ImportFrom) and any(a.name == "main" for a in node.names):
+                mains[path.stem] = f"{node.module}:main"
+    return mains
 
 
 def spark_connection(conn_id: str = SPARK_CONN_ID):
@@ -144,8 +151,8 @@ class SparkJobOperator(BaseOperator):
         self, *, job: str, application_args: list[str], conn_id: str = SPARK_CONN_ID, **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        if job not in JOB_MAINS:
-            raise ValueError(f"unknown job {job!r}: one of {', '.join(JOB_MAINS)}")
+        if job not in job_mains():
+            raise ValueError(f"unknown job {job!r}: one of {', '.join(job_mains())}")
         self.job, self.application_args, self.conn_id = job, application_args, conn_id
 
     def execute(self, context) -> Any:
@@ -166,34 +173,14 @@ class SparkJobOperator(BaseOperator):
         return summary
 
     def get_openlineage_facets_on_complete(self, task_instance):
-        """The task's own OpenLineage inputs and outputs (the Airflow provider asks once the task
-        has succeeded): a table task's upstream tables (or its landing source) and the tables its run
-        wrote, named by storage path as Spark's listener names them (:func:`lineage_dataset`)."""
+        """The task's own OpenLineage inputs and outputs: none for a job that is not a table's
+        (:class:`TableJobOperator` names its tables)."""
         from airflow.providers.openlineage.extractors import OperatorLineage
-        from openlineage.client.event_v2 import Dataset
 
-        if self.job != "run":
-            return OperatorLineage()
-        from lakehouse.config import Lakehouse
-
-        spec = catalog.task(self.application_args[0])
-        given = dict(zip(self.application_args, self.application_args[1:], strict=False))
-        lakehouse = Lakehouse.from_env(given.get("--lakehouse-root") or None)
-        inputs = [lakehouse.table(name).path for name in spec.upstream]
-        if spec.source:
-            inputs.append(lakehouse.landing(spec.source))
-        outputs = [lakehouse.table(name).path for name in getattr(self, "_lineage_written", [])]
-        return OperatorLineage(
-            inputs=[Dataset(*lineage_dataset(path)) for path in inputs],
-            outputs=[Dataset(*lineage_dataset(path)) for path in outputs],
-        )
+        return OperatorLineage()
 
     def written(self, summary: Any) -> dict[str, dict]:
         """The tables this run wrote, each with its asset event's extra (:mod:`lakehouse_airflow.assets`)."""
-        if self.job == "run":
-            return assets.written(
-                catalog.task(self.application_args[0]), summary, self.application_args
-            )
         if self.job == "maintenance":
             return assets.maintenance_written(summary)
         return {}
@@ -203,15 +190,17 @@ class SparkJobOperator(BaseOperator):
 
         Airflow builds a succeeding task's asset events from its outlets at that moment (the task
         runner's ``ti.task.outlets``), so the tables left out get none; the DAG still declares them all.
-        A table with event hours gets one event per hour, its partition key (``add_partitions``);
-        one without (bronze, the dimension) a single event without a key.
+        A table with event periods gets one event per period, its partition key (``add_partitions``:
+        an hour, or a day of a day table); one without (bronze, the dimension) a single event
+        without a key.
         """
         kept = [outlet for outlet in self.outlets if getattr(outlet, "name", None) in written]
         for outlet in kept:
             events = context["outlet_events"][outlet]
             events.extra = written[outlet.name]
-            if written[outlet.name].get("event_hours"):
-                events.add_partitions(assets.partition_keys(written[outlet.name]["event_hours"]))
+            extra = written[outlet.name]
+            if extra.get("periods"):
+                events.add_partitions(assets.partition_keys(extra["periods"], extra.get("grain")))
         left = [o.name for o in self.outlets if o not in kept]
         if left:
             self.log.info("No asset event for %s: this run wrote nothing there", ", ".join(left))
@@ -227,7 +216,7 @@ class SparkJobOperator(BaseOperator):
             os.environ[LINEAGE_PARENT_ENV] = json.dumps(parent)
         else:
             os.environ.pop(LINEAGE_PARENT_ENV, None)
-        module, function = JOB_MAINS[self.job].split(":")
+        module, function = job_mains()[self.job].split(":")
         main = getattr(importlib.import_module(module), function)
         try:
             return main(list(self.application_args))
@@ -277,3 +266,85 @@ class SparkJobOperator(BaseOperator):
                 return None
             with open(summary_file, encoding="utf-8") as handed_back:
                 return json.load(handed_back)
+
+
+class TableJobOperator(SparkJobOperator):
+    """Run ``table``'s query (``jobs/run.py <task>``): its run parameters are templated fields
+    (``mode``, ``start``, ``end``; the source's for a source-fed table) that render the job's
+    arguments; its outlets are the tables it may write, its inlets the tables it reads."""
+
+    template_fields: Sequence[str] = (
+        "lakehouse_root",
+        "mode",
+        "start",
+        "end",
+        "source",
+        "kafka_bootstrap_servers",
+        "kafka_topic",
+    )
+
+    def __init__(
+        self,
+        *,
+        table: TableSpec,
+        lakehouse_root: str = "{{ lakehouse_root() }}",
+        mode: str = "incremental",
+        start: str = "",
+        end: str = "",
+        source: str = "",
+        kafka_bootstrap_servers: str = "",
+        kafka_topic: str = "",
+        **kwargs: Any,
+    ) -> None:
+        from lakehouse import catalog
+
+        kwargs.setdefault("task_id", table.task)
+        kwargs.setdefault("outlets", [assets.asset(t) for t in assets.task_tables(table)])
+        kwargs.setdefault("inlets", [assets.asset(catalog.get(name)) for name in table.upstream])
+        super().__init__(job="run", application_args=[], **kwargs)
+        self.table = table
+        self.lakehouse_root, self.mode, self.start, self.end = lakehouse_root, mode, start, end
+        self.source, self.kafka_topic = source, kafka_topic
+        self.kafka_bootstrap_servers = kafka_bootstrap_servers
+
+    def job_argv(self) -> list[str]:
+        """The job's arguments from the rendered fields: the interval only for a table with a batch
+        form, the source's only for a source-fed stream; an empty field is left out."""
+        batch, fed = self.table.batch, bool(self.table.source and self.table.streamed)
+        given = {
+            "--lakehouse-root": self.lakehouse_root,
+            "--mode": self.mode if batch else "",
+            "--start": self.start if batch else "",
+            "--end": self.end if batch else "",
+            "--source": self.source if fed else "",
+            "--kafka-bootstrap-servers": self.kafka_bootstrap_servers if fed else "",
+            "--kafka-topic": self.kafka_topic if fed else "",
+        }
+        options = [part for flag, value in given.items() if value for part in (flag, value)]
+        return [self.table.task, *options]
+
+    def execute(self, context) -> Any:
+        self.application_args = self.job_argv()
+        return super().execute(context)
+
+    def written(self, summary: Any) -> dict[str, dict]:
+        return assets.written(self.table, summary)
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """The task's own OpenLineage inputs and outputs (the Airflow provider asks once the task
+        has succeeded): its upstream tables (or its landing source) and the tables its run wrote,
+        named by storage path as Spark's listener names them (:func:`lineage_dataset`)."""
+        from airflow.providers.openlineage.extractors import OperatorLineage
+        from openlineage.client.event_v2 import Dataset
+
+        from lakehouse.config import Lakehouse
+
+        lakehouse = Lakehouse.from_env(self.lakehouse_root or None)
+        inputs = [lakehouse.table(name).path for name in self.table.upstream]
+        if self.table.source:
+            inputs.append(lakehouse.landing(self.table.source))
+        outputs = [lakehouse.table(name).path for name in getattr(self, "_lineage_written", [])]
+        return OperatorLineage(
+            inputs=[Dataset(*lineage_dataset(path)) for path in inputs],
+            outputs=[Dataset(*lineage_dataset(path)) for path in outputs],
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakehouse_airflow.assets import hour_strings
+from lakehouse_airflow.assets import period_strings
 
 
 def _n(value: Any) -> str:
@@ -78,7 +78,7 @@ def headline(name: str, summary: dict) -> str:
 def summary_lines(
     name: str, summary: Any, written: dict[str, dict] | None = None, seconds: float | None = None
 ) -> list[str]:
-    """The summary for people: a headline, then one line per table written (rows and event hours)."""
+    """The summary for people: a headline, then one line per table written (rows and event periods)."""
     if isinstance(summary, list):  # maintenance: one record per operation
         return [f"{name}: {len(summary)} maintenance record(s)"] + (
             [f"{name}: {seconds:.1f} s"] if seconds is not None else []
@@ -92,11 +92,14 @@ def summary_lines(
             for key, label in (("rows_replaced", "replaced"), ("rows_updated", "updated"))
             if extra.get(key)
         )
-        hours = (
-            f"; event hours {hour_strings(extra['event_hours'])}" if extra["event_hours"] else ""
+        grain = extra.get("grain") or "hour"
+        periods = (
+            f"; event {grain}s {period_strings(extra['periods'], grain)}"
+            if extra.get("periods")
+            else ""
         )
-        rows = f"{_n(extra['rows'])} row(s)" if "rows" in extra else "its hours replaced"
-        lines.append(f"  wrote {table}: {rows}{replaced}{hours}")
+        rows = f"{_n(extra['rows'])} row(s)" if "rows" in extra else f"its {grain}s replaced"
+        lines.append(f"  wrote {table}: {rows}{replaced}{periods}")
     if written is not None and not written:
         lines.append("  wrote nothing")
     if seconds is not None:

@@ -161,6 +161,8 @@ def backfill_commands(hours: list[datetime], dag_id: str = DAG_ID) -> list[list[
 
 def _repair(grid: Grid, dag_id: str, dry_run: bool) -> int:
     hours = [row.hour for row in grid.rows if row.state in REPAIRABLE]
+    # A day table's day is recomputed whole by a backfill of any hour of it: its first hour.
+    hours = sorted({*hours, *(row.hour for row in grid.day_rows if row.state in REPAIRABLE)})
     for row in grid.rows:
         if row.state == "mismatch":
             print(

@@ -135,13 +135,17 @@ def hour_writes(delta, spec: catalog.TableSpec) -> dict[datetime, datetime]:
 
 
 def _file_hours(action: dict, spec: catalog.TableSpec) -> list[datetime]:
-    """The event hours a data file covers, from its ``add`` action (none when unknown)."""
+    """The event periods (hours; days of a day table) a data file covers, from its ``add`` action
+    (none when unknown)."""
+    if spec.grain is catalog.Grain.DAY:
+        day = action.get("partition.event_date")
+        return [datetime.fromisoformat(f"{day}T00:00")] if day is not None else []
     if "event_hour" in spec.partition_by:
         day, hour = action.get("partition.event_date"), action.get("partition.event_hour")
         if day is None or hour is None:
             return []
         return [datetime.fromisoformat(f"{day}T{int(hour):02d}:00")]
-    column = spec.hour_sql if spec.hour_sql in spec.column_names else "event_time"
+    column = spec.period_sql if spec.period_sql in spec.column_names else "event_time"
     low, high = utc(action.get(f"min.{column}")), utc(action.get(f"max.{column}"))
     if low is None or high is None:  # no statistics: the file's hours are unknown
         return []
@@ -300,28 +304,29 @@ def observe(lakehouse: Lakehouse) -> Observed:
             open_only = "resolved_at IS NULL" if "resolved_at" in spec.column_names else ""
             classified[spec.name] = _count_by_folder(connection, spec.name, open_only)[0]
     hour_counts, writes_by_hour, upstream = {}, {}, {}
-    # Tables addressed by event hour (sessions span hours).
-    hour_tables = [t for t in catalog.batch_tables() if t.write in catalog.HOUR_LAYOUTS]
-    for spec in hour_tables:
+    # Tables replaced by event period (sessions span hours): hour tables on the hour grid, day
+    # tables on the day grid, each against its upstream's periods rolled up to its grain.
+    period_tables = [t for t in catalog.batch_tables() if t.flow.layout(t.grain)]
+    for spec in period_tables:
         upstream[spec.name] = next(
-            (u for u in spec.upstream if u in {t.name for t in hour_tables}), None
+            (u for u in spec.upstream if u in {t.name for t in period_tables}), None
         )
         if spec.name not in tables:
             hour_counts[spec.name] = {}
             continue
         layer, table = spec.name.split(".")
         rows = connection.execute(
-            f'SELECT date_trunc(\'hour\', {spec.hour_sql}) AS hour, count(*) FROM "{layer}"."{table}" GROUP BY hour'
+            f'SELECT date_trunc(\'{spec.grain.value}\', {spec.period_sql}) AS period, count(*) FROM "{layer}"."{table}" GROUP BY period'
         ).fetchall()
-        hour_counts[spec.name] = {utc(hour): count for hour, count in rows if hour is not None}
+        hour_counts[spec.name] = {utc(start): count for start, count in rows if start is not None}
         writes_by_hour[spec.name] = hour_writes(tables[spec.name], spec)
-    # Whether a replace covered an hour matters only for an hour the upstream holds and the table
-    # does not: its history is read for those alone (usually none).
+    # Whether a replace covered a period matters only for a period the upstream holds and the
+    # table does not: its history is read for those alone (usually none).
     recomputed = {}
-    for spec in hour_tables:
-        if spec.write is catalog.Write.REPLACE_HOURS and spec.name in tables:
-            source = hour_counts.get(upstream[spec.name]) or {}
-            without_rows = {hour for hour in source if not hour_counts[spec.name].get(hour)}
+    for spec in period_tables:
+        if spec.write is catalog.Write.REPLACE_PERIODS and spec.name in tables:
+            source = _rolled_up(hour_counts.get(upstream[spec.name]) or {}, spec.grain)
+            without_rows = {start for start in source if not hour_counts[spec.name].get(start)}
             recomputed[spec.name] = hours_replaced(tables[spec.name], without_rows)
     writes = {
         t.name: (last_write(tables[t.name]) if t.name in tables else None) for t in catalog.tables()
@@ -329,7 +334,9 @@ def observe(lakehouse: Lakehouse) -> Observed:
     landing = lakehouse.landing(ingest.source)
     report = landing_report(lakehouse, ingest.source)
     copies = {problem["file"]: problem["copy_of"] for problem in report["copies"]}
+    grains = {spec.name: spec.grain.value for spec in period_tables}
     return Observed(
+        grains=grains,
         landed=landed_lines(landing, copies),
         ingest_table=ingest.name,
         ingested=ingested,
@@ -346,6 +353,15 @@ def observe(lakehouse: Lakehouse) -> Observed:
             for problem in (*report["ignored"], *report["changed"], *report["copies"])
         ],
     )
+
+
+def _rolled_up(counts: dict[datetime, int], grain) -> dict[datetime, int]:
+    """Counts per hour as counts per period of ``grain`` (a day's are its hours' sum)."""
+    rolled: dict[datetime, int] = {}
+    for hour, count in counts.items():
+        start = grain.floor(hour).replace(tzinfo=None)
+        rolled[start] = rolled.get(start, 0) + count
+    return rolled
 
 
 def _failed_rules(connection) -> dict[datetime, list[str]]:

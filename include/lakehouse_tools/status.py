@@ -1,4 +1,5 @@
-"""The status model: one row per hour, counts per table, and a state per hour with its reasons.
+"""The status model: one row per hour (and per day, for day tables), counts per table, and a state
+per row with its reasons.
 
 ``lakehouse status`` grades plain facts about the lakehouse (:class:`Observed`, read by
 :mod:`lakehouse_tools.observe`) into a :class:`Grid`, shown as text, JSON or a page
@@ -56,10 +57,13 @@ class Grid:
     rows: list[HourRow]
     writes: dict[str, TableWrite | None]
     landing_files: list[dict] = field(default_factory=list)
+    # Day tables, judged per UTC day against their upstream's hours rolled up to the day.
+    day_columns: list[str] = field(default_factory=list)
+    day_rows: list[HourRow] = field(default_factory=list)
 
     @property
     def needs_action(self) -> list[HourRow]:
-        return [row for row in self.rows if row.state in NEEDS_ACTION]
+        return [row for row in (*self.rows, *self.day_rows) if row.state in NEEDS_ACTION]
 
     @property
     def unread_files(self) -> list[dict]:
@@ -76,8 +80,9 @@ class Observed:
     * ``classified``: rows of each table fed by the ingested one, per producer hour of their file
       (valid rows, open quarantine rows), by table name;
     * ``newest_ingest``: the newest ``ingested_at`` of the ingested rows, per producer hour;
-    * ``hour_counts``: rows per event hour of each hour-addressed table (silver, gold), by name;
-    * ``hour_writes``: the newest file write covering each event hour, per hour-addressed table;
+    * ``hour_counts``: rows per event period of each period-addressed table (silver, gold), by
+      name: per hour, or per day (its midnight) for a table of ``grains`` "day";
+    * ``hour_writes``: the newest file write covering each event period, per such table;
     * ``upstream``: each hour-addressed table's upstream hour-addressed table (None for the first);
     * ``writes``: each table's newest commit; ``classifier``: the tables the ingesting table feeds;
     * ``recomputed``: per replace-hours table, the newest commit that replaced each event hour
@@ -102,15 +107,23 @@ class Observed:
     recomputed: dict[str, dict[datetime, datetime]] = field(default_factory=dict)
     failed_rules: dict[datetime, list[str]] = field(default_factory=dict)
     landing_files: list[dict] = field(default_factory=list)
+    # Each period-addressed table's grain ("hour", "day"); a table missing here is of hours.
+    grains: dict[str, str] = field(default_factory=dict)
+
+    def of_grain(self, grain: str) -> list[str]:
+        """The period-addressed tables of ``grain``."""
+        return [name for name in self.hour_counts if self.grains.get(name, "hour") == grain]
 
 
 def grade(observed: Observed, start: datetime | None = None, end: datetime | None = None) -> Grid:
     """The grid: one row per hour in ``[start, end)`` that any table or the landing zone holds."""
     o = observed
+    hourly = o.of_grain("hour")
     hours = (
         set(o.landed)
         | set(o.ingested)
-        | {h for counts in (*o.classified.values(), *o.hour_counts.values()) for h in counts}
+        | {h for counts in o.classified.values() for h in counts}
+        | {h for name in hourly for h in o.hour_counts[name]}
     )
     if start is not None and end is not None:
         hours |= {
@@ -122,7 +135,7 @@ def grade(observed: Observed, start: datetime | None = None, end: datetime | Non
     # By producer hour: landed lines, ingested rows, the side tables' rows (the quarantine) and the
     # duplicates (ingested rows neither valid nor quarantined); by event hour: the hour tables.
     side = [name for name in o.classified if name not in o.hour_counts]
-    columns = ["landed", o.ingest_table, *side, "duplicates", *o.hour_counts]
+    columns = ["landed", o.ingest_table, *side, "duplicates", *hourly]
     rows = []
     for hour in hours:
         row = HourRow(hour)
@@ -132,16 +145,71 @@ def grade(observed: Observed, start: datetime | None = None, end: datetime | Non
         for name in side:
             row.counts[name] = o.classified[name].get(hour, 0)
         row.counts["duplicates"] = ingested - classified
-        for name, counts in o.hour_counts.items():
-            row.counts[name] = counts.get(hour, 0)
+        for name in hourly:
+            row.counts[name] = o.hour_counts[name].get(hour, 0)
         _grade_arrival(row, o, ingested, classified, classified_at)
-        _grade_event_hour(row, o)
+        _grade_event_hour(row, o, hourly)
         for failure in o.failed_rules.get(hour, []):
             row.flag("failed", failure)
         if not any(row.counts.values()):
             row.state = "empty"
         rows.append(row)
-    return Grid(columns=columns, rows=rows, writes=o.writes, landing_files=o.landing_files)
+    day_columns, day_rows = _day_grid(o, start, end)
+    return Grid(
+        columns=columns,
+        rows=rows,
+        writes=o.writes,
+        landing_files=o.landing_files,
+        day_columns=day_columns,
+        day_rows=day_rows,
+    )
+
+
+def _day_grid(
+    o: Observed, start: datetime | None, end: datetime | None
+) -> tuple[list[str], list[HourRow]]:
+    """The day tables' grid: per UTC day, each day table and its upstream's rows of the day."""
+    daily = o.of_grain("day")
+    if not daily:
+        return [], []
+    columns = list(dict.fromkeys(u for name in daily for u in [o.upstream[name], name] if u))
+
+    def rolled(name: str, values: dict[datetime, object], combine) -> dict[datetime, object]:
+        if o.grains.get(name, "hour") == "day":
+            return values
+        days: dict[datetime, object] = {}
+        for hour, value in values.items():
+            day = hour.replace(hour=0)
+            days[day] = combine(days[day], value) if day in days else value
+        return days
+
+    counts = {name: rolled(name, o.hour_counts.get(name, {}), int.__add__) for name in columns}
+    writes = {name: rolled(name, o.hour_writes.get(name, {}), max) for name in columns}
+    by_day = Observed(
+        landed={},
+        ingest_table=o.ingest_table,
+        ingested={},
+        newest_ingest={},
+        classified={},
+        hour_counts=counts,
+        hour_writes=writes,
+        upstream={name: o.upstream[name] for name in daily},
+        writes=o.writes,
+        recomputed=o.recomputed,
+    )
+    days = sorted(
+        d
+        for d in {d for c in counts.values() for d in c}
+        if (start is None or d >= start.replace(hour=0)) and (end is None or d < end)
+    )
+    rows = []
+    for day in days:
+        row = HourRow(day, {name: counts[name].get(day, 0) for name in columns})
+        _grade_event_hour(row, by_day, daily)
+        if not any(row.counts.values()):
+            row.state = "empty"
+        rows.append(row)
+    return columns, rows
 
 
 def _grade_arrival(
@@ -180,9 +248,10 @@ def _grade_arrival(
             )
 
 
-def _grade_event_hour(row: HourRow, o: Observed) -> None:
-    """The event hour: each hour-addressed table against its upstream hour-addressed table."""
-    for name, upstream in o.upstream.items():
+def _grade_event_hour(row: HourRow, o: Observed, names: list[str]) -> None:
+    """The event period: each of ``names`` (period-addressed tables) against its upstream one."""
+    for name in names:
+        upstream = o.upstream.get(name)
         if upstream is None:
             continue
         have, source = row.counts[name], row.counts[upstream]
@@ -241,7 +310,23 @@ def grid_json(grid: Grid) -> dict:
             name: ({**asdict(w), "time": w.time.isoformat() + "Z"} if w else None)
             for name, w in grid.writes.items()
         },
-        "needs_action": [row.hour.strftime("%Y-%m-%dT%H:00:00Z") for row in grid.needs_action],
+        "days": [
+            {
+                "day": row.hour.strftime("%Y-%m-%d"),
+                "state": row.state,
+                "counts": row.counts,
+                "reasons": row.reasons,
+            }
+            for row in grid.day_rows
+        ],
+        "needs_action": [
+            row.hour.strftime("%Y-%m-%dT%H:00:00Z")
+            for row in grid.needs_action
+            if row not in grid.day_rows
+        ],
+        "days_needing_action": [
+            row.hour.strftime("%Y-%m-%d") for row in grid.day_rows if row.state in NEEDS_ACTION
+        ],
         "landing_files": [
             {**f, "hour": f["hour"].strftime("%Y-%m-%dT%H:00:00Z") if f.get("hour") else None}
             for f in grid.landing_files
@@ -257,6 +342,10 @@ def grid_text(grid: Grid) -> str:
     else:
         rows = [(row.hour, *(row.counts[c] for c in grid.columns), row.state) for row in grid.rows]
         out.append(table_text(["hour (UTC)", *grid.columns, "state"], rows))
+    if grid.day_rows:
+        out.append("")
+        rows = [(f"{row.hour:%Y-%m-%d}", *row.counts.values(), row.state) for row in grid.day_rows]
+        out.append(table_text(["day (UTC)", *grid.day_columns, "state"], rows))
     out.append("")
     writes = [
         (name, w.version, w.time, w.operation) if w else (name, None, None, "not written")
@@ -264,10 +353,13 @@ def grid_text(grid: Grid) -> str:
     ]
     out.append(table_text(["table", "version", "last write (UTC)", "operation"], writes))
     flagged = [row for row in grid.rows if row.state not in ("complete", "empty")]
-    if flagged:
+    flagged_days = [row for row in grid.day_rows if row.state not in ("complete", "empty")]
+    if flagged or flagged_days:
         out.append("")
         for row in flagged:
             out.append(f"{row.hour:%Y-%m-%d %H:00} {row.state}: " + "; ".join(row.reasons))
+        for row in flagged_days:
+            out.append(f"{row.hour:%Y-%m-%d} {row.state}: " + "; ".join(row.reasons))
     if grid.landing_files:
         out.append("")
         out.append("Landing files bronze does not read as they are:")

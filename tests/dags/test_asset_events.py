@@ -1,4 +1,4 @@
-"""What a task's summary turns into: the asset events (tables written, rows, event hours) and its log lines.
+"""What a task's summary turns into: the asset events (tables written, rows, event periods) and its log lines.
 
 The summaries are the shapes the jobs return (lakehouse.runner); a real run's are checked end to
 end in tests/e2e/test_hourly_dag.py.
@@ -11,7 +11,6 @@ from lakehouse_airflow.assets import written
 from lakehouse_airflow.summaries import summary_lines
 
 H0, H1, H2 = (f"2026-11-20T0{h}:00:00+00:00" for h in range(3))
-BATCH_ARGS = ["--mode", "batch", "--start", "2026-11-20T00:00Z", "--end", "2026-11-20T03:00Z"]
 
 
 def test_a_run_that_read_nothing_writes_no_table():
@@ -20,7 +19,7 @@ def test_a_run_that_read_nothing_writes_no_table():
         written(catalog.task("bronze_ad_events"), {**nothing, "not_started": "no new file"}) == {}
     )
     assert written(catalog.task("dim_campaigns"), {"rows_written": 0, "not_started": "same"}) == {}
-    silver = {**nothing, "table": "silver.ad_events", "event_hours": []}
+    silver = {**nothing, "table": "silver.ad_events", "grain": "hour", "periods": []}
     assert written(catalog.task("silver_ad_events"), silver) == {}
     lines = summary_lines("bronze_ad_events", {**nothing, "not_started": "no new file"}, {}, 0.4)
     assert lines == ["bronze.ad_events: nothing new (no new file)", "  wrote nothing", "  0.4 s"]
@@ -36,17 +35,18 @@ def test_silver_writes_its_rows_quarantine_metrics_and_records_with_the_hours():
         "inserted": 7,
         "quarantined": 2,
         "quarantined_by_reason": {"bad_json": 2},
-        "event_hours": [H0, H1],
+        "periods": [H0, H1],
     }
     summary = {
         "table": "silver.ad_events",
         "micro_batches": 1,
         "input_rows": 10,
         "batches": [note],
-        "event_hours": [H0, H1],
+        "grain": "hour",
+        "periods": [H0, H1],  # the runner's: every batch's hours
         "expectations": {"checked": 4, "failed_warn": []},
     }
-    incremental = {"event_hours": [H0, H1], "mode": "incremental"}
+    incremental = {"grain": "hour", "periods": [H0, H1], "mode": "incremental"}
     assert written(catalog.task("silver_ad_events"), summary) == {
         "silver.ad_events": {"rows": 7, **incremental},
         "silver.quarantine_ad_events": {"rows": 2, **incremental},
@@ -69,17 +69,17 @@ def test_silver_writes_its_rows_quarantine_metrics_and_records_with_the_hours():
 
 
 def test_a_backfill_replaces_its_hours_even_when_it_counts_no_rows():
-    batch = {"mode": "batch", "event_hours": [H0, H1, H2]}
+    batch = {"mode": "batch", "grain": "hour", "periods": [H0, H1, H2]}
     gold = {"table": "gold.ad_type_hourly", "mode": "batch", "rows_written": 5, "rows_deleted": 4}
-    assert written(catalog.task("gold_ad_type_hourly"), {**gold, **batch}, BATCH_ARGS) == {
+    assert written(catalog.task("gold_ad_type_hourly"), {**gold, **batch}) == {
         "gold.ad_type_hourly": {"rows": 5, "rows_replaced": 4, **batch}
     }
     silver = {"table": "silver.ad_events", "mode": "batch", "quarantine_resolved": 0}
-    assert written(catalog.task("silver_ad_events"), {**silver, **batch}, BATCH_ARGS) == {
+    assert written(catalog.task("silver_ad_events"), {**silver, **batch}) == {
         "silver.ad_events": batch  # replaced, but the job reports no row count
     }
-    # Sessions name no event hours in their summary: a batch run's come from its --start/--end.
-    sessions = {"table": "gold.user_sessions", "mode": "batch", "sessions": 0}
-    assert written(catalog.task("gold_user_sessions"), sessions, BATCH_ARGS) == {
+    # A batch run's periods are its interval's (the runner's), in the table's grain.
+    sessions = {"table": "gold.user_sessions", "mode": "batch", "sessions": 0, **batch}
+    assert written(catalog.task("gold_user_sessions"), sessions) == {
         "gold.user_sessions": {"rows": 0, **batch}
     }

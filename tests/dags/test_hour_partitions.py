@@ -58,9 +58,7 @@ def test_partition_keys_are_utc_hours_sorted_without_repeats():
     assert partition_keys([]) == []
 
 
-def events_of(
-    task_id: str, summary: dict, dag_bag: DagBag, args: list[str] | None = None
-) -> list[tuple[str, str | None]]:
+def events_of(task_id: str, summary: dict, dag_bag: DagBag) -> list[tuple[str, str | None]]:
     """The asset events the task runner would send for this summary: (asset, partition key)."""
     operator = dag_bag.get_dag("ysb_hourly").get_task(task_id)
     declared = operator.outlets  # the operator keeps only the written ones: put them back after
@@ -68,7 +66,7 @@ def events_of(
     try:
         operator.keep_written_outlets(
             {"outlet_events": events},
-            written(catalog.task(task_id), summary, args or operator.application_args),
+            written(catalog.task(task_id), summary),
         )
     finally:
         operator.outlets = declared
@@ -79,12 +77,14 @@ def events_of(
 
 
 def test_a_late_hour_is_a_partition_of_every_table_the_run_wrote(dag_bag):
-    note = {"batch_id": 4, "rows_written": 6, "rows_deleted": 2, "event_hours": [H23, H1]}
+    note = {"batch_id": 4, "rows_written": 6, "rows_deleted": 2, "periods": [H23, H1]}
     summary = {
         "table": "gold.campaign_hourly",
         "micro_batches": 1,
         "input_rows": 9,
         "batches": [note],
+        "grain": "hour",
+        "periods": [H23, H1],  # the runner's: every batch's periods
     }
     assert events_of("gold_campaign_hourly", summary, dag_bag) == [
         ("gold.campaign_hourly", "2026-11-19T23:00:00"),
@@ -113,10 +113,15 @@ def test_a_table_without_event_time_gets_one_event_without_a_key_and_nothing_new
 
 
 def test_a_backfill_publishes_the_hours_it_replaced(dag_bag):
-    args = ["gold_campaign_hourly", "--mode", "batch", "--start", H0, "--end", "2026-11-20T02:00Z"]
-    summary = {"table": "gold.campaign_hourly", "mode": "batch", "rows_written": 0}
+    summary = {
+        "table": "gold.campaign_hourly",
+        "mode": "batch",
+        "rows_written": 0,
+        "grain": "hour",
+        "periods": [H0, "2026-11-20T01:00:00+00:00"],  # the runner's: the interval's hours
+    }
     # Replaced by nothing is still replaced: the consumer must learn the hours are empty now.
-    assert events_of("gold_campaign_hourly", summary, dag_bag, args) == [
+    assert events_of("gold_campaign_hourly", summary, dag_bag) == [
         ("gold.campaign_hourly", "2026-11-20T00:00:00"),
         ("gold.campaign_hourly", "2026-11-20T01:00:00"),
     ]

@@ -12,7 +12,7 @@ from helpers import START, assert_tables_match_oracle, oracle, run_job, table
 from pyspark.sql import functions as F
 
 from lakehouse import catalog
-from lakehouse.hours import HourRange
+from lakehouse.periods import Periods
 from lakehouse.spark import engine
 from lakehouse_airflow.assets import partition_keys, task_tables
 from lakehouse_tools.generator import campaign_dimension, write_campaigns, write_hours
@@ -159,9 +159,10 @@ def assert_events_say_what_was_written(spark, lakehouse, events: list) -> None:
         writes.setdefault((run, task, name), (extra, []))[1].append(key)
     by_table: dict[str, list[dict]] = {}
     for (_, task, name), (extra, keys) in writes.items():
-        assert set(extra) >= {"rows", "event_hours", "mode"}, (task, name, extra)
+        assert set(extra) >= {"rows", "grain", "periods", "mode"}, (task, name, extra)
         assert extra["rows"] > 0 or name == "gold.open_sessions", (task, name, extra)
-        assert sorted(keys, key=str) == (partition_keys(extra["event_hours"]) or [None]), (
+        keyed = partition_keys(extra["periods"], extra["grain"])
+        assert sorted(keys, key=str) == (keyed or [None]), (
             task,
             name,
             keys,
@@ -196,7 +197,7 @@ def assert_events_say_what_was_written(spark, lakehouse, events: list) -> None:
         .select(F.date_trunc("HOUR", "event_time").alias("h"))
         .distinct()
     )
-    written_hours = HourRange.of(r.h for r in hours.collect()).isoformats()
+    written_hours = Periods.of(r.h for r in hours.collect())
     # The sessions task's: every hour a closed session spans, start to end, and each late event's.
     spans = table(spark, lakehouse, "gold.user_sessions").select(
         F.explode(
@@ -210,17 +211,21 @@ def assert_events_say_what_was_written(spark, lakehouse, events: list) -> None:
     late = table(spark, lakehouse, "ops.late_session_events").select(
         F.date_trunc("HOUR", "event_time").alias("h")
     )
-    session_hours = HourRange.of(r.h for r in spans.union(late).distinct().collect()).isoformats()
+    session_hours = Periods.of(r.h for r in spans.union(late).distinct().collect()).isoformats()
     assert session_hours, "the first run closed no session: the check below would prove nothing"
     for name, extras in by_table.items():
         spec = catalog.get(name)
         writer = catalog.task(spec.written_by or name) if spec.operation is None else None
         if writer is not None and writer.write is catalog.Write.SESSIONS:
-            assert [e["event_hours"] for e in extras] == [session_hours], name
+            assert [e["periods"] for e in extras] == [session_hours], name
         elif writer is not None and writer.batch:
-            assert [e["event_hours"] for e in extras] == [written_hours], name
+            # A day table's events name the days of the hours written.
+            periods = written_hours.to(writer.grain).isoformats()
+            assert [(e["grain"], e["periods"]) for e in extras] == [
+                (writer.grain.value, periods)
+            ], name
         if name in ("dims.campaigns", "bronze.ad_events"):
-            assert extras[0]["event_hours"] == [], name
+            assert extras[0]["periods"] == [], name
 
 
 # The task states of the newest ysb_hourly run, with their try numbers.

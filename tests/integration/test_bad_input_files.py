@@ -255,7 +255,7 @@ def test_the_next_hourly_run_after_a_dimension_fix_admits_the_quarantined_line_a
     replayed = run_job("silver_ad_events", lakehouse)
     assert (replayed["not_started"] is not None, replayed["quarantine_replay"]) == (
         True,
-        {"lines": 1, "event_hours": ["2026-11-20T10:00:00+00:00"]},
+        {"lines": 1, "periods": ["2026-11-20T10:00:00+00:00"]},
     )
     run_job("gold_campaign_hourly", lakehouse)
     assert_tables_match_oracle(spark, lakehouse, gold=gold)  # e-2 in silver and gold, e-3 not

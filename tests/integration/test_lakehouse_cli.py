@@ -91,9 +91,10 @@ def test_status_counts_every_hour_as_the_oracle_does(written):
     silver = Counter(
         hour_key(datetime.fromtimestamp(e["millis"] // 1000, UTC)) for e in whole.events.values()
     )
-    hour_tables = [
-        t for t in catalog.batch_tables() if t.layer == "gold" and t.write in catalog.HOUR_LAYOUTS
+    period_tables = [
+        t for t in catalog.batch_tables() if t.layer == "gold" and t.flow.layout(t.grain)
     ]
+    hour_tables = [t for t in period_tables if t.grain is catalog.Grain.HOUR]
     gold = {
         t.name: Counter(hour_key(row["hour_start"]) for row in whole.rows(t.name))
         for t in hour_tables
@@ -105,6 +106,12 @@ def test_status_counts_every_hour_as_the_oracle_does(written):
         assert row["counts"]["silver.ad_events"] == silver[hour], hour
         for name, expected in gold.items():
             assert row["counts"][name] == expected[hour], (name, hour)
+    # A day table is judged per UTC day (never as hours), its rows against the oracle's days.
+    days = {row["day"]: row for row in grid["days"]}
+    assert {row["state"] for row in grid["days"]} <= {"complete"}
+    for spec in (t for t in period_tables if t.grain is catalog.Grain.DAY):
+        expected_days = Counter(f"{row['event_date']:%Y-%m-%d}" for row in whole.rows(spec.name))
+        assert {day: row["counts"][spec.name] for day, row in days.items()} == expected_days
     assert set(grid["tables"]) == {t.name for t in catalog.tables()}
     # Every table the hourly runs write has a last write; maintenance's records wait for maintenance.
     assert {name for name, write in grid["tables"].items() if write is None} == {

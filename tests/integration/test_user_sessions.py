@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
 from lakehouse.flows import sessions as session_flow
-from lakehouse.hours import HourRange
+from lakehouse.periods import Periods
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 HOURS = 4
@@ -285,7 +285,7 @@ def test_a_backfill_recomputes_again_when_the_hourly_run_reconciles_a_late_event
     backfill_replaces, replace_sessions = [], session_flow.replace_sessions
     monkeypatch.setattr(session_flow, "replace_sessions", the_hourly_run_meanwhile)
     session_flow.recompute(
-        spark, lakehouse, entry, HourRange.between(START, START + timedelta(hours=1))
+        lakehouse.table(entry.name), Periods.between(START, START + timedelta(hours=1))
     )
     expected = assert_gold_matches_oracle(spark, lakehouse, names=SESSION_TABLES)
     sessions = {row["session_id"]: row for row in expected.rows(SESSIONS)}

@@ -15,15 +15,15 @@ from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.catalog import TableSpec, Write
 from lakehouse.config import Table
-from lakehouse.hours import HourRange
-from lakehouse.sinks import replace_hours, with_conflict_retries
+from lakehouse.periods import Periods
+from lakehouse.sinks import replace_periods, with_conflict_retries
 
 DAY = date(2026, 11, 20)
-# A gold table of the catalog's replace-hours kind (not registered: the test owns it).
+# A gold table of the catalog's replace-periods kind (of hours) (not registered: the test owns it).
 GOLD_TEST = TableSpec(
     name="gold.test",
     schema="event_date DATE, hour_start TIMESTAMP, campaign_id STRING, events BIGINT",
-    write=Write.REPLACE_HOURS,
+    write=Write.REPLACE_PERIODS,
     task="test",
     partition_by=("event_date",),
 )
@@ -71,10 +71,10 @@ def test_a_commit_landing_during_a_replace_where_is_retried_and_nothing_is_lost(
     backfill = spark.createDataFrame(hour_rows(0, 7)).withColumn(
         "events", hold_until_the_other_commit("events")
     )
-    hour_zero = HourRange.between(START, START.replace(hour=1))
+    hour_zero = Periods.between(START, START.replace(hour=1))
     with caplog.at_level(logging.WARNING, logger="lakehouse"):
         with_conflict_retries(
-            lambda: replace_hours(backfill, _paths(gold), GOLD_TEST, hour_zero), "gold hour 00"
+            lambda: replace_periods(backfill, _paths(gold), hour_zero), "gold hour 00"
         )
     other_writer.join(timeout=60)
 

@@ -20,7 +20,7 @@ def gold(name: str = "gold.test", **changes) -> TableSpec:
     fields = dict(
         name=name,
         schema=GOLD_SCHEMA,
-        write=Write.REPLACE_HOURS,
+        write=Write.REPLACE_PERIODS,
         task="gold_test",
         upstream=("silver.test",),
         partition_by=("event_date",),
@@ -98,12 +98,15 @@ def test_a_consistent_pair_passes():
         ),
         (
             (gold(schema="campaign_id STRING, views BIGINT, event_date DATE"), SILVER),
-            "have the column(s) ['hour_start']",
+            "have the column(s) ['event_date', 'hour_start'] that select whole hours",
         ),
         ((gold(partition_by=("campaign_id",)), SILVER), "must be partitioned by ['event_date']"),
         ((gold(), TableSpec(**{**SILVER.__dict__, "key": None})), "needs key=<column>"),
         ((gold(partition_by=("event_date", "nope")), SILVER), "['nope'] are not in its schema"),
-        ((gold(write=Write.APPEND, partition_by=()), SILVER), "only hour-addressed tables"),
+        (
+            (gold(write=Write.APPEND, partition_by=()), SILVER),
+            "only tables addressed by event period",
+        ),
         ((gold(name="platinum.test"), SILVER), "<layer>.<table>"),
         ((gold(schema=GOLD_SCHEMA + ", x VARIANT"), SILVER), "Unsupported column type 'VARIANT'"),
         ((gold(upstream=()), SILVER), "needs upstream tables or a source"),
@@ -148,7 +151,7 @@ def test_a_consistent_pair_passes():
                 ),
                 SILVER,
             ),
-            "only hour-addressed tables are written by the hour",
+            "only tables replaced by period are written by the period",
         ),
         (
             (

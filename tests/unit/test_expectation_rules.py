@@ -20,7 +20,7 @@ RULES = [(entry, rule) for entry in catalog.tables() for rule in entry.expectati
 )
 def test_every_declared_rule_measures_its_table(spark, entry, rule):
     empty = spark.createDataFrame([], entry.spark_schema())
-    grouped = F.expr(entry.hour_sql) if rule.per == "hour" else F.col("batch_id")
+    grouped = F.expr(entry.period_sql) if rule.per == "hour" else F.col("batch_id")
     assert empty.groupBy(grouped).agg(F.expr(rule.measure).cast("double")).collect() == []
 
 

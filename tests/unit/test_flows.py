@@ -12,8 +12,8 @@ from pyspark.testing import assertDataFrameEqual
 from lakehouse import catalog
 from lakehouse.flows.containment import failing_keys
 from lakehouse.flows.merge import MergeBatch, one_row_per_key
-from lakehouse.flows.recompute import event_hours, touched_hours
-from lakehouse.hours import HourRange
+from lakehouse.flows.recompute import event_hours, touched_periods
+from lakehouse.periods import Grain, Periods
 from lakehouse.sinks import ensure_table
 from lakehouse_tools.generator import campaign_dimension
 
@@ -41,7 +41,7 @@ def silver_tables_with_one_ad(spark, lakehouse) -> str:
         "delta"
     ).save(lakehouse.table("dims.campaigns").path)
     for declared in catalog.written_by_task(SILVER):
-        ensure_table(spark, lakehouse.table(declared.name), declared)
+        ensure_table(spark, lakehouse.table(declared.name))
     return ad
 
 
@@ -110,10 +110,11 @@ def test_touched_hours_are_the_event_hours_of_the_new_rows(spark):
         ],
         "event_time timestamp",
     )
-    assert touched_hours(event_hours(rows, SILVER)) == HourRange.between(
+    assert touched_periods(event_hours(rows, SILVER), Grain.HOUR) == Periods.between(
         START, START.replace(hour=2)
     )
-    assert touched_hours(event_hours(rows.filter(F.lit(False)), SILVER)) == HourRange(())
+    assert touched_periods(event_hours(rows, SILVER), Grain.DAY) == Periods.of([START], Grain.DAY)
+    assert touched_periods(event_hours(rows.filter(F.lit(False)), SILVER), Grain.HOUR) == Periods()
 
 
 def test_a_batch_that_fails_on_its_data_quarantines_the_failing_lines_and_keeps_the_rest(

@@ -1,4 +1,4 @@
-"""Event-hour intervals, the Delta predicates built from them, and which hours a DAG run owns."""
+"""Event periods (hours, days), the Delta predicates built from them, and which hours a DAG run owns."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from lakehouse import catalog
 from lakehouse.errors import ConfigError
-from lakehouse.hours import HourRange, parse_instant
+from lakehouse.periods import Grain, Periods, parse_instant
 from lakehouse_airflow.macros import end_arg, mode_arg, owned_hour, run_interval, start_arg
 
 
@@ -16,17 +16,46 @@ def utc(*args) -> datetime:
     return datetime(*args, tzinfo=UTC)
 
 
+SILVER, HOURLY = catalog.get("silver.ad_events"), catalog.get("gold.campaign_hourly")
+
+
 def test_interval_is_half_open_and_whole_hours():
-    hours = HourRange.between(utc(2026, 11, 20, 22), utc(2026, 11, 21, 1))
-    assert hours.hours == (utc(2026, 11, 20, 22), utc(2026, 11, 20, 23), utc(2026, 11, 21, 0))
-    assert hours.silver_predicate() == (
+    hours = Periods.between(utc(2026, 11, 20, 22), utc(2026, 11, 21, 1))
+    assert hours.starts == (utc(2026, 11, 20, 22), utc(2026, 11, 20, 23), utc(2026, 11, 21, 0))
+    assert SILVER.periods_predicate(hours) == (
         "(event_date = DATE'2026-11-20' AND event_hour IN (22, 23)) OR "
         "(event_date = DATE'2026-11-21' AND event_hour IN (0))"
     )
-    assert hours.gold_predicate() == (
+    assert HOURLY.periods_predicate(hours) == (
         "event_date IN (DATE'2026-11-20', DATE'2026-11-21') AND hour_start IN "
         "(TIMESTAMP'2026-11-20 22:00:00', TIMESTAMP'2026-11-20 23:00:00', TIMESTAMP'2026-11-21 00:00:00')"
     )
+
+
+def test_an_hour_widens_to_its_day_and_a_day_is_read_as_its_24_hours():
+    hours = Periods.of([utc(2026, 11, 20, 14, 5), utc(2026, 11, 20, 23), utc(2026, 11, 21, 0, 1)])
+    days = hours.to(Grain.DAY)
+    assert days == Periods((utc(2026, 11, 20), utc(2026, 11, 21)), Grain.DAY)
+    assert str(days) == "2 day(s) 2026-11-20..2026-11-21"
+    assert len(days.hours()) == 48 and days.hours().first == utc(2026, 11, 20)
+    assert days.hours().to(Grain.DAY) == days
+    # A whole day of an hour-partitioned table is selected by its date alone.
+    assert SILVER.periods_predicate(days) == (
+        "(event_date = DATE'2026-11-20') OR (event_date = DATE'2026-11-21')"
+    )
+    with pytest.raises(ConfigError, match="not on a whole day"):
+        Periods.between(utc(2026, 11, 20, 1), utc(2026, 11, 21), Grain.DAY)
+
+
+def test_a_ten_year_interval_is_counted_and_trimmed_in_linear_time():
+    import time
+
+    started = time.process_time()
+    decade = Periods.between(utc(2016, 1, 1), utc(2026, 1, 1))
+    rest = decade.without(Periods.between(utc(2020, 1, 1), utc(2021, 1, 1)))
+    assert (len(decade), len(rest), len(decade.to(Grain.DAY))) == (87_672, 78_888, 3_653)
+    # Quadratic arithmetic took minutes here; linear takes well under a second.
+    assert time.process_time() - started < 5
 
 
 @pytest.mark.parametrize(
@@ -39,17 +68,17 @@ def test_interval_is_half_open_and_whole_hours():
 )
 def test_bad_intervals_fail_with_a_message(start, end, message):
     with pytest.raises(ConfigError, match=message):
-        HourRange.between(parse_instant(start), parse_instant(end))
+        Periods.between(parse_instant(start), parse_instant(end))
 
 
 def test_a_key_window_widens_each_hour_across_days_and_leaves_out_the_range_itself():
-    hours = HourRange.between(
+    hours = Periods.between(
         datetime(2026, 11, 20, 23, tzinfo=UTC), datetime(2026, 11, 21, 1, tzinfo=UTC)
     )
     around = hours.widened(1).without(hours)
     assert around.isoformats() == ["2026-11-20T22:00:00+00:00", "2026-11-21T01:00:00+00:00"]
     assert hours.widened(0) == hours
-    assert around.silver_predicate() == (
+    assert SILVER.periods_predicate(around) == (
         "(event_date = DATE'2026-11-20' AND event_hour IN (22)) OR "
         "(event_date = DATE'2026-11-21' AND event_hour IN (1))"
     )
@@ -58,9 +87,11 @@ def test_a_key_window_widens_each_hour_across_days_and_leaves_out_the_range_itse
 def test_a_run_owns_the_hour_that_ended_at_its_logical_date():
     import pendulum
 
-    assert owned_hour(utc(2026, 11, 20, 3)).hours == (utc(2026, 11, 20, 2),)
+    assert owned_hour(utc(2026, 11, 20, 3)).starts == (utc(2026, 11, 20, 2),)
     # Airflow hands tasks pendulum datetimes.
-    assert owned_hour(pendulum.datetime(2026, 11, 20, 3, tz="UTC")).hours == (utc(2026, 11, 20, 2),)
+    assert owned_hour(pendulum.datetime(2026, 11, 20, 3, tz="UTC")).starts == (
+        utc(2026, 11, 20, 2),
+    )
 
 
 class _Run:
@@ -84,7 +115,7 @@ def test_backfill_runs_are_batch_over_their_own_hour_and_others_incremental():
 
 def test_manual_batch_run_takes_its_range_from_params():
     params = {"mode": "batch", "start": "2026-11-20T00:00Z", "end": "2026-11-20T05:00Z"}
-    assert len(run_interval("manual", params, utc(2026, 11, 22)).hours) == 5
+    assert len(run_interval("manual", params, utc(2026, 11, 22))) == 5
     with pytest.raises(ConfigError, match="needs the start and end params"):
         run_interval("manual", {"mode": "batch"}, utc(2026, 11, 22))
 

@@ -46,16 +46,16 @@ def local_zone_not_utc(monkeypatch):
 
 
 def test_records_read_back_by_spark_exactly_as_appended(spark, lakehouse, local_zone_not_utc):
-    declared, table = catalog.get(PROGRESS_TABLE), lakehouse.table(PROGRESS_TABLE)
-    ensure_table(spark, table, declared)
+    table = lakehouse.table(PROGRESS_TABLE)
+    ensure_table(spark, table)
     # A naive datetime is local time to PySpark (what its collect returns): here UTC+5:30, stored as UTC.
     naive = (WHEN + timedelta(hours=1)).astimezone().replace(tzinfo=None)
     rows = [
         progress_row(0),
         progress_row(1, batch_started_at=naive, watermark=WHEN, state_rows=70, duration_ms={}),
     ]
-    append_records(rows, table, declared)
-    append_records([progress_row(2, query_run_id="r2")], table, declared)
+    append_records(rows, table)
+    append_records([progress_row(2, query_run_id="r2")], table)
 
     expected = [
         progress_row(0),
@@ -68,22 +68,22 @@ def test_records_read_back_by_spark_exactly_as_appended(spark, lakehouse, local_
         ),
         progress_row(2, query_run_id="r2"),
     ]
-    as_spark = [tuple(r[c] for c in declared.column_names) for r in expected]
+    as_spark = [tuple(r[c] for c in table.spec.column_names) for r in expected]
     assertDataFrameEqual(
         spark.read.format("delta").load(table.path),
-        spark.createDataFrame(as_spark, declared.spark_schema()),
+        spark.createDataFrame(as_spark, table.spec.spark_schema()),
     )
 
 
 def _append_many(root: str, writer: int, appends: int) -> None:
-    declared, table = catalog.get(PROGRESS_TABLE), Lakehouse(root=root).table(PROGRESS_TABLE)
+    table = Lakehouse(root=root).table(PROGRESS_TABLE)
     for n in range(appends):
-        append_records([progress_row(n, query_id=f"writer {writer}")], table, declared)
+        append_records([progress_row(n, query_id=f"writer {writer}")], table)
 
 
 def test_tasks_appending_at_once_lose_no_record(spark, lakehouse):
-    declared, table = catalog.get(PROGRESS_TABLE), lakehouse.table(PROGRESS_TABLE)
-    ensure_table(spark, table, declared)
+    table = lakehouse.table(PROGRESS_TABLE)
+    ensure_table(spark, table)
     writers, appends = 4, 10
     context = multiprocessing.get_context("spawn")  # a clean process, as each Airflow task is
     processes = [

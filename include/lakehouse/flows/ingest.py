@@ -29,6 +29,7 @@ import argparse
 from pyspark.errors import StreamingQueryException
 
 from lakehouse.catalog import TableSpec
+from lakehouse.config import Table
 from lakehouse.errors import ConfigError
 from lakehouse.freshness import file_source_caught_up, file_source_new_bytes
 from lakehouse.kafka_settings import (
@@ -60,8 +61,6 @@ from lakehouse.sources import (
 )
 from lakehouse.spark import build_spark_session, fit_code_generation
 
-# None: the Delta sink commits by itself (the fault harness kills bronze at random moments only).
-FAULT_POINTS = ()
 # The files the source reads under the landing folder, for the checks made from files (any depth).
 READ_FILES = tuple(f"**/*{suffix}" for suffix in READ_SUFFIXES)
 
@@ -78,8 +77,8 @@ def source_options() -> argparse.ArgumentParser:
     return parser
 
 
-def run(table: TableSpec, args: JobArgs, source: argparse.Namespace) -> dict:
-    target = args.lakehouse.table(table.name)
+def run(target: Table, args: JobArgs) -> dict:
+    table, source = target.spec, args.source or source_options().parse_args([])
     generation = args.generation_of(target)
     if source.source == "kafka":
         servers, topic = (

@@ -27,7 +27,7 @@ from lakehouse.faults import fault_point
 from lakehouse.files import lake_path, write_atomic
 from lakehouse.flows.containment import PROCESSING_ERROR, contained, is_data_error
 from lakehouse.freshness import delta_source_caught_up, job_input_bytes
-from lakehouse.hours import HourRange
+from lakehouse.periods import Periods
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, run_available_now
 from lakehouse.sinks import (
@@ -37,15 +37,13 @@ from lakehouse.sinks import (
     mark_resolved,
     merge_figures,
     merge_new_rows,
-    replace_hours,
+    replace_periods,
     txn_app_id,
     with_conflict_retries,
 )
 from lakehouse.sources import batch_input, delta_stream, require_table
 from lakehouse.spark import build_spark_session, fit_code_generation
 
-# Where the fault harness may kill this flow's driver (lakehouse.faults; prefixed with the layer).
-FAULT_POINTS = ("before_merge", "after_merge", "after_quarantine")
 # A quarantine row's resolution, declared last in a quarantine: never set by classification, set by
 # a batch recompute that admits the row's line (lakehouse.sinks.mark_resolved).
 RESOLUTION_COLUMNS = ("resolved_at", "resolved_by")
@@ -237,7 +235,7 @@ class MergeBatch:
                 by_reason[row.reason] = by_reason.get(row.reason, 0) + row["count"]
                 if row.hour is not None:
                     touched.add(row.hour)
-            hours = HourRange.of(touched)
+            hours = Periods.of(touched)
             fault_point(f"{layer}.before_merge", batch_id)
             merged = False
             if hours:
@@ -298,32 +296,32 @@ class MergeBatch:
             f"{metrics['quarantined']} quarantined {metrics['quarantined_by_reason']}; {hours}"
         )
         log.info("%s batch %d: %s", table.name, batch_id, summary)
-        return {**metrics, "event_hours": hours.isoformats(), "summary": summary}
+        return {**metrics, "periods": hours.isoformats(), "summary": summary}
 
 
 def recompute(
-    spark: SparkSession,
-    lakehouse: Lakehouse,
-    table: TableSpec,
-    hours: HourRange,
-    target: Table | None = None,
-    upstream: dict[str, Table] | None = None,
+    target: Table,
+    hours: Periods,
+    reading: dict[str, Table] | None = None,
+    spark: SparkSession | None = None,
 ) -> int:
     """The batch form: the table's hours recomputed from upstream and replaced; the quarantined lines it admitted.
 
-    ``target`` is where to write and ``upstream`` where to read (default: the live tables, whose
-    quarantine rows for the lines now accepted are marked resolved; the consistency check passes
-    scratch copies and leaves the quarantine alone).
+    ``target`` is where to write and ``reading`` where to read (default: the live tables; for the
+    live target, its quarantine rows for the lines now accepted are marked resolved; the
+    consistency check passes scratch copies and leaves the quarantine alone).
     """
-    live = target is None
-    target = target or lakehouse.table(table.name)
-    where = {name: lakehouse.table(name) for name in table.upstream} | (upstream or {})
+    spark = spark or build_spark_session(target.task)
+    table, lakehouse = target.spec, target.lakehouse
+    hours = hours.hours()
+    live = target == lakehouse.table(table.name)
+    where = {upstream.name: upstream for upstream in target.upstream_tables()} | (reading or {})
     inputs = [batch_input(spark, where[name], hours) for name in table.upstream]
 
     def valid(lines: DataFrame) -> DataFrame:
         return (
             table.transform(lines, *inputs[1:])
-            .filter(table.hours_predicate(hours))
+            .filter(table.periods_predicate(hours))
             .filter(F.col("reason").isNull())
         )
 
@@ -335,9 +333,7 @@ def recompute(
         once = without_keys_kept_nearby(
             spark, one_row_per_key(rows, table.key, table.first_by), lakehouse, table, hours
         )
-        with_conflict_retries(
-            lambda: replace_hours(once, target, table, hours), f"{table.name} {hours}"
-        )
+        with_conflict_retries(lambda: replace_periods(once, target, hours), f"{table.name} {hours}")
     finally:
         rows.unpersist()
     if not live:
@@ -371,7 +367,7 @@ def open_quarantined_lines(
 
 
 def without_keys_kept_nearby(
-    spark: SparkSession, rows: DataFrame, lakehouse: Lakehouse, table: TableSpec, hours: HourRange
+    spark: SparkSession, rows: DataFrame, lakehouse: Lakehouse, table: TableSpec, hours: Periods
 ) -> DataFrame:
     """``rows`` (of ``hours``) less the keys the live table holds within its key window outside ``hours``.
 
@@ -384,7 +380,7 @@ def without_keys_kept_nearby(
     kept = (
         spark.read.format("delta")
         .load(lakehouse.table(table.name).path)
-        .filter(table.hours_predicate(around))
+        .filter(table.periods_predicate(around))
         .select(table.key)
     )
     return rows.join(kept, table.key, "left_anti")
@@ -423,7 +419,7 @@ def replay_quarantine(spark: SparkSession, table: Table, generation: int) -> dic
     lines = open_quarantined_lines(
         spark, spark.read.format("delta").load(streamed.path), quarantine
     )
-    replayed = {"lines": 0, "event_hours": []}
+    replayed = {"lines": 0, "periods": []}
     if lines is not None:
         inputs = [spark.read.format("delta").load(upstream.path) for upstream in static]
         valid = table.transform(lines, *inputs).filter(F.col("reason").isNull()).persist()
@@ -431,7 +427,7 @@ def replay_quarantine(spark: SparkSession, table: Table, generation: int) -> dic
             hour = F.date_trunc("hour", "event_time").alias("hour")
             touched = {row.hour for row in valid.select(hour).distinct().collect()}
             if touched:
-                hours = HourRange.of(touched)
+                hours = Periods.of(touched)
                 with_conflict_retries(
                     lambda: merge_new_rows(
                         spark,
@@ -448,7 +444,7 @@ def replay_quarantine(spark: SparkSession, table: Table, generation: int) -> dic
                     lambda: mark_resolved(spark, valid, quarantine, "replay after upstream change"),
                     f"{quarantine.name} replay",
                 )
-                replayed["event_hours"] = hours.isoformats()
+                replayed["periods"] = hours.isoformats()
         finally:
             valid.unpersist()
     write_atomic(record, json.dumps(versions))
@@ -473,17 +469,17 @@ def run(table: Table, args: JobArgs) -> dict:
     )
 
     if args.mode == "batch":
-        resolved = recompute(spark, table.lakehouse, table, args.hours)
+        resolved = recompute(table, args.interval, spark=spark)
         log.info(
             "%s: recomputed %s from upstream; %d quarantined line(s) now accepted, marked resolved",
             table.name,
-            args.hours,
+            args.interval,
             resolved,
         )
         return {
             "table": table.name,
             "mode": "batch",
-            "hours": str(args.hours),
+            "hours": str(args.interval),
             "quarantine_resolved": resolved,
         }
 

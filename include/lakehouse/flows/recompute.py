@@ -1,12 +1,12 @@
-"""REPLACE_HOURS tables: every event hour that receives new upstream rows is recomputed and replaced (gold).
+"""REPLACE_PERIODS tables: every event period (hour, day) that receives new upstream rows is recomputed and replaced (gold).
 
 Incremental mode streams the first upstream table's new rows (availableNow) and, per micro-batch,
-recomputes the event hours they touch from upstream (in batch) and replaces exactly those hours
-with Delta replaceWhere (a transaction id per batch). Batch mode does the same for [start, end).
-One code path, so stream and backfill cannot differ, and a late event simply makes its own hour
-be recomputed. Why not a streaming aggregation with a watermark in append mode: rows behind the
-watermark would be dropped, and under availableNow the last windows would wait in the state
-store until the next run.
+recomputes the periods of the table's grain they touch from upstream (in batch) and replaces
+exactly those periods with Delta replaceWhere (a transaction id per batch): a late event in a day
+table makes its whole day be recomputed, never a partial day. Batch mode does the same for the
+periods [start, end) touches. One code path, so stream and backfill cannot differ. Why not a
+streaming aggregation with a watermark in append mode: rows behind the watermark would be dropped,
+and under availableNow the last windows would wait in the state store until the next run.
 """
 
 from __future__ import annotations
@@ -14,59 +14,57 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse.catalog import TableSpec
-from lakehouse.config import Lakehouse, Table
+from lakehouse.catalog import Grain, TableSpec
+from lakehouse.config import Table
 from lakehouse.faults import fault_point
 from lakehouse.freshness import delta_source_caught_up, job_input_bytes
-from lakehouse.hours import HourRange
+from lakehouse.periods import Periods
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, run_available_now
-from lakehouse.sinks import ensure_table, replace_hours, txn_app_id, with_conflict_retries
+from lakehouse.sinks import ensure_table, replace_periods, txn_app_id, with_conflict_retries
 from lakehouse.sources import batch_input, delta_stream
 from lakehouse.spark import build_spark_session, fit_code_generation
-
-# Where the fault harness may kill this flow's driver (lakehouse.faults; prefixed with the layer).
-FAULT_POINTS = ("before_replace", "after_replace")
 
 
 def event_hours(rows: DataFrame, upstream: TableSpec) -> DataFrame:
     """The event hour of each of ``rows`` of ``upstream``: one column, ``hour``."""
-    return rows.select(F.expr(upstream.hour_sql).alias("hour"))
+    return rows.select(F.expr(upstream.period_sql).alias("hour"))
 
 
-def touched_hours(hours: DataFrame) -> HourRange:
-    """The distinct hours of an :func:`event_hours` frame."""
-    return HourRange.of(row.hour for row in hours.distinct().collect())
+def touched_periods(hours: DataFrame, grain: Grain) -> Periods:
+    """The distinct periods of ``grain`` holding the hours of an :func:`event_hours` frame."""
+    return Periods.of((row.hour for row in hours.distinct().collect()), grain)
 
 
 def recompute(
-    spark: SparkSession,
-    lakehouse: Lakehouse,
-    table: TableSpec,
-    hours: HourRange,
-    target: Table | None = None,
-    upstream: dict[str, Table] | None = None,
+    table: Table,
+    periods: Periods,
+    reading: dict[str, Table] | None = None,
+    spark: SparkSession | None = None,
     app_id: str = "",
     batch_id: int | None = None,
 ) -> dict:
-    """Replace ``hours`` of ``table`` (or ``target``) with the transform of its upstream rows of those hours.
+    """Replace ``periods`` (widened to whole periods of the table's grain) of ``table`` with its
+    transform of the upstream rows of those periods.
 
-    ``upstream`` maps upstream table names to where to read them (default: the live tables; the
-    consistency check passes its scratch copies). Returns the commit's version and rows written.
+    ``table`` is where to write (the live table, or the consistency check's scratch copy) and
+    ``reading`` maps upstream table names to where to read them (default: the live tables).
+    Returns the commit's version and rows written.
     """
-    if not hours:
+    periods = periods.to(table.grain)
+    if not periods:
         return {"version": None, "rows_written": 0, "rows_deleted": 0}
-    target = target or table.at(lakehouse)
-    where = {name: lakehouse.table(name) for name in table.upstream} | (upstream or {})
-    inputs = [batch_input(spark, where[name], hours) for name in table.upstream]
+    spark = spark or build_spark_session(table.task)
+    where = {upstream.name: upstream for upstream in table.upstream_tables()} | (reading or {})
+    inputs = [batch_input(spark, where[name], periods) for name in table.spec.upstream]
     written = with_conflict_retries(
-        lambda: replace_hours(table.transform(*inputs), target, table, hours, app_id, batch_id),
-        f"{table.name} {hours}",
+        lambda: replace_periods(table.spec.transform(*inputs), table, periods, app_id, batch_id),
+        f"{table.name} {periods}",
     )
     log.info(
         "%s: recomputed %s: %s row(s) written, %s replaced, version %s",
         table.name,
-        hours,
+        periods,
         written["rows_written"],
         written["rows_deleted"],
         written["version"],
@@ -81,8 +79,9 @@ def run(table: Table, args: JobArgs) -> dict:
     log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(lakehouse, table)))
 
     if args.mode == "batch":
-        written = recompute(spark, lakehouse, table, args.hours)
-        return {"table": table.name, "mode": "batch", "hours": str(args.hours), **written}
+        periods = args.interval.to(table.grain)
+        written = recompute(table, periods, spark=spark)
+        return {"table": table.name, "mode": "batch", "hours": str(periods), **written}
 
     generation = args.generation_of(table)
     app_id = txn_app_id(table, generation, "stream")
@@ -91,10 +90,10 @@ def run(table: Table, args: JobArgs) -> dict:
     # new_rows: the event hour of each new upstream row. Runs where foreachBatch runs (the engine's
     # Python worker): the batch's session, not the job's.
     def on_batch(new_rows: DataFrame, batch_id: int) -> dict:
-        hours = touched_hours(new_rows)
+        periods = touched_periods(new_rows, table.grain)
         fault_point(f"{table.layer}.before_replace", batch_id)
         written = recompute(
-            new_rows.sparkSession, lakehouse, table, hours, app_id=app_id, batch_id=batch_id
+            table, periods, spark=new_rows.sparkSession, app_id=app_id, batch_id=batch_id
         )
         fault_point(f"{table.layer}.after_replace", batch_id)
         figures = [  # a figure the commit no longer records is left out, not shown as None
@@ -106,11 +105,11 @@ def run(table: Table, args: JobArgs) -> dict:
             )
             if written.get(key) is not None
         ]
-        summary = f"recomputed {hours}: " + ", ".join(figures)
+        summary = f"recomputed {periods}: " + ", ".join(figures)
         return {
             "batch_id": batch_id,
-            "hours": str(hours),
-            "event_hours": hours.isoformats(),
+            "hours": str(periods),
+            "periods": periods.isoformats(),
             **written,
             "summary": summary,
         }

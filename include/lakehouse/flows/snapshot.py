@@ -11,7 +11,7 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
-from lakehouse.catalog import TableSpec
+from lakehouse.config import Table
 from lakehouse.errors import ConfigError
 from lakehouse.files import lake_path
 from lakehouse.freshness import file_fingerprint, snapshot_unchanged
@@ -58,14 +58,14 @@ def check_csv_shape(source: str | Path, columns: Sequence[str]) -> int:
     return data_rows
 
 
-def run(table: TableSpec, args: JobArgs) -> dict:
+def run(target: Table, args: JobArgs) -> dict:
+    table = target.spec
     source = args.lakehouse.landing(table.source)
     if not lake_path(source).is_file():
         raise ConfigError(
             f"{table.name}: source file {source} not found: run the generator or copy the file there."
         )
     check_csv_shape(source, table.column_names)
-    target = args.lakehouse.table(table.name)
     fingerprint = file_fingerprint(source)
     why = snapshot_unchanged(target.path, fingerprint)
     if why:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakehouse.config import Lakehouse, Table
-from lakehouse.hours import HourRange, parse_instant
+from lakehouse.periods import Periods, parse_instant
 
 if TYPE_CHECKING:
     pass
@@ -24,15 +24,21 @@ class JobArgs:
 
     lakehouse: Lakehouse
     mode: str  # "incremental" (a streaming availableNow run) or "batch" (recompute an interval)
-    hours: HourRange | None  # the interval of a batch run
+    interval: Periods | None  # the event hours [start, end) of a batch run
     generation: int | None  # checkpoint generation; None: the target table's current one
     max_files_per_trigger: int
+    source: argparse.Namespace | None = None  # a source-fed table's own options (its flow's)
 
     def generation_of(self, table: Table) -> int:
         return self.generation if self.generation is not None else table.current_generation()
 
 
-def parse_job_args(description: str, argv: list[str] | None = None, batch: bool = True) -> JobArgs:
+def parse_job_args(
+    description: str,
+    argv: list[str] | None = None,
+    batch: bool = True,
+    source: argparse.Namespace | None = None,
+) -> JobArgs:
     """Parse a job's command line; a bad combination fails with a message that says what to fix."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
@@ -55,21 +61,22 @@ def parse_job_args(description: str, argv: list[str] | None = None, batch: bool 
 
     # Airflow renders the interval args of an incremental run as empty strings.
     args.start, args.end = args.start or None, args.end or None
-    hours = None
+    interval = None
     if args.mode == "batch":
         if not (args.start and args.end):
             parser.error(
                 "--mode batch needs --start and --end (an event-time interval [start, end))"
             )
-        hours = HourRange.between(parse_instant(args.start), parse_instant(args.end))
+        interval = Periods.between(parse_instant(args.start), parse_instant(args.end))
     elif args.start or args.end:
         parser.error("--start/--end only apply to --mode batch")
     return JobArgs(
         lakehouse=Lakehouse.from_env(args.lakehouse_root),
         mode=args.mode,
-        hours=hours,
+        interval=interval,
         generation=args.generation,
         max_files_per_trigger=args.max_files_per_trigger,
+        source=source,
     )
 
 

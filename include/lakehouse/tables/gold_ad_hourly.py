@@ -21,7 +21,7 @@ SCHEMA = """
     upstream=["silver.ad_events"],
     schema=SCHEMA,
     partition_by=["event_date"],
-    write=Write.REPLACE_HOURS,
+    write=Write.REPLACE_PERIODS,
     batch=True,
     expect=[expect("every ad has a campaign", "count_if(campaign_id IS NULL)", "= 0")],
 )

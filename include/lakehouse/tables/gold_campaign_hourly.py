@@ -47,7 +47,7 @@ def hourly_kpis(silver: DataFrame, *keys: str) -> DataFrame:
     upstream=["silver.ad_events"],
     schema=SCHEMA,
     partition_by=["event_date"],
-    write=Write.REPLACE_HOURS,
+    write=Write.REPLACE_PERIODS,
     batch=True,
     expect=[
         expect("no negative count", "count_if(views < 0 OR clicks < 0 OR purchases < 0)", "= 0")

@@ -23,7 +23,7 @@ SCHEMA = """
     upstream=["silver.ad_events"],
     schema=SCHEMA,
     partition_by=["event_date"],
-    write=Write.REPLACE_HOURS,
+    write=Write.REPLACE_PERIODS,
     batch=True,
 )
 def campaign_windows(silver: DataFrame) -> DataFrame:

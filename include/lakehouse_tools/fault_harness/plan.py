@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from lakehouse import catalog, runner
+from lakehouse import catalog
 
 RANDOM = "random"
 ENGINE = "engine"  # connect mode: the engine's server process is killed
@@ -41,7 +41,7 @@ TARGETS = {
 # mostly during the batch's Spark jobs, MERGE included.
 KILL_MODES = {
     task: (
-        *(f"{LAYER[task]}.{point}" for point in runner.flow(catalog.task(task)).FAULT_POINTS),
+        *(f"{LAYER[task]}.{point}" for point in catalog.task(task).flow.fault_points),
         RANDOM,
     )
     for task in LAYER

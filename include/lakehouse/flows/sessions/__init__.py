@@ -57,7 +57,7 @@ from lakehouse.flows.sessions.state import (
     whole_sessions,
 )
 from lakehouse.freshness import delta_source_caught_up, job_input_bytes
-from lakehouse.hours import HourRange
+from lakehouse.periods import Periods
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import (
     JobArgs,
@@ -82,7 +82,6 @@ from lakehouse.tables.gold_user_sessions import (
 
 # What jobs, tests and the bench use of the sessions flow (its parts: processor, batch_form, state).
 __all__ = [
-    "FAULT_POINTS",
     "STATE_VERSION",
     "check_state_contract",
     "late_rows",
@@ -94,8 +93,6 @@ __all__ = [
     "show_state",
     "whole_sessions",
 ]
-
-FAULT_POINTS = ("before_sessions_write", "after_sessions_write", "before_open_sessions")
 
 # What the processor keeps per bucket of users (processor.USER_BUCKETS), one value: their open
 # sessions and the one timer registered for them (the earliest close). One state read and one
@@ -109,14 +106,13 @@ HOUR_MS = 3_600_000
 
 
 def recompute(
-    spark: SparkSession,
-    lakehouse: Lakehouse,
-    table: TableSpec,
-    hours: HourRange,
-    target: Table | None = None,
-    upstream: dict[str, Table] | None = None,
+    target: Table,
+    hours: Periods,
+    reading: dict[str, Table] | None = None,
+    spark: SparkSession | None = None,
 ) -> dict:
-    """Replace every session overlapping ``hours`` (first to last) with its recomputation from live silver.
+    """Replace every session overlapping ``hours`` (first to last) of ``target`` (the live table or
+    a scratch copy) with its recomputation from live silver.
 
     Always from the live silver, even for the consistency check's scratch copy: sessions need
     events from beyond the hours checked, which the check does not recompute.
@@ -127,11 +123,13 @@ def recompute(
     recomputation is not refreshed by another JVM's write to silver). So it is recomputed again
     until silver gained nothing between its read and the replace.
     """
-    target = target or lakehouse.table(table.name)
-    ensure_table(spark, target, table)
+    spark = spark or build_spark_session(target.task)
+    table, lakehouse = target.spec, target.lakehouse
+    hours = hours.hours()
+    ensure_table(spark, target)
     silver = lakehouse.table(table.upstream[0])
-    start_ms = int(hours.hours[0].timestamp() * 1000)
-    end_ms = int(hours.hours[-1].timestamp() * 1000) + HOUR_MS
+    start_ms = int(hours.first.timestamp() * 1000)
+    end_ms = int(hours.end.timestamp() * 1000)
     for attempt in range(1, RECOMPUTE_ATTEMPTS + 1):
         read_from = delta_log.latest_version(silver.path)
         watermark = watermark_for(spark, lakehouse, table)
@@ -247,7 +245,7 @@ def refresh_open_sessions(
     The commit is tagged with the batch whose state it holds (:func:`open_sessions_current`).
     """
     target = lakehouse.table(catalog.side(table, "open").name)
-    ensure_table(spark, target, catalog.side(table, "open"))
+    ensure_table(spark, target)
     opened = (
         open_sessions_in_state(spark, checkpoint)
         if (lake_path(checkpoint) / "state").is_dir()
@@ -291,17 +289,16 @@ def sessions_stream(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec)
     )
 
 
-def run(table: TableSpec, args: JobArgs) -> dict:
-    spark = build_spark_session(table.task)
-    lakehouse = args.lakehouse
-    target = lakehouse.table(table.name)
-    for written in catalog.written_by_task(table):
-        ensure_table(spark, lakehouse.table(written.name), written)
+def run(target: Table, args: JobArgs) -> dict:
+    spark = build_spark_session(target.task)
+    table, lakehouse = target.spec, target.lakehouse
+    for written in target.written_by_its_task():
+        ensure_table(spark, written)
     log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(lakehouse, table)))
 
     if args.mode == "batch":
-        figures = recompute(spark, lakehouse, table, args.hours)
-        return {"table": table.name, "mode": "batch", "hours": str(args.hours), **figures}
+        figures = recompute(target, args.interval, spark=spark)
+        return {"table": table.name, "mode": "batch", "hours": str(args.interval), **figures}
 
     generation = args.generation_of(target)
     checkpoint = target.checkpoint(generation)
@@ -353,7 +350,7 @@ def run(table: TableSpec, args: JobArgs) -> dict:
             ):  # most batches with data close nothing: their sessions are still open
                 closed = table_rows(output.where(F.col("kind") == "session"))
                 with_conflict_retries(
-                    lambda: upsert(spark_, closed, target, table, app_id, batch_id),
+                    lambda: upsert(spark_, closed, target, app_id, batch_id),
                     f"{table.name} batch {batch_id}",
                 )
             late = output.where(F.col("kind") == "late")
@@ -373,9 +370,7 @@ def run(table: TableSpec, args: JobArgs) -> dict:
             "batch_id": batch_id,
             "sessions": sessions,
             "late": late_events,
-            "event_hours": [
-                datetime.fromtimestamp(h * 3600, UTC).isoformat() for h in written_hours
-            ],
+            "periods": [datetime.fromtimestamp(h * 3600, UTC).isoformat() for h in written_hours],
             "summary": f"{sessions} session(s) closed, {late_events} late event(s) recorded",
         }
 

@@ -138,5 +138,5 @@ def replace_sessions(
     predicate = f"({' OR '.join([f'({overlapping})', *extents])}) AND {closed_by_then}"
     closed = table_rows(sessions.where(F.col("kind") == "session"))
     with_conflict_retries(
-        lambda: replace_where(closed, target, table, predicate), f"{table.name} sessions"
+        lambda: replace_where(closed, target, predicate), f"{table.name} sessions"
     )

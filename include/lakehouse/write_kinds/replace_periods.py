@@ -1,0 +1,50 @@
+"""REPLACE_PERIODS: the event periods (hours, days) a batch touches recomputed and replaced (gold)."""
+
+from __future__ import annotations
+
+from lakehouse.periods import Grain
+from lakehouse.write_kinds.base import Flow, Layout, Write, count, summed
+
+
+class ReplacePeriods(Flow):
+    """Each event period that receives new upstream rows recomputed from upstream and replaced."""
+
+    kind = Write.REPLACE_PERIODS
+    periodic = True
+    grains = (Grain.HOUR, Grain.DAY)
+    fault_points = ("before_replace", "after_replace")
+
+    def layout(self, grain):
+        # A day is a partition; an hour is selected within its day's partition by hour_start.
+        columns = tuple(dict.fromkeys(("event_date", grain.column)))
+        return Layout(partition_by=("event_date",), columns=columns)
+
+    def predicate(self, spec, periods):
+        periods = periods.to(spec.grain)
+        if not periods:
+            return "false"
+        dates = ", ".join(periods.dates())
+        if spec.grain is Grain.DAY:
+            return f"event_date IN ({dates})"
+        stamps = ", ".join(f"TIMESTAMP'{s:%Y-%m-%d %H:00:00}'" for s in periods)
+        return f"event_date IN ({dates}) AND {spec.grain.column} IN ({stamps})"
+
+    def counts(self, spec, summary, batch, sides):
+        counts = {}
+        if batch:
+            count(
+                counts,
+                spec.name,
+                summary.get("rows_written"),
+                rows_replaced=summary.get("rows_deleted"),
+            )
+            if "rows_written" not in summary:
+                del counts[spec.name]["rows"]
+            return counts, {spec.name}
+        count(
+            counts,
+            spec.name,
+            summed(summary, "rows_written"),
+            rows_replaced=summed(summary, "rows_deleted"),
+        )
+        return counts, set()
