@@ -91,6 +91,27 @@ class Expected:
             for (campaign, hour), values in self.campaign_hourly().items()
         ]
 
+    def campaign_daily_rows(self) -> list[dict]:
+        """Per campaign and UTC day: views, clicks, purchases, the day's distinct users, CTR."""
+        counts: dict = defaultdict(Counter)
+        users: dict = defaultdict(set)
+        for event in self.events.values():
+            key = (event["campaign_id"], _utc(event["millis"]).date())
+            counts[key][event["event_type"]] += 1
+            users[key].add(event["user_id"])
+        return [
+            {
+                "campaign_id": campaign,
+                "views": c["view"],
+                "clicks": c["click"],
+                "purchases": c["purchase"],
+                "distinct_users": len(users[(campaign, day)]),
+                "ctr": c["click"] / c["view"] if c["view"] else None,
+                "event_date": day,
+            }
+            for (campaign, day), c in counts.items()
+        ]
+
     def ad_type_hourly_rows(self) -> list[dict]:
         counts: dict = defaultdict(Counter)
         for event in self.events.values():
@@ -174,6 +195,7 @@ class Expected:
 GOLD = {
     "gold.campaign_windows": Expected.campaign_windows_rows,
     "gold.campaign_hourly": Expected.campaign_hourly_rows,
+    "gold.campaign_daily": Expected.campaign_daily_rows,
     "gold.ad_type_hourly": Expected.ad_type_hourly_rows,
     "gold.ad_hourly": Expected.ad_hourly_rows,
     "gold.user_sessions": Expected.user_sessions_rows,
