@@ -107,7 +107,12 @@ def table_of(columns: tuple[Column, ...]) -> Callable[[list[TableSpec]], str]:
 
 
 def flow_of(write: Write) -> str:
-    """The flow that writes a write kind: the module ``lakehouse.runner`` runs for it."""
+    """The module that holds a write kind's flow: a kind's object in the registry of
+    ``lakehouse.write_kinds`` where there is one, else the module ``lakehouse.runner`` runs."""
+    from lakehouse import write_kinds
+
+    if hasattr(write_kinds, "flow_of"):
+        return type(write_kinds.flow_of(write)).__module__.rsplit(".", 1)[-1]
     from lakehouse.runner import FLOWS  # imports pyspark's Python side, never a JVM
 
     return FLOWS[write].rsplit(".", 1)[-1]
