@@ -124,7 +124,7 @@ $(AIRFLOW_HOME)/.migrated: $(VENV)/.installed
 demo: setup engine-up  ## generate sample data, run the hourly DAG through Airflow on the warm engine, print the gold tables
 	python -m lakehouse_tools.demo
 
-# The suite CI runs: every folder under tests/ (how long, and where the time goes: the README's Tests section).
+# The suite CI runs: every folder under tests/ (how long, and where the time goes: docs/tests.md).
 TEST_PATHS ?= tests
 
 # A hung test fails after TEST_TIMEOUT seconds instead of eating CI's budget (the slowest, the
@@ -140,7 +140,7 @@ TEST_REPORT ?= .local/test-report.xml
 # Test workers (pytest-xdist): one alone leaves the cores idle while it waits on a scheduler or a JVM's
 # start. Each worker takes whole test files (a file's tests share their servers) and starts its own
 # engine, which the worker's tests also read through. TEST_WORKERS=0 runs every test in one process;
-# three workers were slower than two (README, "How long").
+# three workers were slower than two (docs/tests.md, "How long").
 TEST_WORKERS ?= 2
 TEST_PARALLEL := $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
