@@ -29,6 +29,7 @@ from pathlib import Path
 
 from lakehouse import catalog
 from lakehouse.catalog import TableSpec, Write
+from lakehouse.write_kinds import flow_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,14 +80,15 @@ def task(spec: TableSpec) -> str:
 TABLE = Column("table", lambda spec: code(spec.name))
 TASK = Column("task", task)
 WRITE = Column("write kind", lambda spec: spec.write.value)
+GRAIN = Column("grain", lambda spec: spec.grain.value if spec.grain else "")
 BATCH = Column("batch form", lambda spec: "yes" if spec.batch else "")
 PARTITIONS = Column("partitioned by", lambda spec: ", ".join(map(code, spec.partition_by)))
 ORIGIN = Column("from", origin)
 
 # The README's list: what a newcomer needs to find a table in the DAG.
-SHORT = (TABLE, TASK, WRITE, ORIGIN)
+SHORT = (TABLE, TASK, WRITE, GRAIN, ORIGIN)
 # docs/pipeline.md's: every declaration field the docs talk about.
-FULL = (TABLE, TASK, WRITE, BATCH, PARTITIONS, ORIGIN)
+FULL = (TABLE, TASK, WRITE, GRAIN, BATCH, PARTITIONS, ORIGIN)
 
 
 def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -106,18 +108,6 @@ def table_of(columns: tuple[Column, ...]) -> Callable[[list[TableSpec]], str]:
     return render
 
 
-def flow_of(write: Write) -> str:
-    """The module that holds a write kind's flow: a kind's object in the registry of
-    ``lakehouse.write_kinds`` where there is one, else the module ``lakehouse.runner`` runs."""
-    from lakehouse import write_kinds
-
-    if hasattr(write_kinds, "flow_of"):
-        return type(write_kinds.flow_of(write)).__module__.rsplit(".", 1)[-1]
-    from lakehouse.runner import FLOWS  # imports pyspark's Python side, never a JVM
-
-    return FLOWS[write].rsplit(".", 1)[-1]
-
-
 def write_kinds(specs: list[TableSpec]) -> str:
     """One row per write kind a query uses: its flow, its tables and what each writes beside it."""
     rows = []
@@ -129,9 +119,9 @@ def write_kinds(specs: list[TableSpec]) -> str:
         for spec in queried:
             beside = [code(s.name) for s in specs if s.written_by == spec.name]
             cells.append(code(spec.name) + (f" (with {', '.join(beside)})" if beside else ""))
-        rows.append([write.value, code(flow_of(write)), ", ".join(cells)])
+        rows.append([write.value, flow_of(write).description, ", ".join(cells)])
     return markdown_table(
-        ["write kind", "flow", "tables (and what their query writes beside)"], rows
+        ["write kind", "what a write does", "tables (and what their query writes beside)"], rows
     )
 
 
