@@ -124,15 +124,15 @@ def test_a_state_change_the_checkpoint_cannot_take_is_refused_before_the_run_wit
 def test_a_partitions_fragments_merged_in_any_split_give_the_sessions_of_its_events():
     import pyarrow as pa
 
-    from lakehouse.flows.sessions.processor import (
+    from lakehouse.flows.sessions.fragments import (
         EVENT_FIELDS,
         FRAGMENT_COLUMNS,
-        _from_fragment,
         events_of,
         read_events,
         read_fragments,
         session_fragments,
     )
+    from lakehouse.flows.sessions.processor import _from_fragment
 
     rng = random.Random(7)
     minutes = [0, 10, 25, 55, 56, 90, 119, 150, 180, 181, 240]
@@ -219,12 +219,8 @@ def test_a_checkpoint_of_an_older_state_shape_is_refused_with_the_full_refresh_t
 def test_the_batch_form_merges_a_buckets_fragments_into_closed_and_open_sessions():
     import pyarrow as pa
 
-    from lakehouse.flows.sessions.processor import (
-        EVENT_FIELDS,
-        OUTPUT_COLUMNS,
-        _sessions_of_fragments,
-        session_fragments,
-    )
+    from lakehouse.flows.sessions.fragments import EVENT_FIELDS, session_fragments
+    from lakehouse.flows.sessions.processor import OUTPUT_COLUMNS, _sessions_of_fragments
 
     events = [
         ("u1", *event(0, "a")),

@@ -14,18 +14,18 @@ the same transform and replaces exactly those partitions.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse import catalog, delta_log
+from lakehouse import catalog
 from lakehouse.catalog import TableSpec
 from lakehouse.config import Lakehouse, Table
 from lakehouse.faults import fault_point
-from lakehouse.files import lake_path, write_atomic
 from lakehouse.flows.containment import PROCESSING_ERROR, contained, is_data_error
+from lakehouse.flows.keys import accepted, one_row_per_key
+from lakehouse.flows.quarantine_replay import open_quarantined_lines, replay_quarantine
 from lakehouse.freshness import delta_source_caught_up, job_input_bytes
 from lakehouse.periods import Periods
 from lakehouse.progress import ProgressLog
@@ -47,40 +47,6 @@ from lakehouse.spark import build_spark_session, fit_code_generation
 # A quarantine row's resolution, declared last in a quarantine: never set by classification, set by
 # a batch recompute that admits the row's line (lakehouse.sinks.mark_resolved).
 RESOLUTION_COLUMNS = ("resolved_at", "resolved_by")
-
-
-def accepted(classified: DataFrame, table: TableSpec) -> DataFrame:
-    """The rows that passed every check, one per key, in the table's column order."""
-    return one_row_per_key(
-        classified.filter(F.col("reason").isNull()).select(*table.column_names),
-        table.key,
-        table.first_by,
-    )
-
-
-def one_row_per_key(rows: DataFrame, key: str, first_by: tuple[str, ...] = ()) -> DataFrame:
-    """``rows`` with one row per ``key``: of several, the first by ``first_by`` and then by their
-    other columns, so a stream and every backfill keep the same copy (a table's ``first_by``).
-
-    Only the keys are shuffled, to find the repeated ones (an at-least-once producer's re-sends: a
-    few per cent); they are broadcast, rows whose key is not among them pass as they are, and only
-    the rows of repeated keys are ranked. Ranking every row would shuffle and sort whole rows,
-    spilling at millions of events. ``rows`` is read three times: pass a cached frame.
-    """
-    repeated = F.broadcast(
-        rows.groupBy(key).count().filter("count > 1").select(F.col(key).alias("_repeated"))
-    )
-    same_key = F.col(key).eqNullSafe(F.col("_repeated"))
-    once = rows.join(repeated, same_key, "left_anti")
-    order = [*first_by, *(c for c in rows.columns if c not in (key, *first_by))]
-    first = F.row_number().over(Window.partitionBy(key).orderBy(*order))
-    several = (
-        rows.join(repeated, same_key, "left_semi")
-        .withColumn("_rank", first)
-        .filter("_rank = 1")
-        .drop("_rank")
-    )
-    return once.unionByName(several)
 
 
 def rejected_columns(quarantine: TableSpec) -> list[str]:
@@ -351,21 +317,6 @@ def recompute(
     )
 
 
-def open_quarantined_lines(
-    spark: SparkSession, lines: DataFrame, quarantine: Table
-) -> DataFrame | None:
-    """Those of ``lines`` (upstream rows) that the quarantine holds unresolved, found by their
-    raw line; None when it holds none. Only the ingest dates of those lines are read."""
-    unresolved = spark.read.format("delta").load(quarantine.path).filter("resolved_at IS NULL")
-    dates = [row.ingest_date for row in unresolved.select("ingest_date").distinct().collect()]
-    if not dates:
-        return None
-    line = ["ingest_date", "source_file", "raw_line"]
-    return lines.filter(F.col("ingest_date").isin(dates)).join(
-        unresolved.select(*line).distinct(), line, "left_semi"
-    )
-
-
 def without_keys_kept_nearby(
     spark: SparkSession, rows: DataFrame, lakehouse: Lakehouse, table: TableSpec, hours: Periods
 ) -> DataFrame:
@@ -384,77 +335,6 @@ def without_keys_kept_nearby(
         .select(table.key)
     )
     return rows.join(kept, table.key, "left_anti")
-
-
-def replay_record(checkpoint: str):
-    """Where the upstream versions the quarantine was last replayed against are recorded: beside
-    the checkpoint folder (``gen=N.quarantine_replay.json``)."""
-    path = lake_path(checkpoint)
-    return path.with_name(path.name + ".quarantine_replay.json")
-
-
-def replay_quarantine(spark: SparkSession, table: Table, generation: int) -> dict:
-    """After an upstream the stream joins (the dimension) changed: the quarantine's open lines
-    classified again; the ones now valid merged in and marked resolved, as a backfill would.
-
-    A line quarantined for an ad the dimension did not have yet is then accepted by the next
-    hourly run, with or without new events, and the downstream streams read its row as an
-    append. Nothing happens while the upstreams' versions equal the record's (an hourly run
-    reads two small files); the first run of a checkpoint only writes the record (lines
-    quarantined before it, by an earlier generation, wait for the next change or a backfill).
-    Rerunning after a crash is safe: the merge inserts only keys the table lacks, and a resolved
-    line is not marked again.
-    """
-    streamed, *static = table.upstream_tables()
-    if not static:
-        return {}
-    versions = {upstream.name: delta_log.latest_version(upstream.path) for upstream in static}
-    record = replay_record(table.checkpoint(generation))
-    if not record.exists():  # the first run: this run's stream classified against these versions
-        write_atomic(record, json.dumps(versions))
-        return {}
-    if json.loads(record.read_text()) == versions:
-        return {}
-    quarantine = table.side("quarantine")
-    lines = open_quarantined_lines(
-        spark, spark.read.format("delta").load(streamed.path), quarantine
-    )
-    replayed = {"lines": 0, "periods": []}
-    if lines is not None:
-        inputs = [spark.read.format("delta").load(upstream.path) for upstream in static]
-        valid = table.transform(lines, *inputs).filter(F.col("reason").isNull()).persist()
-        try:
-            hour = F.date_trunc("hour", "event_time").alias("hour")
-            touched = {row.hour for row in valid.select(hour).distinct().collect()}
-            if touched:
-                hours = Periods.of(touched)
-                with_conflict_retries(
-                    lambda: merge_new_rows(
-                        spark,
-                        accepted(valid, table),
-                        table,
-                        table.key,
-                        hours.widened(table.key_window_hours),
-                        None,
-                        None,
-                    ),
-                    f"{table.name} quarantine replay",
-                )
-                replayed["lines"] = with_conflict_retries(
-                    lambda: mark_resolved(spark, valid, quarantine, "replay after upstream change"),
-                    f"{quarantine.name} replay",
-                )
-                replayed["periods"] = hours.isoformats()
-        finally:
-            valid.unpersist()
-    write_atomic(record, json.dumps(versions))
-    log.info(
-        "%s: %s changed; %d quarantined line(s) now accepted, marked resolved",
-        table.name,
-        ", ".join(f"{name} (version {v})" for name, v in versions.items()),
-        replayed["lines"],
-    )
-    return {"quarantine_replay": replayed}
 
 
 def run(table: Table, args: JobArgs) -> dict:

@@ -1,7 +1,7 @@
 """SESSIONS tables: a stateful streaming query keeps each user's open sessions and emits each once, when the watermark closes it.
 
 Incremental mode streams silver's new events (availableNow) through ``transformWithState`` (rows),
-keyed by a bucket of users (``processor.USER_BUCKETS``; each micro-batch's events reach it as
+keyed by a bucket of users (``fragments.USER_BUCKETS``; each micro-batch's events reach it as
 session fragments, a run of a user's events each, made by Arrow and passed a bucket at a time):
 the state (RocksDB, in the checkpoint) holds each user's open sessions in their bucket's value,
 an event-time timer per bucket fires when the watermark passes the earliest of its open sessions'
@@ -25,34 +25,37 @@ state (the state data source), corrected for users with unreconciled late events
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse import catalog, checkpoint_log, delta_log
-from lakehouse.catalog import TableSpec, Write
+from lakehouse import catalog, delta_log
+from lakehouse.catalog import TableSpec
 from lakehouse.config import Lakehouse, Table
 from lakehouse.errors import ConfigError
 from lakehouse.faults import fault_point
-from lakehouse.files import lake_path
 from lakehouse.flows.sessions.batch_form import (
     iso_instant,
     recomputed_sessions,
     replace_sessions,
-    utc_datetime,
+)
+from lakehouse.flows.sessions.fragments import fragments_by_bucket
+from lakehouse.flows.sessions.late import late_rows, reconcile
+from lakehouse.flows.sessions.open_sessions import (
+    open_sessions_current,
+    refresh_open_sessions,
+    show_state,
 )
 from lakehouse.flows.sessions.processor import (
     OUTPUT_SCHEMA,
     STATE_VERSION,
     UserSessions,
-    fragments_by_bucket,
     table_rows,
 )
 from lakehouse.flows.sessions.state import (
     check_state_contract,
     checkpoint_watermark_ms,
-    open_sessions_in_state,
     watermark_for,
     whole_sessions,
 )
@@ -76,7 +79,6 @@ from lakehouse.sinks import (
 from lakehouse.sources import delta_stream
 from lakehouse.spark import build_spark_session, fit_code_generation
 from lakehouse.tables.gold_user_sessions import (
-    SESSION_GAP_MS,
     WATERMARK_DELAY,
 )
 
@@ -87,14 +89,17 @@ __all__ = [
     "late_rows",
     "reconcile",
     "recompute",
+    "recomputed_sessions",
     "replace_sessions",
     "run",
     "sessions_stream",
     "show_state",
+    "table_rows",
+    "watermark_for",
     "whole_sessions",
 ]
 
-# What the processor keeps per bucket of users (processor.USER_BUCKETS), one value: their open
+# What the processor keeps per bucket of users (fragments.USER_BUCKETS), one value: their open
 # sessions and the one timer registered for them (the earliest close). One state read and one
 # write per bucket and batch, and the timer moved only when the earliest close moves: each state
 # or timer call is a round trip between the Python worker and the JVM, and per-user calls were
@@ -162,112 +167,6 @@ def recompute(
         iso_instant(watermark),
     )
     return {"sessions": written, "watermark": iso_instant(watermark)}
-
-
-def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec, run_label: str) -> dict:
-    """Recompute the sessions of users with unreconciled late events; mark those whose session has closed."""
-    late_table = lakehouse.table(catalog.side(table, "late").name)
-    if not delta_log.may_hold_nulls(late_table.path, "reconciled_at"):  # from the log: no Spark job
-        return {"late_pending": 0, "late_reconciled": 0}
-    pending = (
-        spark.read.format("delta")
-        .load(late_table.path)
-        .where(F.col("reconciled_at").isNull())
-        .select("event_id", "user_id", F.unix_millis("event_time").alias("event_ms"))
-        .collect()
-    )
-    if not pending:
-        return {"late_pending": 0, "late_reconciled": 0}
-    users = {row.user_id for row in pending}
-    start_ms = min(row.event_ms for row in pending) - SESSION_GAP_MS
-    watermark = watermark_for(spark, lakehouse, table)
-    target = lakehouse.table(table.name)
-    sessions = recomputed_sessions(
-        spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, None, users
-    )
-    try:
-        replace_sessions(spark, target, table, sessions, watermark, start_ms, None, users)
-        recomputed = sessions.collect()  # a few sessions per user with a late event
-    finally:
-        sessions.unpersist()
-    closed = [row for row in recomputed if row.kind == "session"]
-    settled = [
-        late.event_id
-        for late in pending
-        if any(
-            row.user_id == late.user_id and row.start_ms <= late.event_ms <= row.end_ms
-            for row in closed
-        )
-    ]
-    open_truth = [row for row in recomputed if row.kind == "open"]
-    if settled:
-        ids = ", ".join(f"'{event_id}'" for event_id in settled)
-        spark.sql(
-            f"UPDATE delta.`{late_table.path}` SET reconciled_at = current_timestamp(), reconciled_by = '{run_label}' "
-            f"WHERE reconciled_at IS NULL AND event_id IN ({ids})"
-        )
-    still = len(pending) - len(settled)
-    log.info(
-        "%s: %d late event(s) of %d user(s) reconciled (%d wait for their session to close)",
-        table.name,
-        len(settled),
-        len(users),
-        still,
-    )
-    return {
-        "late_pending": still,
-        "late_reconciled": len(settled),
-        "dirty_users": users,
-        "open_truth": open_truth,
-    }
-
-
-def _state_tag(checkpoint: str) -> str:
-    """What an open-sessions commit was written from: the checkpoint (its generation) and its newest committed batch."""
-    return f"open sessions of the state of {checkpoint} as of batch {checkpoint_log.newest(checkpoint, 'commits')}"
-
-
-def open_sessions_current(lakehouse: Lakehouse, table: TableSpec, checkpoint: str) -> bool:
-    """``gold.open_sessions`` was last rewritten from the state of the checkpoint's newest committed batch.
-
-    From the tables' logs, no Spark job. Not so when a run died between its query and the rewrite:
-    its retry, with nothing new to start a query for, rewrites it then.
-    """
-    written = delta_log.latest_commit_info(lakehouse.table(catalog.side(table, "open").name).path)
-    return written.get("userMetadata") == _state_tag(checkpoint)
-
-
-def refresh_open_sessions(
-    spark: SparkSession, lakehouse: Lakehouse, table: TableSpec, checkpoint: str, reconciled: dict
-) -> int:
-    """Rewrite ``gold.open_sessions``: the state's open sessions, the recomputed ones for users with late events.
-
-    The commit is tagged with the batch whose state it holds (:func:`open_sessions_current`).
-    """
-    target = lakehouse.table(catalog.side(table, "open").name)
-    ensure_table(spark, target)
-    opened = (
-        open_sessions_in_state(spark, checkpoint)
-        if (lake_path(checkpoint) / "state").is_dir()
-        else None
-    )
-    dirty = reconciled.get("dirty_users")
-    if opened is not None and dirty:
-        opened = opened.where(~F.col("user_id").isin(sorted(dirty)))
-    if dirty:
-        truth = spark.createDataFrame(reconciled["open_truth"], OUTPUT_SCHEMA)
-        opened = truth if opened is None else opened.unionByName(truth)
-    if opened is None:
-        return 0
-    rows = table_rows(opened, with_closes_at=True)
-    rows.write.format("delta").mode("overwrite").option(
-        "userMetadata", _state_tag(checkpoint)
-    ).save(target.path)
-    return int(
-        delta_log.latest_commit_info(target.path)
-        .get("operationMetrics", {})
-        .get("numOutputRows", 0)
-    )
 
 
 def sessions_stream(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec) -> DataFrame:
@@ -411,85 +310,3 @@ def run(target: Table, args: JobArgs) -> dict:
         summary["late_pending"],
     )
     return summary
-
-
-def late_rows(
-    spark: SparkSession, late: DataFrame, sessions: Table, batch_id: int, earliest_ms: int
-) -> DataFrame:
-    """Late events as ``ops.late_session_events`` rows, each with the emitted session it falls within the gap of.
-
-    ``earliest_ms``: the earliest late event's time; only the session dates it can reach are read
-    (a session touched ends within the gap of the event).
-    """
-    since = (utc_datetime(earliest_ms) - timedelta(days=1)).date()
-    stored = (
-        spark.read.format("delta")
-        .load(sessions.path)
-        .where(F.col("session_date") >= F.lit(since))
-        .select(
-            F.col("user_id").alias("s_user"),
-            F.col("session_id"),
-            F.unix_millis("session_start").alias("s_start"),
-            F.unix_millis("session_end").alias("s_end"),
-        )
-    )
-    near = (
-        (F.col("s_user") == F.col("user_id"))
-        & (F.col("event_ms") > F.col("s_start") - SESSION_GAP_MS)
-        & (F.col("event_ms") < F.col("s_end") + SESSION_GAP_MS)
-    )
-    touched = (
-        late.join(stored, near, "left")
-        .groupBy("event_id", "user_id", "event_ms", "watermark_ms")
-        .agg(F.min("session_id").alias("touches_session_id"))
-    )
-    return touched.select(
-        "event_id",
-        "user_id",
-        F.timestamp_millis("event_ms").alias("event_time"),
-        F.lit(batch_id).cast("bigint").alias("batch_id"),
-        F.timestamp_millis("watermark_ms").alias("watermark"),
-        "touches_session_id",
-        F.current_timestamp().alias("recorded_at"),
-        F.lit(None).cast("timestamp").alias("reconciled_at"),
-        F.lit(None).cast("string").alias("reconciled_by"),
-    )
-
-
-def show_state(argv: list[str] | None = None) -> None:
-    """Print what the sessions query holds in its state: for debugging, without touching it.
-
-    Usage: ``spark-submit ... jobs/session_state.py [--user USER_ID] [--lakehouse-root DIR]``
-    """
-    import argparse
-
-    parser = argparse.ArgumentParser(description=show_state.__doc__.splitlines()[0])
-    parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
-    parser.add_argument("--user", help="show this user's open sessions")
-    args = parser.parse_args(argv)
-    table = next(t for t in catalog.tasks() if t.write is Write.SESSIONS)
-    target = Lakehouse.from_env(args.lakehouse_root).table(table.name)
-    checkpoint = target.checkpoint(target.current_generation())
-    if not (lake_path(checkpoint) / "state").is_dir():
-        raise ConfigError(
-            f"{table.name}: no state in {checkpoint} yet: run the {table.task} task first"
-        )
-    spark = build_spark_session("session_state")
-    spark.read.format("state-metadata").load(checkpoint).select(
-        "operatorName", "numPartitions", "minBatchId", "maxBatchId"
-    ).show(truncate=False)
-    opened = table_rows(open_sessions_in_state(spark, checkpoint), with_closes_at=True)
-    figures = opened.agg(
-        F.count("*").alias("sessions"),
-        F.countDistinct("user_id").alias("users"),
-        F.min("session_start").alias("oldest_start"),
-        F.max("session_end").alias("newest_event"),
-    ).first()
-    watermark = checkpoint_watermark_ms(checkpoint)
-    print(
-        f"{table.name}: checkpoint {checkpoint}\n  watermark {iso_instant(watermark) if watermark is not None else 'none'}; "
-        f"{figures.sessions} open session(s) of {figures.users} user(s); oldest start {figures.oldest_start}, "
-        f"newest event {figures.newest_event}"
-    )
-    if args.user:
-        opened.where(F.col("user_id") == args.user).orderBy("session_start").show(truncate=False)

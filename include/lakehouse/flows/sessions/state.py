@@ -12,11 +12,11 @@ from lakehouse.catalog import TableSpec
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
 from lakehouse.files import lake_path, write_atomic
+from lakehouse.flows.sessions.fragments import USER_BUCKETS
 from lakehouse.flows.sessions.processor import (
     STATE_NAME,
     STATE_SCHEMA,
     STATE_VERSION,
-    USER_BUCKETS,
     USERS_JSON_SCHEMA,
     batch_sessions,
     table_rows,
