@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import csv
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 from airflow.dag_processing.dagbag import DagBag
@@ -24,6 +24,7 @@ from lakehouse_airflow.assets import asset, partition_keys, written
 from lakehouse_airflow.exports import export_hour, report_path
 
 H0, H1, H23 = "2026-11-20T00:00:00+00:00", "2026-11-20T01:00:00+00:00", "2026-11-19T23:00:00+00:00"
+DAY20 = date(2026, 11, 20)
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +183,67 @@ def test_the_export_writes_exactly_the_rows_of_its_hour(tmp_path):
     assert export_hour(lakehouse, "gold.campaign_hourly", "2026-11-20T05")["rows"] == 0
     with pytest.raises(ValueError, match="not an event hour"):
         export_hour(lakehouse, "gold.campaign_hourly", "2026-11-20")
+
+
+def test_a_day_table_publishes_day_keys_and_the_daily_export_runs_per_day(dag_bag):
+    from airflow.partition_mappers.temporal import StartOfDayMapper
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    # A run that touched hours 23:00 and 01:00 wrote two days of the day table: two day keys.
+    summary = {
+        "table": "gold.campaign_daily",
+        "micro_batches": 1,
+        "batches": [{"batch_id": 2, "rows_written": 3, "periods": [H23, H0]}],
+        "grain": "day",
+        "periods": ["2026-11-19T00:00:00+00:00", "2026-11-20T00:00:00+00:00"],
+    }
+    assert events_of("gold_campaign_daily", summary, dag_bag) == [
+        ("gold.campaign_daily", "2026-11-19"),
+        ("gold.campaign_daily", "2026-11-20"),
+        ("ops.query_progress", "2026-11-19"),
+        ("ops.query_progress", "2026-11-20"),
+    ]
+    dag = dag_bag.get_dag("ysb_daily_export")
+    timetable = DagSerialization.from_dict(DagSerialization.to_dict(dag)).timetable
+    daily = asset(catalog.get("gold.campaign_daily"))
+    mapper = timetable.get_partition_mapper(name=daily.name, uri=daily.uri)
+    assert isinstance(mapper, StartOfDayMapper)
+    assert mapper.to_downstream("2026-11-20") == "2026-11-20"
+    # An hour table's hour keys roll up to the same day keys (Airflow's own partition mapping).
+    assert StartOfDayMapper().to_downstream(partition_keys([H1])[0]) == "2026-11-20"
+
+
+def test_the_daily_export_writes_exactly_the_rows_of_its_day(tmp_path):
+    import pyarrow as pa
+
+    from lakehouse_airflow.exports import export_period
+
+    lakehouse = Lakehouse(root=str(tmp_path / "lakehouse"))
+    spec = catalog.get("gold.campaign_daily")
+    rows = [
+        {"campaign_id": c, "views": v, "clicks": 1, "purchases": 0, "distinct_users": 1}
+        | {"ctr": 1 / v, "event_date": day}
+        for c, v, day in [("c2", 4, DAY20), ("c1", 2, DAY20), ("c1", 8, DAY20.replace(day=21))]
+    ]
+    schema = pa.schema(
+        [
+            ("campaign_id", pa.string()),
+            ("views", pa.int64()),
+            ("clicks", pa.int64()),
+            ("purchases", pa.int64()),
+            ("distinct_users", pa.int64()),
+            ("ctr", pa.float64()),
+            ("event_date", pa.date32()),
+        ]
+    )
+    path = lakehouse.table(spec.name).path
+    write_delta(path, pa.Table.from_pylist(rows, schema=schema), partition_by=["event_date"])
+
+    done = export_period(lakehouse, spec.name, "2026-11-20")
+    assert (done["day"], done["rows"]) == ("2026-11-20T00:00:00+00:00", 2)
+    assert done["report"] == f"{lakehouse.root}/outbox/gold.campaign_daily/2026-11-20.csv"
+    with open(done["report"], newline="") as written_report:
+        got = [(r["campaign_id"], r["views"]) for r in csv.DictReader(written_report)]
+    assert got == [("c1", "2"), ("c2", "4")]
+    with pytest.raises(ValueError, match="not an event day"):
+        export_period(lakehouse, spec.name, "2026-11-20T01")

@@ -74,7 +74,7 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(
     # files look newer than the hours they hold, which the status grid of the last phase reads. The
     # export DAG would run once per hour the runs publish (tests/scheduler/test_hourly_export.py is
     # about that): here its runs would only take task slots and CPU from the runs under test.
-    reserialize_and_pause(env, "ysb_maintenance", "ysb_hourly_export")
+    reserialize_and_pause(env, "ysb_maintenance", "ysb_hourly_export", "ysb_daily_export")
     started = time.monotonic()
     # One scheduler, api-server and dag-processor for the whole test: the backfill and the repair
     # are created beside them, as an operator does.

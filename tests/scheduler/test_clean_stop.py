@@ -63,7 +63,7 @@ def test_a_run_in_flight_when_airflow_stops_is_resumed_by_the_next_start(
     )  # silver works long enough to be stopped
     # Neither the daily maintenance DAG's latest run nor the exports of the hours the run writes
     # take task slots or CPU from the run under test.
-    reserialize_and_pause(env, "ysb_maintenance", "ysb_hourly_export")
+    reserialize_and_pause(env, "ysb_maintenance", "ysb_hourly_export", "ysb_daily_export")
 
     # The scheduler starts the latest hourly run at once (catchup=False): stop everything mid-silver.
     # Stopped gracefully, a scheduler lets its running tasks finish; make airflow-ui waits 10 s for

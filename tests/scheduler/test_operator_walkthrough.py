@@ -98,7 +98,7 @@ def test_an_operators_first_day(spark, lakehouse, tmp_path, monkeypatch, capsys)
     shots.mkdir()
     # The export DAG would run once per hour the runs publish (its own test is about that); the
     # maintenance DAG is triggered below, as an operator would, not by its midnight schedule.
-    reserialize_and_pause(env, "ysb_maintenance", "ysb_hourly_export")
+    reserialize_and_pause(env, "ysb_maintenance", "ysb_hourly_export", "ysb_daily_export")
 
     # The demo, by `make demo`'s own entry point: data, `airflow dags test`, task logs, the oracle.
     # Its environment is the one make gives it: no fast-start JVM options, which a local summary
