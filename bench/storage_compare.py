@@ -514,8 +514,8 @@ def render(results: dict) -> str:
         "",
         "The whole hourly run (every task the catalog declares, in DAG order, in one client of the "
         "engine: what run_pipeline and the DAG run) into a fresh lakehouse on each storage: local disk, "
-        "and a local S3-compatible server (moto behind include/s3/server.py, objects in its memory, "
-        "on this machine: no network latency, so what S3 adds here is requests and their handling, "
+        "and a local S3-compatible server (versitygw's posix gateway behind include/s3/server.py, "
+        "objects as files on local disk, on this machine: no network latency, so what S3 adds here is requests and their handling, "
         "not distance). Each storage has an engine of its own started for it (S3: with the S3A jars); "
         "no table-name metastore on either. CPU-s: the client process plus the engine's whole tree "
         "(JVM and its Python workers, /proc sampled every 0.5 s); the S3 server's own CPU is shown "

@@ -261,6 +261,17 @@ def s3_requests(settings: dict) -> dict:
         return json.load(answer)
 
 
+def s3_faults(settings: dict, action: str = "", **fault: str) -> dict:
+    """The server's faults (include/s3/server.py, ``Faults``): arm one (``hold=`` or
+    ``lose_answer=`` a key pattern), ``action="/drop"`` what is held; what is armed, held, lost."""
+    import json
+
+    url = f"{settings['AWS_ENDPOINT_URL_S3']}/_lakehouse/faults{action}"
+    data = json.dumps(fault).encode() if fault else (b"" if action else None)
+    with urllib.request.urlopen(urllib.request.Request(url, data=data)) as answer:
+        return json.load(answer)
+
+
 def local_files_named_like(root: str) -> list[str]:
     """Local paths that a path mistaken for a local one would have created (``s3a:/bucket/...``)."""
     found = []

@@ -6,7 +6,9 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,31 +19,34 @@ import pytest
 from lakehouse_tools.engine import free_port
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
-S3_PYTHON = PROJECT_DIR / ".venv-s3" / "bin" / "python"
+GATEWAY = PROJECT_DIR / ".local-s3bin" / "versitygw"
 BUCKET = "lakehouse"
 
 
 @contextmanager
-def running_s3_server(state_dir: Path) -> Iterator[dict[str, str]]:
-    """Start the server; yields its settings as AWS_* variables; stops it (its process group)."""
-    if not S3_PYTHON.exists():
-        pytest.fail("no S3 server venv: run `make s3-venv` (make test does)")
+def running_s3_server(
+    state_dir: Path, keys: tuple[str, str] | None = None
+) -> Iterator[dict[str, str]]:
+    """Start the server (its objects in ``state_dir``/data, kept by a later server on the same
+    folder and ``keys``); yields its settings as AWS_* variables; stops it (its process group)."""
+    if not GATEWAY.exists():
+        pytest.fail("no S3 gateway: run `make s3-gateway` (make test does)")
     port = free_port()
     settings = {
         "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}",
-        "AWS_ACCESS_KEY_ID": "LHTEST" + secrets.token_hex(6).upper(),
-        "AWS_SECRET_ACCESS_KEY": secrets.token_hex(20),
+        "AWS_ACCESS_KEY_ID": keys[0] if keys else "LHTEST" + secrets.token_hex(6).upper(),
+        "AWS_SECRET_ACCESS_KEY": keys[1] if keys else secrets.token_hex(20),
         "AWS_REGION": "us-east-1",
     }
     env = {
-        **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        **os.environ,
         **settings,
         "LAKEHOUSE_S3_PORT": str(port),
         "LAKEHOUSE_S3_BUCKET": BUCKET,
         "LAKEHOUSE_S3_DIR": str(state_dir),
     }
     server = subprocess.Popen(
-        [str(S3_PYTHON), str(PROJECT_DIR / "include" / "s3" / "server.py"), "run"],
+        [sys.executable, str(PROJECT_DIR / "include" / "s3" / "server.py"), "run"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -57,7 +62,6 @@ def running_s3_server(state_dir: Path) -> Iterator[dict[str, str]]:
                 if server.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"the S3 server did not start (exit {server.poll()})")
                 time.sleep(0.2)
-        time.sleep(0.5)  # the bucket is created right after the server answers
         yield settings
     finally:
         os.killpg(server.pid, signal.SIGTERM)
@@ -78,3 +82,56 @@ def s3_environment(settings: dict[str, str], setenv) -> Iterator[None]:
         yield
     finally:
         files._bucket_store.cache_clear()
+
+
+def signed_request(
+    settings: dict[str, str],
+    method: str,
+    key: str,
+    body: bytes = b"",
+    query: str = "",
+    headers: dict[str, str] | None = None,
+    secret: str | None = None,
+) -> tuple[int, bytes]:
+    """One request to the bucket, signed by hand with SigV4 (as the AWS SDKs sign): its status and
+    body. ``secret`` signs with another secret than the server's."""
+    import hashlib
+    import hmac
+    from datetime import UTC, datetime
+    from urllib.parse import quote, urlparse
+
+    host = urlparse(settings["AWS_ENDPOINT_URL_S3"]).netloc
+    now = datetime.now(UTC)
+    stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    path = quote(f"/{BUCKET}/{key}")
+    sent = {
+        "host": host,
+        "x-amz-date": stamp,
+        "x-amz-content-sha256": hashlib.sha256(body).hexdigest(),
+        **{name.lower(): value for name, value in (headers or {}).items()},
+    }
+    names = ";".join(sorted(sent))
+    canonical_query = "&".join(sorted(p if "=" in p else p + "=" for p in query.split("&") if p))
+    canonical = "\n".join(
+        [method, path, canonical_query, *(f"{n}:{sent[n]}" for n in sorted(sent)), "", names]
+        + [sent["x-amz-content-sha256"]]
+    )
+    scope = f"{day}/{settings['AWS_REGION']}/s3/aws4_request"
+    to_sign = (
+        f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+    )
+    signing = ("AWS4" + (secret or settings["AWS_SECRET_ACCESS_KEY"])).encode()
+    for part in (day, settings["AWS_REGION"], "s3", "aws4_request"):
+        signing = hmac.new(signing, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(signing, to_sign.encode(), hashlib.sha256).hexdigest()
+    sent["authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={settings['AWS_ACCESS_KEY_ID']}/{scope}, "
+        f"SignedHeaders={names}, Signature={signature}"
+    )
+    url = settings["AWS_ENDPOINT_URL_S3"] + path + (f"?{query}" if query else "")
+    request = urllib.request.Request(url, data=body or None, method=method, headers=sent)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()

@@ -129,13 +129,16 @@ def unreachable_reason(text: str, where: str, bucket: str, root: str) -> str:
     # text may contain one).
     found = re.search(r"status code: (\d{3})\b", text)
     status = found[1] if found else None
-    if "NoSuchBucket" in text or status == "404":
-        return f"No bucket {bucket!r} at {where}: create it, or fix LAKEHOUSE_ROOT."
-    if "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text or status == "403":
+    # An unknown key id: S3 answers 403 InvalidAccessKeyId, versitygw (the local server) 404
+    # XAdminUserNotFound, so the codes are asked before the status.
+    refused = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "XAdminUserNotFound")
+    if "NoSuchBucket" not in text and (any(code in text for code in refused) or status == "403"):
         return (
             f"{where} refused the credentials for bucket {bucket!r}: check AWS_ACCESS_KEY_ID "
             "and AWS_SECRET_ACCESS_KEY (the local server's are in .local/s3/keys)."
         )
+    if "NoSuchBucket" in text or status == "404":
+        return f"No bucket {bucket!r} at {where}: create it, or fix LAKEHOUSE_ROOT."
     return (
         f"Cannot reach {where} for {root} ({text.splitlines()[0]}): start the local server with "
         "`make s3-up`, or fix AWS_ENDPOINT_URL_S3."

@@ -29,6 +29,9 @@ from lakehouse.errors import ConfigError
 SCHEMES = ("s3a", "s3")
 COMMIT_STORE = "io.ysb.lakehouse.S3ConditionalPutLogStore"
 CHECKPOINT_FILE_MANAGER = "io.ysb.lakehouse.ObjectStoreCheckpointFileManager"
+ENVIRONMENT_CREDENTIALS = (
+    "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
+)
 
 
 def is_object_store(path: str) -> bool:
@@ -93,12 +96,32 @@ def spark_conf(root: str | None = None) -> dict[str, str]:
         # servers (the local one: state store uploads failed with "Status Code: 100").
         conf["spark.hadoop.fs.s3a.connection.expect.continue"] = "false"
     if settings.access_key and settings.secret_key:
-        conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = (
-            "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-        )
-        conf["spark.hadoop.fs.s3a.access.key"] = settings.access_key
-        conf["spark.hadoop.fs.s3a.secret.key"] = settings.secret_key
+        # The keys are read from the JVM's environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+        # which only its owner can read), never set here: a setting ends up on the engine's and
+        # spark-submit's command lines (--conf), which every local user sees in `ps`.
+        conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = ENVIRONMENT_CREDENTIALS
     return conf
+
+
+LOG_STORE_KEY = "spark.delta.logStore.s3a.impl"
+
+
+def commit_store_problem(log_store: str | None, root: str | None = None) -> str | None:
+    """What is wrong with a driver whose ``spark.delta.logStore.s3a.impl`` is ``log_store``, for a
+    lakehouse at ``root`` (default: $LAKEHOUSE_ROOT); None when it may write there.
+
+    Without the conditional-put store a driver commits with Delta's S3SingleDriverLogStore, which
+    checks then writes: two writers on one table can both take a version, and one's commit is
+    overwritten, each told it succeeded.
+    """
+    if not root_is_object_store(root) or log_store == COMMIT_STORE:
+        return None
+    return (
+        f"This Spark driver commits to S3 with {log_store or 'Delta default store'} instead of "
+        f"{COMMIT_STORE}: another writer's commit could be overwritten. Start it with "
+        f"{LOG_STORE_KEY}={COMMIT_STORE} (lakehouse.spark.session_conf sets it; for the engine: "
+        "make engine-down, then make engine-up with LAKEHOUSE_ROOT on S3, e.g. STORAGE=s3)."
+    )
 
 
 def delta_rs_uri(path: str) -> str:

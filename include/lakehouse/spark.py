@@ -231,7 +231,18 @@ def build_spark_session(
     conf.setdefault("spark.jars", ",".join(jar_paths()))
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return require_commit_store(builder.getOrCreate())
+
+
+def require_commit_store(spark: SparkSession) -> SparkSession:
+    """``spark``, once it is known to commit to an S3 lakehouse through the conditional-put store
+    (ConfigError with the fix otherwise): a session without it can lose other writers' commits."""
+    from lakehouse import object_storage
+
+    log_store = spark.conf.get(object_storage.LOG_STORE_KEY, None)
+    if problem := object_storage.commit_store_problem(log_store):
+        raise ConfigError(problem)
+    return spark
 
 
 def _engine_session(
@@ -272,7 +283,7 @@ def _engine_session(
         spark.addTag(lineage_parent_tag(parent))
     if not outlives_jobs:
         _engine_sessions[app_name] = spark
-    return spark
+    return require_commit_store(spark)
 
 
 # Spark compiles Java for each query plan's projections, filters and fused stages (Janino, then

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from lakehouse import files, metastore
+from lakehouse import files, metastore, object_storage
 from lakehouse.config import Lakehouse, jar_paths
 from lakehouse.errors import ConfigError
 from lakehouse.kafka_settings import (
@@ -60,6 +60,14 @@ def preflight(params: dict, run_type: str, logical_date: datetime | None) -> lis
         jar_paths()
     except ConfigError as error:
         problems.append(str(error))
+    # The drivers' settings (what every task's session starts with) commit to S3 through the
+    # conditional-put store; each session checks it again when it starts (spark.py).
+    from lakehouse.spark import session_conf
+
+    if found := object_storage.commit_store_problem(
+        session_conf().get(object_storage.LOG_STORE_KEY)
+    ):
+        problems.append(found)
     try:  # every Spark task's driver (the engine's too) opens the table-name metastore
         if metastore.enabled() and (found := metastore.problem()):
             problems.append(found)

@@ -32,6 +32,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+from lakehouse import files
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
 from lakehouse_tools import rollback
@@ -281,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         lakehouse = Lakehouse.from_env(args.lakehouse_root)
+        # A wrong endpoint, key or bucket, said in one sentence before any table is read.
+        if problem := files.check_reachable(lakehouse.root):
+            raise ConfigError(problem)
         if args.command == "query":
             limit = args.limit or (None if args.all or args.json else DEFAULT_LIMIT)
             print(run_query(lakehouse, args.sql, limit, args.json))

@@ -78,7 +78,7 @@ bench-sessions-compare: setup  ## the sessions task beside Spark's own session_w
 	python -m bench.sessions_compare $(SESSIONS_COMPARE_ARGS) --results $(ROOT)/bench/results/sessions-compare.json
 
 STORAGE_COMPARE_ARGS ?= --sizes demo,1M --reps 1
-bench-storage: setup s3-venv s3-jars  ## the whole hourly run on S3 (a private server and engine) beside local disk, CPU-s and S3 requests
+bench-storage: setup s3-gateway s3-jars  ## the whole hourly run on S3 (a private server and engine) beside local disk, CPU-s and S3 requests
 	python -m bench.storage_compare $(STORAGE_COMPARE_ARGS) $(BENCH_OUT)
 
 LINEAGE_BENCH_ARGS ?= --reps 3

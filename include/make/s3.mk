@@ -1,4 +1,5 @@
-# Object storage: a local S3-compatible server (moto's, include/s3/server.py) and the jars a driver
+# Object storage: a local S3-compatible server (versitygw's posix gateway behind
+# include/s3/server.py; objects in .local/s3/data, kept across restarts) and the jars a driver
 # needs for an s3a:// lakehouse root. `make demo STORAGE=s3` runs the whole demo on it.
 #
 #   make s3-up / s3-down / s3-status     the server on 127.0.0.1:$LAKEHOUSE_S3_PORT (default 15090)
@@ -7,15 +8,21 @@
 # credentials in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and set LAKEHOUSE_ROOT=s3a://bucket/prefix
 # (docs/deployment.md, "Object storage").
 
-S3_VENV     := $(ROOT)/.venv-s3
 S3_JARS     := $(JARS_DIR)/s3
 S3_STATE    := $(ROOT)/.local/s3
 STORAGE     ?= local
+# The gateway (Apache-2.0), built from the Go module proxy into .local-s3bin/ (docs/deployment.md,
+# "Object storage", says why this one).
+S3_GATEWAY_VERSION := v1.8.0
+S3_GATEWAY_DIR     := $(ROOT)/.local-s3bin
+S3_GATEWAY_STAMP   := $(S3_GATEWAY_DIR)/.versitygw-$(S3_GATEWAY_VERSION)
 
-# Credentials made once per clone, like the engine token: the server refuses any other key id.
-S3_KEYS := $(shell mkdir -p $(S3_STATE) && (test -s $(S3_STATE)/keys || \
+# Credentials made once per clone, like the engine token, in a file only the owner reads: the
+# server checks every request's signature against them.
+S3_KEYS := $(shell mkdir -p $(S3_STATE) && (test -s $(S3_STATE)/keys || (umask 077 && \
              printf 'LH%s %s' "$$(od -An -N9 -tx1 /dev/urandom | tr -d ' \n' | tr a-f A-F)" \
-               "$$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')" > $(S3_STATE)/keys) && cat $(S3_STATE)/keys)
+               "$$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')" > $(S3_STATE)/keys)) && \
+             chmod 600 $(S3_STATE)/keys && cat $(S3_STATE)/keys)
 export LAKEHOUSE_S3_PORT      ?= 15090
 export LAKEHOUSE_S3_BUCKET    ?= lakehouse
 export AWS_ENDPOINT_URL_S3    ?= http://127.0.0.1:$(LAKEHOUSE_S3_PORT)
@@ -29,15 +36,15 @@ $(error STORAGE=$(STORAGE): use STORAGE=local (the default) or STORAGE=s3)
 endif
 
 # The suite starts a private server per test session and runs its object-storage cases on it.
-TEST_PREREQS += s3-venv s3-jars
+TEST_PREREQS += s3-gateway s3-jars
 
-.PHONY: s3-venv s3-jars s3-up s3-down s3-status
+.PHONY: s3-gateway s3-jars s3-up s3-down s3-status
 
-s3-venv: $(S3_VENV)/.installed  ## the S3 server's own venv (include/s3/requirements.txt)
-$(S3_VENV)/.installed: include/s3/requirements.txt include/s3/constraints.txt
-	test -x $(S3_VENV)/bin/python || $(PYTHON) -m venv $(S3_VENV)
-	env -u PYTHONPATH $(S3_VENV)/bin/pip install --quiet -r include/s3/requirements.txt -c include/s3/constraints.txt
-	touch $@
+s3-gateway: $(S3_GATEWAY_STAMP)  ## the S3 gateway (versitygw $(S3_GATEWAY_VERSION)) into .local-s3bin/
+$(S3_GATEWAY_STAMP):
+	GOBIN=$(S3_GATEWAY_DIR) GOFLAGS=-buildvcs=false \
+	    go install github.com/versity/versitygw/cmd/versitygw@$(S3_GATEWAY_VERSION)
+	rm -f $(S3_GATEWAY_DIR)/.versitygw-* && touch $@
 
 s3-jars: $(S3_JARS)/.fetched  ## S3A, the AWS SDK and the commit store (include/jars/s3) into .jars/s3
 # Only for an s3a:// root: a driver adds these jars when its lakehouse is on S3.
@@ -53,16 +60,18 @@ $(S3_JARS)/.fetched: include/jars/s3/pom.xml include/jars/settings.xml \
 	jar cf $(S3_JARS)/lakehouse-s3-commit-store.jar -C $(S3_JARS)/classes . && rm -rf $(S3_JARS)/classes
 	touch $@
 
-s3-up: s3-venv  ## start the local S3 server (bucket $LAKEHOUSE_S3_BUCKET; data in its memory)
-	env -u PYTHONPATH LAKEHOUSE_S3_PYTHON=$(S3_VENV)/bin/python $(S3_VENV)/bin/python include/s3/server.py start
+s3-up: s3-gateway  ## start the local S3 server (bucket $LAKEHOUSE_S3_BUCKET; objects in .local/s3/data)
+	$(PYTHON) include/s3/server.py start
 
-s3-down:  ## stop the local S3 server (its process group); its data goes with it
+s3-down:  ## stop the local S3 server (its process group); its objects stay in .local/s3/data
 	$(PYTHON) include/s3/server.py stop
 
 s3-status:  ## is the S3 server running, and how many requests has it served
 	@$(PYTHON) include/s3/server.py status || true
 
-# The demo and the engine on S3 need the server and the jars first.
+# On S3, every driver (the metastore's template, the engine, the demo's) needs the jars and the
+# server first: a driver checks for the jars when it starts. tests/unit/test_make_order.py checks
+# the order make runs them in.
 ifeq ($(STORAGE),s3)
-engine-up demo: s3-up s3-jars
+metastore-up engine-up demo: s3-up s3-jars
 endif

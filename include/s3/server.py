@@ -1,36 +1,40 @@
-"""The local S3-compatible server: moto's S3 in server mode (on 127.0.0.1), one bucket, one key.
+"""The local S3-compatible server: versitygw's posix gateway behind a thin front, on 127.0.0.1.
 
     server.py start    start in the background (own process group), wait until it answers
     server.py stop     SIGTERM its process group, wait, then SIGKILL
     server.py status   exit 0 if running, 3 if not
     server.py run      serve in the foreground (what `start` runs)
 
-Settings (environment): LAKEHOUSE_S3_DIR (pid file, log, request counts), LAKEHOUSE_S3_PORT,
-LAKEHOUSE_S3_BIND (default 127.0.0.1; the compose stack's s3 service serves its network), LAKEHOUSE_S3_BUCKET, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (the Makefile makes them once per
-clone). `start`, `stop` and `status` need only the standard library; `run` runs in the server's
-own venv (.venv-s3, include/s3/requirements.txt).
+Settings (environment): LAKEHOUSE_S3_DIR (pid file, log, and ``data/``: the objects, one folder
+per bucket), LAKEHOUSE_S3_PORT, LAKEHOUSE_S3_BIND (default 127.0.0.1; the compose stack's s3
+service serves its network), LAKEHOUSE_S3_BUCKET, LAKEHOUSE_S3_GATEWAY (the versitygw binary;
+default .local-s3bin/versitygw, which `make s3-gateway` installs), AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY (the Makefile makes them once per clone). Only the standard library.
 
-Three things moto's server does not do the way S3 does, made right here (the third: see OneContinue):
-- It checks ``If-None-Match: *`` (S3's put-if-absent, which every Delta commit relies on) and
-  then writes, in separate steps, on a server of many threads: two racing commits could both
-  succeed. Writes are serialized, so the check and the write are one step, as on S3.
-- It accepts any credentials. Requests signed with another access key id are refused (403
-  InvalidAccessKeyId, as S3 answers); the signature itself is not verified.
+The gateway (versitygw, Apache-2.0) does what S3 does: objects are files under ``data/`` and
+survive a restart; every request's SigV4 signature is checked (a wrong secret gets 403
+SignatureDoesNotMatch); ``If-None-Match: *`` is honoured on PUT and on multipart completion,
+atomically (two racing commits: one wins, the other gets 412). Its secret reaches it through
+its environment (ROOT_SECRET_ACCESS_KEY), never its command line.
 
-For the fault tests it can also hold a write in flight (``/_lakehouse/faults``, see ``Faults``):
-the next write whose key matches a pattern waits, unanswered, until the test has killed its
-writer, and is then dropped unapplied, as S3 drops an upload whose client died before it ended.
-
-Data lives in the server's memory: `stop` loses every table (fine for a demo and the tests; a
-durable local store is Ceph's RGW or Garage, set up apart).
+The front, on LAKEHOUSE_S3_PORT, passes every request through unchanged (the signature covers
+the Host header and the body, so it forwards them byte for byte) to the gateway on a private
+loopback port, and adds what the tests and the benchmark read:
+- ``GET /_lakehouse/requests``: request counts since the start, by method, and the conditional
+  creates and their refusals;
+- ``/_lakehouse/faults`` (see ``Faults``): the next write whose key matches a pattern is held
+  unanswered until the test has killed its writer, then dropped unapplied (as S3 drops an upload
+  whose client died); or applied, and its answer lost (the connection closed instead).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -38,147 +42,232 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 STATE_DIR = Path(os.environ.get("LAKEHOUSE_S3_DIR", ROOT / ".local" / "s3"))
+DATA_DIR = STATE_DIR / "data"
 PORT = int(os.environ.get("LAKEHOUSE_S3_PORT", "15090"))
 BIND = os.environ.get("LAKEHOUSE_S3_BIND", "127.0.0.1")
 BUCKET = os.environ.get("LAKEHOUSE_S3_BUCKET", "lakehouse")
+GATEWAY = Path(os.environ.get("LAKEHOUSE_S3_GATEWAY", ROOT / ".local-s3bin" / "versitygw"))
 PID_FILE = STATE_DIR / "server.pid"
 LOG_FILE = STATE_DIR / "server.log"
-# GET: request counts since the server started, by method, and conditional creates and their refusals
 STATS_PATH = "/_lakehouse/requests"
-# POST a JSON {"hold": regex} to arm a hold on the next write whose path matches; GET what is armed
-# and held; POST to .../drop to drop what is held (see Faults)
+# POST {"hold": regex} or {"lose_answer": regex} to arm a fault on the next write whose path
+# matches; GET what is armed and held; POST .../drop to drop what is held (see Faults)
 FAULTS_PATH = "/_lakehouse/faults"
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 20
-_ACCESS_KEY = re.compile(r"Credential=([^/]+)/")
+BACKEND_TIMEOUT_S = 600
+COPY_BUFFER = 1 << 20
+# Hop-by-hop headers of the gateway's answer: the front frames its own answer to the client.
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
 
 class Faults:
-    """Writes held in flight for the fault tests: armed by a key pattern, dropped on request.
+    """Faults armed by a key pattern, each for the next matching write (PUT or POST).
 
-    A held request gets no answer until it is dropped; then it is answered 500 and never reaches
-    the store, so the object does not appear: what S3 does with an upload whose client was killed.
+    ``hold``: the request gets no answer until it is dropped; then it is answered 500 and never
+    reaches the store, so the object does not appear: what S3 does with an upload whose client was
+    killed. ``lose_answer``: the write is applied, and the client's connection is closed instead
+    of answered: what a client sees when the answer is lost on the way (it cannot tell whether the
+    write happened).
     """
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.armed: list[re.Pattern] = []
+        self.armed: list[tuple[str, re.Pattern]] = []
         self.held: list[str] = []
+        self.lost: list[str] = []
         self.dropped = threading.Event()
 
-    def control(self, environ) -> dict:
-        if environ["REQUEST_METHOD"] == "POST":
-            if environ["PATH_INFO"].endswith("/drop"):
+    def control(self, method: str, path: str, body: bytes) -> dict:
+        if method == "POST":
+            if path.endswith("/drop"):
                 with self.lock:
                     self.armed.clear()
                     self.dropped.set()
             else:
-                size = int(environ.get("CONTENT_LENGTH") or 0)
-                pattern = json.loads(environ["wsgi.input"].read(size))["hold"]
+                ((kind, pattern),) = json.loads(body).items()
+                if kind not in ("hold", "lose_answer"):
+                    raise ValueError(f"unknown fault {kind!r}: hold or lose_answer")
                 with self.lock:
-                    self.armed.append(re.compile(pattern))
+                    self.armed.append((kind, re.compile(pattern)))
                     self.held.clear()
+                    self.lost.clear()
                     self.dropped.clear()
         with self.lock:
-            return {"armed": [p.pattern for p in self.armed], "held": list(self.held)}
+            return {
+                "armed": [{kind: p.pattern} for kind, p in self.armed],
+                "held": list(self.held),
+                "lost": list(self.lost),
+            }
 
-    def hold(self, environ) -> bool:
-        """True when this write was held (and has now been dropped): it must not be applied."""
-        if environ["REQUEST_METHOD"] not in ("PUT", "POST"):
-            return False
-        path = environ.get("PATH_INFO", "")
+    def take(self, method: str, path: str) -> str | None:
+        """The fault armed for this request (now disarmed), if any: "hold" or "lose_answer"."""
+        if method not in ("PUT", "POST"):
+            return None
         with self.lock:
-            match = next((p for p in self.armed if p.search(path)), None)
+            match = next((f for f in self.armed if f[1].search(path)), None)
             if match is None:
-                return False
+                return None
             self.armed.remove(match)
-            self.held.append(path)
-        self.dropped.wait()
-        return True
+            (self.held if match[0] == "hold" else self.lost).append(path)
+        return match[0]
 
 
-class ServedLikeS3:
-    """WSGI middleware around moto: one writer at a time, the access key checked, requests counted."""
+class Front(BaseHTTPRequestHandler):
+    """One client connection: each request passed to the gateway as it came, its answer back."""
 
-    def __init__(self, app, access_key: str):
-        self.app = app
-        self.access_key = access_key
-        self.write_lock = threading.Lock()
-        self.requests: Counter[str] = Counter()
-        self.faults = Faults()
+    protocol_version = "HTTP/1.1"  # keep-alive, as S3 does; the gateway answers 100-continue
+    disable_nagle_algorithm = True  # an answer's header and body go out at once, not 40 ms apart
+    backend_port = 0
+    requests: Counter[str] = Counter()
+    faults = Faults()
 
-    def __call__(self, environ, start_response):
-        method = environ["REQUEST_METHOD"]
-        if environ.get("PATH_INFO") == STATS_PATH:
-            body = json.dumps(dict(self.requests)).encode()
-            start_response("200 OK", [("Content-Type", "application/json")])
-            return [body]
-        if environ.get("PATH_INFO", "").startswith(FAULTS_PATH):
-            body = json.dumps(self.faults.control(environ)).encode()
-            start_response("200 OK", [("Content-Type", "application/json")])
-            return [body]
+    def log_message(self, format, *args):  # the gateway's errors are in the log; not every request
+        pass
+
+    def _body(self) -> bytes:
+        """The request's body as it came on the wire (chunked framing kept: it is signed so)."""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            raw = bytearray()
+            while True:
+                line = self.rfile.readline()
+                raw += line
+                size = int(line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while (trailer := self.rfile.readline()) not in (b"\r\n", b"\n", b""):
+                        raw += trailer
+                    raw += b"\r\n"
+                    return bytes(raw)
+                raw += self.rfile.read(size + 2)
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _answer(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _serve(self) -> None:
+        method, path = self.command, self.path.split("?")[0]
+        body = self._body()
+        if path == STATS_PATH:
+            return self._answer(200, json.dumps(dict(self.requests)).encode())
+        if path.startswith(FAULTS_PATH):
+            return self._answer(200, json.dumps(self.faults.control(method, path, body)).encode())
         self.requests[method] += 1
-        presented = _ACCESS_KEY.search(
-            environ.get("HTTP_AUTHORIZATION", "")
-            or environ.get("QUERY_STRING", "").replace("%2F", "/")
-        )
-        if not presented or presented.group(1) != self.access_key:
-            start_response("403 Forbidden", [("Content-Type", "application/xml")])
-            return [
-                b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>InvalidAccessKeyId</Code>"
-                b"<Message>The AWS Access Key Id you provided does not exist in our records."
-                b"</Message></Error>"
-            ]
-        if environ.get("HTTP_IF_NONE_MATCH") == "*":
+        if self.headers.get("If-None-Match") == "*":
             self.requests["put-if-absent"] += 1
-
-        def counted(status, headers, *exc_info):
-            if status.startswith("412"):
-                self.requests["precondition-failed"] += 1
-            return start_response(status, headers, *exc_info)
-
-        if self.faults.hold(environ):
+        fault = self.faults.take(method, path)
+        if fault == "hold":
+            self.faults.dropped.wait()
             self.requests["dropped"] += 1
-            start_response("500 Internal Server Error", [("Content-Type", "application/xml")])
-            return [b"<Error><Code>InternalError</Code><Message>dropped</Message></Error>"]
-        if method in ("PUT", "POST", "DELETE"):
-            with self.write_lock:  # the response is produced, and the write done, under the lock
-                return list(self.app(environ, counted))
-        return self.app(environ, counted)
+            error = b"<Error><Code>InternalError</Code><Message>dropped</Message></Error>"
+            return self._answer(500, error, "application/xml")
+        # A connection per request: a reused one the gateway closed meanwhile could not be told
+        # from a lost answer, and a request must never reach the store twice.
+        backend = http.client.HTTPConnection("127.0.0.1", self.backend_port, BACKEND_TIMEOUT_S)
+        try:
+            backend.putrequest(method, self.path, skip_host=True, skip_accept_encoding=True)
+            for name, value in self.headers.items():
+                backend.putheader(name, value)
+            backend.endheaders(body or None)
+            answer = backend.getresponse()
+            if answer.status == 412:
+                self.requests["precondition-failed"] += 1
+            if fault == "lose_answer":
+                answer.read()
+                self.requests["answers-lost"] += 1
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return None
+            self.send_response_only(answer.status, answer.reason)
+            for name, value in answer.getheaders():
+                if name.lower() not in HOP_BY_HOP:
+                    self.send_header(name, value)
+            if method == "HEAD":
+                if answer.getheader("Content-Length") is not None:
+                    self.send_header("Content-Length", answer.getheader("Content-Length"))
+                self.end_headers()
+                return None
+            length = answer.getheader("Content-Length")
+            if length is None or answer.chunked:
+                content = answer.read()
+                self.send_header("Content-Length", str(len(content)))
+                self.end_headers()
+                self.wfile.write(content)
+                return None
+            self.send_header("Content-Length", length)
+            self.end_headers()
+            while chunk := answer.read(COPY_BUFFER):
+                self.wfile.write(chunk)
+        finally:
+            backend.close()
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _serve
+
+
+def free_loopback_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def answers(port: int, path: str = "/") -> bool:
+    """True once something answers HTTP on 127.0.0.1:port (any status)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
 
 
 def run() -> None:
-    import boto3
-    from moto.server import create_backend_app
-    from werkzeug.serving import WSGIRequestHandler, make_server
+    if not os.access(GATEWAY, os.X_OK):
+        sys.exit(f"s3 server: no gateway at {GATEWAY}; run `make s3-gateway`.")
+    (DATA_DIR / BUCKET).mkdir(parents=True, exist_ok=True)  # a bucket is a folder of data/
+    backend_port = free_loopback_port()
+    credentials = {
+        "ROOT_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
+        "ROOT_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"],
+    }
+    gateway = subprocess.Popen(
+        # posix: an object is a file; --keep-alive: the front's connections need no new handshake
+        [str(GATEWAY), "--port", f"127.0.0.1:{backend_port}", "--quiet", "--keep-alive"]
+        + ["posix", str(DATA_DIR)],
+        env={**os.environ, **credentials},
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not answers(backend_port):
+        if gateway.poll() is not None or time.monotonic() > deadline:
+            gateway.kill()
+            sys.exit(f"s3 server: the gateway did not start (exit {gateway.poll()})")
+        time.sleep(0.1)
+    Front.backend_port = backend_port
+    ThreadingHTTPServer.request_queue_size = 128
+    server = ThreadingHTTPServer((BIND, PORT), Front)
+    server.daemon_threads = True
 
-    class OneContinue(WSGIRequestHandler):
-        # http.server answers "Expect: 100-continue" and werkzeug answers it again; the AWS SDK's
-        # async client (S3A's file uploads, e.g. the state store's) takes the second "100" for the
-        # final response ("S3Exception: Status Code: 100"). One is enough (moto PR 9975).
-        def handle_expect_100(self):
-            return True
+    def shut_down(*_):
+        gateway.terminate()
+        threading.Thread(target=server.shutdown, daemon=True).start()
 
-    access_key = os.environ["AWS_ACCESS_KEY_ID"]
-    app = ServedLikeS3(create_backend_app("s3"), access_key)
-    server = make_server(BIND, PORT, app, threaded=True, request_handler=OneContinue)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    boto3.client(
-        "s3",
-        endpoint_url=f"http://127.0.0.1:{PORT}",
-        aws_access_key_id=access_key,
-        aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
-        region_name="us-east-1",
-    ).create_bucket(Bucket=BUCKET)
-    print(f"s3 server: serving bucket {BUCKET} on http://{BIND}:{PORT}", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: server.shutdown())
-    thread.join()
+    signal.signal(signal.SIGTERM, shut_down)
+    print(f"s3 server: serving bucket {BUCKET} on http://{BIND}:{PORT} from {DATA_DIR}", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        gateway.terminate()
+        gateway.wait(timeout=STOP_TIMEOUT_S)
 
 
 def running_pid() -> int | None:
@@ -207,14 +296,13 @@ def start() -> None:
     if serves():
         sys.exit(f"s3 server: port {PORT} is taken by another process; set LAKEHOUSE_S3_PORT.")
     STATE_DIR.mkdir(parents=True, exist_ok=True)
-    python = os.environ.get("LAKEHOUSE_S3_PYTHON", sys.executable)
     with open(LOG_FILE, "ab") as log:
         process = subprocess.Popen(
-            [python, str(Path(__file__).resolve()), "run"],
+            [sys.executable, str(Path(__file__).resolve()), "run"],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            start_new_session=True,  # its own process group: `stop` signals the group
+            start_new_session=True,  # its own process group (front and gateway): `stop` signals it
         )
     PID_FILE.write_text(str(process.pid))
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -224,7 +312,8 @@ def start() -> None:
             sys.exit("s3 server: did not start; last lines of its log:\n" + "\n".join(tail))
         time.sleep(0.2)
     print(
-        f"s3 server: bucket {BUCKET} on http://127.0.0.1:{PORT} (pid {process.pid}, log {LOG_FILE})"
+        f"s3 server: bucket {BUCKET} on http://127.0.0.1:{PORT} (pid {process.pid}, "
+        f"objects in {DATA_DIR}, log {LOG_FILE})"
     )
 
 
@@ -240,7 +329,7 @@ def stop() -> None:
     if running_pid():
         os.killpg(pid, signal.SIGKILL)
     PID_FILE.unlink(missing_ok=True)
-    print("s3 server: stopped")
+    print(f"s3 server: stopped (objects kept in {DATA_DIR})")
 
 
 def status() -> None:

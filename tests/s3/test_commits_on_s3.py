@@ -7,11 +7,12 @@ is kept, each at a version of its own, and the losers of a race retried at the n
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pyarrow as pa
 import pytest
-from helpers import s3_requests
+from helpers import s3_faults, s3_requests
 
 from lakehouse import files, object_storage
 from lakehouse.errors import ConfigError
@@ -86,6 +87,31 @@ def test_engine_and_delta_rs_appending_at_once_lose_no_commit(s3_lakehouse, s3_r
         f"{len(spark_rows)} engine appends, {len(delta_rs_rows)} by delta-rs; {refused()} refused"
     )
     assert refused() > 0
+
+
+def test_a_commit_whose_answer_was_lost_is_committed_once(s3_lakehouse, s3_reader, s3_engine):
+    # The server applies the engine's put-if-absent of version 1 and closes the connection instead
+    # of answering: the SDK's retry is refused (412, the key exists). The store must read the file,
+    # find its own commit there and report success, not a conflict that commits it again at 2.
+    path = f"{s3_lakehouse.root}/tables/lost_answer"
+    s3_reader.createDataFrame([("first", 0)], "writer string, n long").write.format("delta").save(
+        path
+    )
+    _, key = object_storage.split(path)
+    commit = f"{key}/_delta_log/{1:020d}.json"
+    s3_faults(s3_engine, lose_answer=re.escape(commit) + "$")
+    s3_reader.createDataFrame([("second", 1)], "writer string, n long").write.format("delta").mode(
+        "append"
+    ).save(path)
+    assert [lost.endswith(commit) for lost in s3_faults(s3_engine)["lost"]] == [True]
+
+    log = files.lake_path(path) / "_delta_log"
+    assert sorted(p.name for p in log.iterdir() if p.name.endswith(".json")) == [
+        f"{v:020d}.json" for v in (0, 1)
+    ]
+    table = object_storage.delta_table(path)
+    rows = sorted(tuple(row.values()) for row in table.to_pyarrow_table().to_pylist())
+    assert rows == [("first", 0), ("second", 1)]
 
 
 def test_a_second_driver_on_an_s3_checkpoint_is_refused_until_the_first_lease_expires(

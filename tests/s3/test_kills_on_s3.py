@@ -8,16 +8,14 @@ and a table's Delta commit (put-if-absent of the next ``_delta_log`` version).
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import time
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from helpers import START, assert_tables_match_oracle, run_pipeline, s3_requests
+from helpers import START, assert_tables_match_oracle, run_pipeline, s3_faults, s3_requests
 
 from lakehouse import files
 from lakehouse_tools.fault_harness.launch import kill_group, log_tail, start_job
@@ -29,13 +27,6 @@ LEASE_S = 6  # a killed driver's lease outlives it this long (the default, 45 s,
 HELD_WITHIN_S = 600
 
 
-def faults(settings: dict, action: str = "", hold: str | None = None) -> dict:
-    url = f"{settings['AWS_ENDPOINT_URL_S3']}/_lakehouse/faults{action}"
-    data = json.dumps({"hold": hold}).encode() if hold else (b"" if action else None)
-    with urllib.request.urlopen(urllib.request.Request(url, data=data)) as answer:
-        return json.load(answer)
-
-
 def newest(folder, pattern: str) -> int:
     """The highest number among ``folder``'s entries matching ``pattern`` (-1: none)."""
     found = [int(m.group(1)) for p in folder.iterdir() if (m := re.fullmatch(pattern, p.name))]
@@ -45,11 +36,11 @@ def newest(folder, pattern: str) -> int:
 def kill_while_writing(job: str, key: str, settings: dict, lakehouse, log: Path) -> None:
     """Run ``job`` by spark-submit until the server holds its write of ``key``; SIGKILL it there;
     drop the write."""
-    faults(settings, hold=re.escape(key) + "$")
+    s3_faults(settings, hold=re.escape(key) + "$")
     driver = start_job(job, lakehouse, log)
     deadline = time.monotonic() + HELD_WITHIN_S
     try:
-        while not faults(settings)["held"]:
+        while not s3_faults(settings)["held"]:
             assert driver.poll() is None, f"{job} ended before writing {key}:\n{log_tail(str(log))}"
             assert time.monotonic() < deadline, f"{job} never wrote {key}:\n{log_tail(str(log))}"
             time.sleep(0.1)
@@ -57,7 +48,7 @@ def kill_while_writing(job: str, key: str, settings: dict, lakehouse, log: Path)
         assert driver.wait(timeout=60) == -signal.SIGKILL
     finally:
         kill_group(driver)
-        faults(settings, "/drop")
+        s3_faults(settings, "/drop")
 
 
 def retry(job: str, lakehouse, log: Path) -> None:

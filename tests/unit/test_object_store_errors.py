@@ -39,3 +39,13 @@ def test_refused_credentials_and_an_unreachable_server_are_told_apart():
         f"Cannot reach {WHERE} for {ROOT} ({down}): start the local server with `make s3-up`, "
         "or fix AWS_ENDPOINT_URL_S3."
     )
+
+
+def test_an_unknown_key_id_at_the_local_server_is_refused_credentials_not_a_missing_bucket():
+    # versitygw answers an unknown access key id 404 XAdminUserNotFound (S3: 403).
+    unknown = REFUSED.replace("403 Forbidden", "404 Not Found").replace(
+        "InvalidAccessKeyId", "XAdminUserNotFound"
+    )
+    assert unreachable_reason(unknown, WHERE, "lakehouse", ROOT).startswith(
+        f"{WHERE} refused the credentials for bucket 'lakehouse'"
+    )
