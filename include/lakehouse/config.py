@@ -10,6 +10,7 @@ import glob
 import json
 import os
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from lakehouse import catalog, object_storage
@@ -24,9 +25,10 @@ __all__ = ["EngineSettings", "Lakehouse", "Table", "engine_settings", "jar_paths
 class Table:
     """A live table: its declaration (``spec``) and where it is stored in one lakehouse.
 
-    What the declaration says (``write``, ``upstream``, ``column_names``, ...) reads through:
-    ``table.write`` is ``table.spec.write``. ``lakehouse.table(name)`` or ``spec.at(lakehouse)``
-    make one; a scratch copy elsewhere is ``dataclasses.replace(table, path=..., checkpoint_root=...)``.
+    Its name, task, layer and grain are its own; the rest of its declaration is ``table.spec``
+    (``table.spec.upstream``, ``table.spec.transform``). ``lakehouse.table(name)`` makes one (once
+    per name and lakehouse); a scratch copy elsewhere is
+    ``dataclasses.replace(table, path=..., checkpoint_root=...)``.
     """
 
     spec: TableSpec
@@ -36,16 +38,23 @@ class Table:
     # by hand in a test).
     lakehouse: Lakehouse | None = field(default=None, compare=False, repr=False)
 
-    def __getattr__(self, attribute: str):
-        # Only for what the dataclass lacks; the guard keeps unpickling (before ``spec`` is set)
-        # from recursing.
-        if attribute == "spec" or attribute.startswith("__"):
-            raise AttributeError(attribute)
-        return getattr(self.spec, attribute)
-
     @property
     def name(self) -> str:
         return self.spec.name
+
+    # What names the live table and addresses it in event time; the rest of its declaration
+    # is ``table.spec``.
+    @property
+    def task(self) -> str:
+        return self.spec.task
+
+    @property
+    def layer(self) -> str:
+        return self.spec.layer
+
+    @property
+    def grain(self):
+        return self.spec.grain
 
     def upstream_tables(self) -> list[Table]:
         """The live tables this table's transform reads, in argument order."""
@@ -116,15 +125,21 @@ class Lakehouse:
         return self.landing("campaigns/campaigns.csv")
 
     def table(self, name: str) -> Table:
-        """The live catalog table named ``layer.table`` (e.g. ``silver.ad_events``) of this lakehouse."""
-        spec = catalog.get(name)  # an unknown name fails here, listing the known ones
-        layer, table = name.split(".")
-        return Table(
-            spec=spec,
-            path=f"{self.root}/tables/{layer}/{table}",
-            checkpoint_root=f"{self.root}/checkpoints/{layer}/{table}",
-            lakehouse=self,
-        )
+        """The live catalog table named ``layer.table`` (e.g. ``silver.ad_events``) of this
+        lakehouse: one object per name, looked up in the catalog once."""
+        return _live_table(self, name)
+
+
+@cache
+def _live_table(lakehouse: Lakehouse, name: str) -> Table:
+    spec = catalog.get(name)  # an unknown name fails here, listing the known ones
+    layer, table = name.split(".")
+    return Table(
+        spec=spec,
+        path=f"{lakehouse.root}/tables/{layer}/{table}",
+        checkpoint_root=f"{lakehouse.root}/checkpoints/{layer}/{table}",
+        lakehouse=lakehouse,
+    )
 
 
 def jars_dir() -> Path:

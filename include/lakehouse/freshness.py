@@ -19,8 +19,7 @@ from lakehouse import checkpoint_log, delta_log
 from lakehouse.files import lake_path
 
 if TYPE_CHECKING:
-    from lakehouse.catalog import TableSpec
-    from lakehouse.config import Lakehouse
+    from lakehouse.config import Table
 
 
 def _committed_offsets(checkpoint: str) -> list[str] | None:
@@ -136,12 +135,10 @@ def file_source_new_bytes(checkpoint: str, pattern_root: str, pattern: str) -> i
         return None
 
 
-def job_input_bytes(lakehouse: Lakehouse, table: TableSpec) -> int | None:
+def job_input_bytes(table: Table) -> int | None:
     """At most how many bytes of Delta tables a table's job reads: its upstream tables and itself,
-    whole (a batch reads whole event hours of them); None when unsure."""
-    return delta_log.data_bytes(
-        *(lakehouse.table(name).path for name in (*table.upstream, table.name))
-    )
+    whole (a batch reads whole event periods of them); None when unsure."""
+    return delta_log.data_bytes(*(t.path for t in (*table.upstream_tables(), table)))
 
 
 def _started(checkpoint: str) -> bool:

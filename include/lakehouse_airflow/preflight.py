@@ -60,13 +60,13 @@ def preflight(params: dict, run_type: str, logical_date: datetime | None) -> lis
         jar_paths()
     except ConfigError as error:
         problems.append(str(error))
-    # The drivers' settings (what every task's session starts with) commit to S3 through the
-    # conditional-put store; each session checks it again when it starts (spark.py).
-    from lakehouse.spark import session_conf
+    # The drivers' storage settings (what every task's session starts with) commit to S3 through
+    # the conditional-put store; each session checks it again when it starts (spark.py). Only the
+    # storage part: the metastore's is checked below, as a problem, not an error.
+    from lakehouse.spark import DEFAULT_CONF
 
-    if found := object_storage.commit_store_problem(
-        session_conf().get(object_storage.LOG_STORE_KEY)
-    ):
+    storage_conf = {**DEFAULT_CONF, **object_storage.spark_conf()}
+    if found := object_storage.commit_store_problem(storage_conf.get(object_storage.LOG_STORE_KEY)):
         problems.append(found)
     try:  # every Spark task's driver (the engine's too) opens the table-name metastore
         if metastore.enabled() and (found := metastore.problem()):

@@ -133,7 +133,7 @@ def test_a_kill_between_the_batch_that_moves_the_watermark_and_the_one_that_clos
             raise AssertionError(f"batch {batch_id} closed sessions: the test's premise is wrong")
 
     query = (
-        sessions_stream(spark, lakehouse, entry)
+        sessions_stream(spark, lakehouse.table(entry.name))
         .writeStream.foreachBatch(closes_nothing)
         .option("checkpointLocation", checkpoint)
         .trigger(once=True)

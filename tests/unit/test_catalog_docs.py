@@ -49,20 +49,20 @@ def changed_lines(before: str, after: str) -> tuple[list[str], list[str]]:
 def test_a_new_table_is_one_more_line_of_each_block():
     specs = catalog.tables()
     hourly = catalog.get("gold.campaign_hourly")
-    daily = replace(hourly, name="gold.campaign_daily", task="gold_campaign_daily")
+    weekly = replace(hourly, name="gold.campaign_weekly", task="gold_campaign_weekly")
     for name, render in BLOCKS.items():
-        removed, added = changed_lines(render(specs), render([*specs, daily]))
+        removed, added = changed_lines(render(specs), render([*specs, weekly]))
         if name == "write-kinds":  # the kind's row names one table more
-            assert len(removed) == len(added) == 1 and "`gold.campaign_daily`" in added[0]
+            assert len(removed) == len(added) == 1 and "`gold.campaign_weekly`" in added[0]
         else:
-            assert removed == [] and len(added) == 1 and "gold.campaign_daily" in added[0], name
+            assert removed == [] and len(added) == 1 and "gold.campaign_weekly" in added[0], name
 
 
 def test_a_declaration_field_is_one_more_column():
-    grain = Column("grain", lambda spec: "hour" if spec.batch else "")
-    rendered = catalog_docs.table_of((*catalog_docs.SHORT, grain))(catalog.tables())
+    key = Column("key", lambda spec: spec.key or "")
+    rendered = catalog_docs.table_of((*catalog_docs.SHORT, key))(catalog.tables())
     header, rule, *rows = rendered.splitlines()
-    assert header == "| table | task | write kind | from | grain |" and rule.count("---") == 5
+    assert header == "| table | task | write kind | grain | from | key |" and rule.count("---") == 6
     assert len(rows) == len(catalog.tables())
 
 

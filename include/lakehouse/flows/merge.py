@@ -162,7 +162,9 @@ class MergeBatch:
         static = self.static_inputs(rows.sparkSession)
 
         def classify(lines: DataFrame) -> DataFrame:
-            return cacheable(self.table.transform(lines, *static), self.table, self.quarantine)
+            return cacheable(
+                self.table.spec.transform(lines, *static), self.table.spec, self.quarantine.spec
+            )
 
         def counted(classified: DataFrame) -> list:
             hour = F.when(F.col("reason").isNull(), F.date_trunc("hour", "event_time")).alias(
@@ -186,7 +188,9 @@ class MergeBatch:
         classified = contained(
             rows,
             classify,
-            lambda lines, detail: failed_lines(lines, detail, self.table, self.quarantine),
+            lambda lines, detail: failed_lines(
+                lines, detail, self.table.spec, self.quarantine.spec
+            ),
         ).persist()
         return classified, counted(classified)
 
@@ -208,10 +212,10 @@ class MergeBatch:
                 merged = with_conflict_retries(
                     lambda: merge_new_rows(
                         spark,
-                        accepted(classified, table),
+                        accepted(classified, table.spec),
                         self.table,
-                        table.key,
-                        hours.widened(table.key_window_hours),
+                        table.spec.key,
+                        hours.widened(table.spec.key_window_hours),
                         self.app_ids[table.name],
                         batch_id,
                     ),
@@ -219,11 +223,11 @@ class MergeBatch:
                 )
             fault_point(f"{layer}.after_merge", batch_id)
             append(
-                rejected(classified, self.quarantine),
+                rejected(classified, self.quarantine.spec),
                 self.quarantine,
                 self.app_ids[self.quarantine.name],
                 batch_id,
-                self.quarantine.partition_by,
+                self.quarantine.spec.partition_by,
             )
             fault_point(f"{layer}.after_quarantine", batch_id)
         finally:
@@ -251,7 +255,7 @@ class MergeBatch:
             )
         metrics = batch_metrics(self.generation, batch_id, by_reason, unique, inserted)
         append(
-            spark.createDataFrame([metrics], self.metrics.spark_schema()),
+            spark.createDataFrame([metrics], self.metrics.spec.spark_schema()),
             self.metrics,
             self.app_ids[self.metrics.name],
             batch_id,
@@ -344,9 +348,7 @@ def run(table: Table, args: JobArgs) -> dict:
         require_table(spark, upstream)
     for written in table.written_by_its_task():
         ensure_table(spark, written)
-    log.info(
-        "%s: %s", table.name, fit_code_generation(spark, job_input_bytes(table.lakehouse, table))
-    )
+    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(table)))
 
     if args.mode == "batch":
         resolved = recompute(table, args.interval, spark=spark)

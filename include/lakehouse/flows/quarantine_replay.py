@@ -74,7 +74,7 @@ def replay_quarantine(spark: SparkSession, table: Table, generation: int) -> dic
     replayed = {"lines": 0, "periods": []}
     if lines is not None:
         inputs = [spark.read.format("delta").load(upstream.path) for upstream in static]
-        valid = table.transform(lines, *inputs).filter(F.col("reason").isNull()).persist()
+        valid = table.spec.transform(lines, *inputs).filter(F.col("reason").isNull()).persist()
         try:
             hour = F.date_trunc("hour", "event_time").alias("hour")
             touched = {row.hour for row in valid.select(hour).distinct().collect()}
@@ -83,10 +83,10 @@ def replay_quarantine(spark: SparkSession, table: Table, generation: int) -> dic
                 with_conflict_retries(
                     lambda: merge_new_rows(
                         spark,
-                        accepted(valid, table),
+                        accepted(valid, table.spec),
                         table,
-                        table.key,
-                        hours.widened(table.key_window_hours),
+                        table.spec.key,
+                        hours.widened(table.spec.key_window_hours),
                         None,
                         None,
                     ),

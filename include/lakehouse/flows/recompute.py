@@ -76,7 +76,7 @@ def run(table: Table, args: JobArgs) -> dict:
     spark = build_spark_session(table.task)
     lakehouse = table.lakehouse
     ensure_table(spark, table)
-    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(lakehouse, table)))
+    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(table)))
 
     if args.mode == "batch":
         periods = args.interval.to(table.grain)
@@ -117,7 +117,7 @@ def run(table: Table, args: JobArgs) -> dict:
     checkpoint = table.checkpoint(generation)
     # The stream carries only each new row's event hour: foreachBatch hands a batch over as an RDD,
     # past column pruning, so without this every batch was read whole (4-5 CPU-s per task at 5M events).
-    rows = event_hours(delta_stream(spark, streamed), streamed)
+    rows = event_hours(delta_stream(spark, streamed), streamed.spec)
     return run_available_now(
         lambda lease: rows.writeStream.foreachBatch(
             guarded_batches(on_batch, checkpoint, lease, table.name)

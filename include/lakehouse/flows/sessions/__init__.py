@@ -31,8 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse import catalog, delta_log
-from lakehouse.catalog import TableSpec
-from lakehouse.config import Lakehouse, Table
+from lakehouse.config import Table
 from lakehouse.errors import ConfigError
 from lakehouse.faults import fault_point
 from lakehouse.flows.sessions.batch_form import (
@@ -137,7 +136,7 @@ def recompute(
     end_ms = int(hours.end.timestamp() * 1000)
     for attempt in range(1, RECOMPUTE_ATTEMPTS + 1):
         read_from = delta_log.latest_version(silver.path)
-        watermark = watermark_for(spark, lakehouse, table)
+        watermark = watermark_for(spark, target)
         sessions = recomputed_sessions(spark, silver, table, watermark, start_ms, end_ms)
         try:
             replace_sessions(spark, target, table, sessions, watermark, start_ms, end_ms)
@@ -169,11 +168,11 @@ def recompute(
     return {"sessions": written, "watermark": iso_instant(watermark)}
 
 
-def sessions_stream(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec) -> DataFrame:
+def sessions_stream(spark: SparkSession, table: Table) -> DataFrame:
     """The stateful query: silver's events as a stream, per user, into closed sessions (kind "session")
     and late events (kind "late"); open sessions stay in its state."""
-    silver = lakehouse.table(table.upstream[0])
-    events = table.transform(
+    silver = table.upstream_tables()[0]
+    events = table.spec.transform(
         delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY)
     )
     return (
@@ -193,7 +192,7 @@ def run(target: Table, args: JobArgs) -> dict:
     table, lakehouse = target.spec, target.lakehouse
     for written in target.written_by_its_task():
         ensure_table(spark, written)
-    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(lakehouse, table)))
+    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(target)))
 
     if args.mode == "batch":
         figures = recompute(target, args.interval, spark=spark)
@@ -274,7 +273,7 @@ def run(target: Table, args: JobArgs) -> dict:
         }
 
     silver = lakehouse.table(table.upstream[0])
-    sessions = sessions_stream(spark, lakehouse, table)
+    sessions = sessions_stream(spark, target)
     summary = run_available_now(
         lambda lease: sessions.writeStream.foreachBatch(
             guarded_batches(on_batch, checkpoint, lease, table.name)
@@ -286,16 +285,14 @@ def run(target: Table, args: JobArgs) -> dict:
         progress_log=ProgressLog(spark, lakehouse),
     )
     run_label = f"sessions run of {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
-    reconciled = reconcile(spark, lakehouse, table, run_label)
+    reconciled = reconcile(spark, target, run_label)
     fault_point(f"{table.layer}.before_open_sessions")
     if (
         "not_started" not in summary
         or reconciled.get("dirty_users")
-        or not open_sessions_current(lakehouse, table, checkpoint)
+        or not open_sessions_current(target, checkpoint)
     ):
-        summary["open_sessions"] = refresh_open_sessions(
-            spark, lakehouse, table, checkpoint, reconciled
-        )
+        summary["open_sessions"] = refresh_open_sessions(spark, target, checkpoint, reconciled)
     summary.update(
         {k: v for k, v in reconciled.items() if k in ("late_pending", "late_reconciled")}
     )

@@ -13,18 +13,18 @@ from datetime import timedelta
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse import catalog, delta_log
-from lakehouse.catalog import TableSpec
-from lakehouse.config import Lakehouse, Table
+from lakehouse import delta_log
+from lakehouse.config import Table
 from lakehouse.flows.sessions.batch_form import recomputed_sessions, replace_sessions, utc_datetime
 from lakehouse.flows.sessions.state import watermark_for
 from lakehouse.runtime import log
 from lakehouse.tables.gold_user_sessions import SESSION_GAP_MS
 
 
-def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec, run_label: str) -> dict:
+def reconcile(spark: SparkSession, target: Table, run_label: str) -> dict:
     """Recompute the sessions of users with unreconciled late events; mark those whose session has closed."""
-    late_table = lakehouse.table(catalog.side(table, "late").name)
+    table = target.spec
+    late_table = target.side("late")
     if not delta_log.may_hold_nulls(late_table.path, "reconciled_at"):  # from the log: no Spark job
         return {"late_pending": 0, "late_reconciled": 0}
     pending = (
@@ -38,11 +38,9 @@ def reconcile(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec, run_l
         return {"late_pending": 0, "late_reconciled": 0}
     users = {row.user_id for row in pending}
     start_ms = min(row.event_ms for row in pending) - SESSION_GAP_MS
-    watermark = watermark_for(spark, lakehouse, table)
-    target = lakehouse.table(table.name)
-    sessions = recomputed_sessions(
-        spark, lakehouse.table(table.upstream[0]), table, watermark, start_ms, None, users
-    )
+    watermark = watermark_for(spark, target)
+    silver = target.upstream_tables()[0]
+    sessions = recomputed_sessions(spark, silver, table, watermark, start_ms, None, users)
     try:
         replace_sessions(spark, target, table, sessions, watermark, start_ms, None, users)
         recomputed = sessions.collect()  # a few sessions per user with a late event

@@ -7,8 +7,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse import catalog, checkpoint_log, delta_log
-from lakehouse.catalog import TableSpec, Write
-from lakehouse.config import Lakehouse
+from lakehouse.catalog import Write
+from lakehouse.config import Lakehouse, Table
 from lakehouse.errors import ConfigError
 from lakehouse.files import lake_path
 from lakehouse.flows.sessions.batch_form import iso_instant
@@ -23,24 +23,24 @@ def _state_tag(checkpoint: str) -> str:
     return f"open sessions of the state of {checkpoint} as of batch {checkpoint_log.newest(checkpoint, 'commits')}"
 
 
-def open_sessions_current(lakehouse: Lakehouse, table: TableSpec, checkpoint: str) -> bool:
+def open_sessions_current(sessions: Table, checkpoint: str) -> bool:
     """``gold.open_sessions`` was last rewritten from the state of the checkpoint's newest committed batch.
 
     From the tables' logs, no Spark job. Not so when a run died between its query and the rewrite:
     its retry, with nothing new to start a query for, rewrites it then.
     """
-    written = delta_log.latest_commit_info(lakehouse.table(catalog.side(table, "open").name).path)
+    written = delta_log.latest_commit_info(sessions.side("open").path)
     return written.get("userMetadata") == _state_tag(checkpoint)
 
 
 def refresh_open_sessions(
-    spark: SparkSession, lakehouse: Lakehouse, table: TableSpec, checkpoint: str, reconciled: dict
+    spark: SparkSession, sessions: Table, checkpoint: str, reconciled: dict
 ) -> int:
     """Rewrite ``gold.open_sessions``: the state's open sessions, the recomputed ones for users with late events.
 
     The commit is tagged with the batch whose state it holds (:func:`open_sessions_current`).
     """
-    target = lakehouse.table(catalog.side(table, "open").name)
+    target = sessions.side("open")
     ensure_table(spark, target)
     opened = (
         open_sessions_in_state(spark, checkpoint)

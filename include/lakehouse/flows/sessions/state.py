@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from lakehouse import checkpoint_log
 from lakehouse.catalog import TableSpec
-from lakehouse.config import Lakehouse
+from lakehouse.config import Table
 from lakehouse.errors import ConfigError
 from lakehouse.files import lake_path, write_atomic
 from lakehouse.flows.sessions.fragments import USER_BUCKETS
@@ -43,13 +43,13 @@ def checkpoint_watermark_ms(checkpoint: str) -> int | None:
     return None
 
 
-def watermark_for(spark: SparkSession, lakehouse: Lakehouse, table: TableSpec) -> int:
+def watermark_for(spark: SparkSession, sessions: Table) -> int:
     """The stream's watermark, or (no stream yet) the one it will reach over today's silver."""
-    target = lakehouse.table(table.name)
-    recorded = checkpoint_watermark_ms(target.checkpoint(target.current_generation()))
+    recorded = checkpoint_watermark_ms(sessions.checkpoint(sessions.current_generation()))
     if recorded is not None:
         return recorded
-    return final_watermark(spark.read.format("delta").load(lakehouse.table(table.upstream[0]).path))
+    silver = sessions.upstream_tables()[0]
+    return final_watermark(spark.read.format("delta").load(silver.path))
 
 
 def final_watermark(silver: DataFrame) -> int:
