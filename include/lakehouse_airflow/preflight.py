@@ -71,8 +71,13 @@ def preflight(params: dict, run_type: str, logical_date: datetime | None) -> lis
     # conditional-put store; each session checks it again when it starts (spark.py).
     from lakehouse.spark import session_conf
 
-    if found := object_storage.commit_store_problem(
-        session_conf().get(object_storage.LOG_STORE_KEY)
+    try:
+        conf = session_conf()
+    except ConfigError as error:  # e.g. a metastore that does not answer (its check says it too)
+        problems.append(str(error))
+        conf = None
+    if conf is not None and (
+        found := object_storage.commit_store_problem(conf.get(object_storage.LOG_STORE_KEY))
     ):
         problems.append(found)
     try:  # every Spark task's driver (the engine's too) opens the table-name metastore
@@ -83,7 +88,7 @@ def preflight(params: dict, run_type: str, logical_date: datetime | None) -> lis
     problems += interval_problems(params or {}, run_type, logical_date)
     if not glob.glob(job_path("*")):
         problems.append(f"No job files at {job_path('*')}: set LAKEHOUSE_JOBS_DIR.")
-    return problems
+    return list(dict.fromkeys(problems))  # each once, in the order found
 
 
 def interval_problems(
