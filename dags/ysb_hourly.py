@@ -17,10 +17,11 @@ event-time interval, replacing exactly those hours:
   **[logical date − 1h, logical date)**, e.g.
   `airflow backfill create --dag-id ysb_hourly --from-date 2026-11-20T01:00:00+00:00 --to-date 2026-11-20T03:00:00+00:00`
   recomputes event hours 00:00, 01:00 and 02:00;
-* a manual run with `mode=batch` recomputes `[start, end)`.
+* a manual run with `mode=batch` recomputes `[start, end)`; over more than 31 days, only with
+  `confirm_long_interval` on (preflight otherwise refuses it, with its hours and runs).
 
-**A backfill ignores the Run Parameters** of the Backfill dialog (mode, start, end, source,
-full_refresh): each of its runs is a batch run over the hour it owns, as above. Choose the hours
+**A backfill ignores the Run Parameters** of the Backfill dialog (mode, start, end,
+confirm_long_interval, source, full_refresh): each of its runs is a batch run over the hour it owns, as above. Choose the hours
 with the dialog's date range; the parameters only matter for a run made with *Trigger*.
 
 Batch runs start at silver (bronze is the raw, replayable log: there is nothing to recompute in
@@ -41,7 +42,7 @@ from airflow.sdk import DAG, Param, TriggerRule, task
 
 from lakehouse import catalog
 from lakehouse.kafka_settings import DEFAULT_TOPIC, SOURCES
-from lakehouse_airflow.macros import MACROS
+from lakehouse_airflow.macros import LONG_INTERVAL, MACROS
 from lakehouse_airflow.operators import SparkJobOperator, TableJobOperator
 
 # Every table task's run parameters, rendered when it runs; the operator passes a table the ones
@@ -55,6 +56,16 @@ RUN_PARAMETERS = {
     "source": "{{ params.source }}",
     "kafka_bootstrap_servers": "{{ lakehouse_kafka_bootstrap_servers(params, conn) }}",
     "kafka_topic": "{{ params.kafka_topic }}",
+}
+
+# The shape of start and end, checked by Airflow when a run is created (the trigger form and the
+# REST API answer 400, and no run exists): a whole hour in UTC, as typed (2026-11-20T13:00Z) or as
+# the form's date picker sends it (2026-11-20T13:00:00.000Z). Its title is what the refusal shows
+# beside the pattern. `format: date-time` alone checks nothing here: jsonschema checks it only with
+# rfc3339-validator installed, and RFC 3339 would refuse the 13:00Z form the docs use.
+WHOLE_HOUR = {
+    "title": "a whole hour in UTC, e.g. 2026-11-20T13:00Z",
+    "pattern": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:00(:00(\.000)?)?(Z|[+-][0-9]{2}:00)?$",
 }
 
 
@@ -79,12 +90,14 @@ with DAG(
             "event hours [start, end) from silver on. A backfill is always batch over the hour each "
             "of its runs owns, whatever this says.",
         ),
-        # start and end: checked by the preflight task, which says what to type; a JSON-schema
-        # pattern here made the form refuse a typo with a regex dump instead.
+        # start and end: their shape is checked when the run is created (WHOLE_HOUR); what one
+        # param cannot see (a reversed range, mode=batch without them, an interval longer than
+        # 31 days unconfirmed) is refused by the preflight task, in a sentence.
         "start": Param(
             None,
             type=["null", "string"],
             format="date-time",
+            allOf=[WHOLE_HOUR],
             title="Start (batch mode)",
             description="First event hour to recompute, a whole hour in UTC (ISO-8601), e.g. "
             "2026-11-20T13:00Z. Only for mode=batch; ignored by backfills.",
@@ -93,9 +106,18 @@ with DAG(
             None,
             type=["null", "string"],
             format="date-time",
+            allOf=[WHOLE_HOUR],
             title="End (batch mode)",
             description="End of the interval, exclusive, a whole hour in UTC, e.g. 2026-11-20T16:00Z "
             "recomputes 13:00, 14:00 and 15:00. Only for mode=batch; ignored by backfills.",
+        ),
+        "confirm_long_interval": Param(
+            False,
+            type="boolean",
+            title="Confirm a long interval (batch mode)",
+            description=f"mode=batch over more than {LONG_INTERVAL.days} days runs only with this "
+            "on; without it, preflight refuses the run and says how many hours it would recompute. "
+            "Ignored by backfills (each of their runs is one hour).",
         ),
         "source": Param(
             "files",
@@ -120,27 +142,34 @@ with DAG(
     },
 ) as dag:
 
-    @task
+    @task(retries=0)
     def preflight(params=None, dag_run=None, logical_date=None, conn=None) -> None:
         """Fail before any JVM starts if the connection, landing zone, jars or params are wrong.
 
         Every problem found here needs a person (a setting, a parameter, data to generate), so the
-        task fails at once instead of retrying.
+        task fails at once (no retries) instead of retrying. Each problem is one error line of the
+        log; a run that can go logs what it will do (a batch run: its hours).
         """
-        from airflow.sdk.exceptions import AirflowFailException
+        import logging
 
         from lakehouse_airflow.operators import spark_problems
         from lakehouse_airflow.preflight import preflight as check
-        from lakehouse_airflow.preflight import source_problems
+        from lakehouse_airflow.preflight import run_plan, source_problems
 
+        log = logging.getLogger("airflow.task")
         problems = (
             spark_problems()
             + check(dict(params), dag_run.run_type, logical_date)
             + source_problems(params, conn)
         )
         if problems:
-            # from None: the message says what to fix; the traceback under it would say nothing more.
-            raise AirflowFailException("Preflight failed:\n- " + "\n- ".join(problems)) from None
+            for problem in problems:
+                log.error("Preflight refused the run: %s", problem)
+            # SystemExit, not AirflowFailException: Airflow's task runner logs every exception it
+            # fails a task with under its traceback (12 frames of its own), but a SystemExit as one
+            # line ("Task exited"). retries=0 makes the failure final, as AirflowFailException did.
+            raise SystemExit(f"preflight: {len(problems)} problem(s), see the lines above")
+        log.info(run_plan(dict(params), dag_run.run_type, logical_date))
 
     @task.branch
     def choose_path(params=None, dag_run=None, logical_date=None) -> str:

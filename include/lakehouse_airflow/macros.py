@@ -26,6 +26,10 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT_DIR / "jobs"
 SPARK_CONN_ID = "spark_lakehouse"
 
+# The longest interval a manual batch run recomputes without confirm_long_interval=true: a month
+# of hours is a big but ordinary repair; ten years typed by mistake is a day of Spark work.
+LONG_INTERVAL = timedelta(days=31)
+
 
 def job_path(name: str) -> str:
     """Absolute path of ``jobs/<name>.py`` (``LAKEHOUSE_JOBS_DIR`` overrides the folder)."""

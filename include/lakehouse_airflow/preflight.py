@@ -21,7 +21,14 @@ from lakehouse.kafka_settings import (
     resolve_bootstrap_servers,
     validate_topic,
 )
-from lakehouse_airflow.macros import SPARK_CONN_ID, bootstrap_servers_arg, job_path, run_interval
+from lakehouse.periods import HOUR, parse_instant
+from lakehouse_airflow.macros import (
+    LONG_INTERVAL,
+    SPARK_CONN_ID,
+    bootstrap_servers_arg,
+    job_path,
+    run_interval,
+)
 
 
 def master_problems(conn_master: str | None) -> list[str]:
@@ -73,17 +80,77 @@ def preflight(params: dict, run_type: str, logical_date: datetime | None) -> lis
             problems.append(found)
     except ConfigError as error:
         problems.append(str(error))
-    try:
-        run_interval(run_type, params, logical_date)
-    except ConfigError as error:
-        given = ", ".join(f"{k}={params.get(k)!r}" for k in ("start", "end") if params.get(k))
-        problems.append(
-            f"{error}{f' ({given})' if given else ''}. Type whole hours in UTC, e.g. "
-            "start=2026-11-20T13:00Z and end=2026-11-20T16:00Z for the hours 13:00 to 15:00."
-        )
+    problems += interval_problems(params or {}, run_type, logical_date)
     if not glob.glob(job_path("*")):
         problems.append(f"No job files at {job_path('*')}: set LAKEHOUSE_JOBS_DIR.")
-    return problems
+    return list(dict.fromkeys(problems))  # each once, in the order found
+
+
+def interval_problems(
+    params: Mapping[str, Any], run_type: str, logical_date: datetime | None
+) -> list[str]:
+    """What is wrong with the interval a batch run recomputes, each problem one sentence; empty when fine.
+
+    What a per-param schema cannot check, since it sees one param: mode=batch without start or
+    end, a reversed or empty range, a date that does not exist. And an interval longer than
+    :data:`LONG_INTERVAL` without ``confirm_long_interval``: sized from its two ends, before any
+    hour is listed, so that ten years are refused at once, with their hours and runs.
+    """
+    run_type = getattr(run_type, "value", run_type)
+    if (
+        run_type != "backfill"
+        and params.get("mode") == "batch"
+        and not params.get("confirm_long_interval")
+    ):
+        try:
+            start, end = parse_instant(params["start"]), parse_instant(params["end"])
+        except (ConfigError, KeyError, AttributeError):  # missing or not a time: said below
+            pass
+        else:
+            if end - start > LONG_INTERVAL:
+                return [long_interval_refusal(start, end)]
+    try:
+        run_interval(run_type, dict(params), logical_date)
+    except ConfigError as error:
+        given = ", ".join(f"{k}={params.get(k)!r}" for k in ("start", "end") if params.get(k))
+        return [
+            f"{error}{f' ({given})' if given else ''}. Type whole hours in UTC, e.g. "
+            "start=2026-11-20T13:00Z and end=2026-11-20T16:00Z for the hours 13:00 to 15:00."
+        ]
+    return []
+
+
+def long_interval_refusal(start: datetime, end: datetime) -> str:
+    """Why a batch run over [start, end) waits for confirm_long_interval, with what it would make."""
+    hours, longest = int((end - start) / HOUR), int(LONG_INTERVAL / HOUR)
+    return (
+        f"mode=batch from {start:%Y-%m-%dT%H:%MZ} to {end:%Y-%m-%dT%H:%MZ} recomputes {hours:,} "
+        f"hours ({(end - start).days:,} days) in 1 run, more than the {longest:,} hours "
+        f"({LONG_INTERVAL.days} days) a run recomputes unconfirmed (as a backfill: {hours:,} runs, "
+        "one per hour). Set confirm_long_interval=true to run it, or split it into intervals of "
+        f"{LONG_INTERVAL.days} days or less."
+    )
+
+
+def run_plan(params: Mapping[str, Any], run_type: str, logical_date: datetime | None) -> str:
+    """What a run that passed preflight is about to do, in one sentence for the task's log."""
+    hours = run_interval(run_type, dict(params), logical_date)
+    if getattr(run_type, "value", run_type) == "backfill" and hours:
+        return f"Backfill run: recomputes the hour it owns, {hours} (its params are ignored)."
+    if hours:
+        confirmed = (
+            " (confirmed: confirm_long_interval)" if len(hours) > LONG_INTERVAL / HOUR else ""
+        )
+        return (
+            f"Batch run: recomputes {hours}, end {hours.end:%Y-%m-%dT%H:00Z} exclusive, in this one "
+            f"run{confirmed}."
+        )
+    refresh = params.get("full_refresh") or "none"
+    return (
+        "Incremental run"
+        + (f", after a full refresh of {refresh}" if refresh != "none" else "")
+        + "."
+    )
 
 
 def source_problems(

@@ -1,4 +1,5 @@
-"""A batch run without its interval is refused by preflight, once, before any Spark task starts."""
+"""A batch run without its interval is refused by preflight, once, before any Spark task starts,
+in one line of the task's log and no traceback."""
 
 from __future__ import annotations
 
@@ -24,13 +25,17 @@ def test_a_batch_run_without_start_and_end_fails_in_preflight_and_starts_no_spar
         json.dumps({"mode": "batch"}),
     )
     output = result.stdout + result.stderr
-    assert "mode=batch needs the start and end params" in output, output[-4000:]
+    refusals = [line for line in output.splitlines() if "Preflight refused the run: " in line]
+    assert any("mode=batch needs the start and end params" in line for line in refusals), output[
+        -4000:
+    ]
+    assert "Traceback" not in output and "AirflowFailException" not in output, output[-4000:]
 
     states = task_states(env, "ysb_hourly")
     assert states.pop("preflight") == [
         "failed",
         1,
-    ]  # AirflowFailException: no retry for what a person must fix
+    ]  # retries=0: no retry for what a person must fix
     assert states and all(state in ("upstream_failed", "None") for state, _ in states.values()), (
         states
     )
