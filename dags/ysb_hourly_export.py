@@ -15,32 +15,9 @@ Reads the table with delta-rs (no Spark); a re-run replaces that hour's report.
 
 from __future__ import annotations
 
-import pendulum
-from airflow.sdk import DAG, PartitionedAssetTimetable, StartOfHourMapper, task
+from airflow.sdk import StartOfHourMapper
 
-from lakehouse import catalog
-from lakehouse_airflow.assets import asset
+from lakehouse_airflow.exports import export_dag
 
-GOLD = catalog.get("gold.campaign_hourly")
-
-with DAG(
-    dag_id="ysb_hourly_export",
-    # StartOfHourMapper: the producer's key 2026-11-20T02:00:00 becomes this DAG's 2026-11-20T02.
-    schedule=PartitionedAssetTimetable(
-        assets=asset(GOLD), default_partition_mapper=StartOfHourMapper()
-    ),
-    start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
-    catchup=False,
-    doc_md=__doc__,
-    tags=["ysb", "lakehouse", "export"],
-) as dag:
-
-    @task
-    def export_campaign_hourly(dag_run=None) -> dict:
-        """The run's event hour of gold.campaign_hourly as a CSV report in the outbox."""
-        from lakehouse.config import Lakehouse
-        from lakehouse_airflow.exports import export_hour
-
-        return export_hour(Lakehouse.from_env(), GOLD.name, dag_run.partition_key)
-
-    export_campaign_hourly()
+# StartOfHourMapper: the producer's key 2026-11-20T02:00:00 becomes this DAG's 2026-11-20T02.
+dag = export_dag("ysb_hourly_export", "gold.campaign_hourly", StartOfHourMapper(), __doc__)

@@ -75,6 +75,34 @@ def export_period(lakehouse: Lakehouse, table: str, key: str) -> dict:
     return {"table": table, grain.value: start.isoformat(), "rows": rows.num_rows, "report": path}
 
 
+def export_dag(dag_id: str, table: str, mapper, doc_md: str):
+    """The DAG that writes a report of ``table`` for each period its asset events name: scheduled
+    by the table's partitions (``mapper`` makes the producer's key this DAG's), one task."""
+    import pendulum
+    from airflow.sdk import DAG, PartitionedAssetTimetable, task
+
+    from lakehouse_airflow.assets import asset
+
+    with DAG(
+        dag_id=dag_id,
+        schedule=PartitionedAssetTimetable(
+            assets=asset(catalog.get(table)), default_partition_mapper=mapper
+        ),
+        start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
+        catchup=False,
+        doc_md=doc_md,
+        tags=["ysb", "lakehouse", "export"],
+    ) as dag:
+
+        @task(task_id=f"export_{table.split('.')[1]}")
+        def export(dag_run=None) -> dict:
+            """The run's period of the table as a CSV report in the outbox."""
+            return export_period(Lakehouse.from_env(), table, dag_run.partition_key)
+
+        export()
+    return dag
+
+
 def export_hour(lakehouse: Lakehouse, table: str, key: str) -> dict:
     """:func:`export_period` of an hour table's hour ``key``."""
     return export_period(lakehouse, table, key)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse.catalog import Write, expect, table
 from lakehouse.tables import F
-from lakehouse.tables.gold_campaign_hourly import count_of
+from lakehouse.tables.gold_campaign_hourly import ctr, event_counts
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -36,17 +36,8 @@ def campaign_daily(silver: DataFrame) -> DataFrame:
     hours is one user of the day). ``ctr`` is clicks / views, null for a day without views.
     """
     daily = silver.groupBy("campaign_id", F.to_date("event_time").alias("event_date")).agg(
-        count_of("view").alias("views"),
-        count_of("click").alias("clicks"),
-        count_of("purchase").alias("purchases"),
-        F.countDistinct("user_id").alias("distinct_users"),
+        *event_counts(), F.countDistinct("user_id").alias("distinct_users")
     )
     return daily.select(
-        "campaign_id",
-        "views",
-        "clicks",
-        "purchases",
-        "distinct_users",
-        F.when(F.col("views") > 0, F.col("clicks") / F.col("views")).alias("ctr"),
-        "event_date",
+        "campaign_id", "views", "clicks", "purchases", "distinct_users", ctr(), "event_date"
     )

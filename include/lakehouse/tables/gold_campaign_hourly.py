@@ -21,15 +21,27 @@ def count_of(event_type: str):
     return F.count(F.when(F.col("event_type") == event_type, True))
 
 
+def event_counts() -> list:
+    """The aggregates of a group of events: its views, clicks and purchases."""
+    return [
+        count_of("view").alias("views"),
+        count_of("click").alias("clicks"),
+        count_of("purchase").alias("purchases"),
+    ]
+
+
+def ctr():
+    """Clicks / views, null without views (not zero: there was nothing to click through from)."""
+    return F.when(F.col("views") > 0, F.col("clicks") / F.col("views")).alias("ctr")
+
+
 def hourly_kpis(silver: DataFrame, *keys: str) -> DataFrame:
     """Views, clicks, purchases and CTR per ``keys`` and event hour, with the event date.
 
     CTR is clicks / views, null for an hour without views (not zero: nothing to click through from).
     """
     hourly = silver.groupBy(*keys, F.date_trunc("hour", "event_time").alias("hour_start")).agg(
-        count_of("view").alias("views"),
-        count_of("click").alias("clicks"),
-        count_of("purchase").alias("purchases"),
+        *event_counts()
     )
     return hourly.select(
         *keys,
@@ -37,7 +49,7 @@ def hourly_kpis(silver: DataFrame, *keys: str) -> DataFrame:
         "views",
         "clicks",
         "purchases",
-        F.when(F.col("views") > 0, F.col("clicks") / F.col("views")).alias("ctr"),
+        ctr(),
         F.to_date("hour_start").alias("event_date"),
     )
 
@@ -61,12 +73,7 @@ def campaign_hourly(silver: DataFrame) -> DataFrame:
     """
     hourly = silver.groupBy(
         "campaign_id", F.date_trunc("hour", "event_time").alias("hour_start")
-    ).agg(
-        count_of("view").alias("views"),
-        count_of("click").alias("clicks"),
-        count_of("purchase").alias("purchases"),
-        F.countDistinct("user_id").alias("distinct_users"),
-    )
+    ).agg(*event_counts(), F.countDistinct("user_id").alias("distinct_users"))
     return hourly.select(
         "campaign_id",
         "hour_start",
@@ -74,6 +81,6 @@ def campaign_hourly(silver: DataFrame) -> DataFrame:
         "clicks",
         "purchases",
         "distinct_users",
-        F.when(F.col("views") > 0, F.col("clicks") / F.col("views")).alias("ctr"),
+        ctr(),
         F.to_date("hour_start").alias("event_date"),
     )

@@ -103,6 +103,14 @@ def count(counts: Counts, name: str, rows: Any, **changed: Any) -> None:
     counts[name] = {"rows": rows or 0, **{k: v for k, v in changed.items() if v}}
 
 
+def count_replace(counts: Counts, name: str, summary: dict) -> None:
+    """A batch replace's rows written and replaced; no row figure for a job that does not count
+    them (not 0: the table was replaced either way)."""
+    count(counts, name, summary.get("rows_written"), rows_replaced=summary.get("rows_deleted"))
+    if "rows_written" not in summary:
+        del counts[name]["rows"]
+
+
 def summed(summary: dict, key: str) -> int:
     """The sum of ``key`` over a run's micro-batch notes."""
     return sum(note.get(key) or 0 for note in batch_notes(summary))

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from lakehouse.errors import CatalogError
 from lakehouse.periods import Grain
-from lakehouse.write_kinds.base import Flow, Layout, Write, batch_notes, count, summed
+from lakehouse.write_kinds.base import (
+    Flow,
+    Layout,
+    Write,
+    batch_notes,
+    count,
+    count_replace,
+    summed,
+)
 
 # The partitions select an event hour directly: a batch reads and replaces whole hours by them.
 LAYOUT = Layout(partition_by=("event_date", "event_hour"), columns=("event_time",))
@@ -47,14 +55,7 @@ class MergeNew(Flow):
         quarantine = sides["quarantine"]
         counts = {}
         if batch:
-            count(
-                counts,
-                spec.name,
-                summary.get("rows_written"),
-                rows_replaced=summary.get("rows_deleted"),
-            )
-            if "rows_written" not in summary:  # a job that does not count them: no figure, not 0
-                del counts[spec.name]["rows"]
+            count_replace(counts, spec.name, summary)
             # lines quarantined earlier that the recompute accepted: their rows marked resolved
             count(counts, quarantine, 0, rows_updated=summary.get("quarantine_resolved"))
             return counts, {spec.name}

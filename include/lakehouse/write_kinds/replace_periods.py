@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lakehouse.periods import Grain
-from lakehouse.write_kinds.base import Flow, Layout, Write, count, summed
+from lakehouse.write_kinds.base import Flow, Layout, Write, count, count_replace, summed
 
 
 class ReplacePeriods(Flow):
@@ -32,14 +32,7 @@ class ReplacePeriods(Flow):
     def counts(self, spec, summary, batch, sides):
         counts = {}
         if batch:
-            count(
-                counts,
-                spec.name,
-                summary.get("rows_written"),
-                rows_replaced=summary.get("rows_deleted"),
-            )
-            if "rows_written" not in summary:
-                del counts[spec.name]["rows"]
+            count_replace(counts, spec.name, summary)
             return counts, {spec.name}
         count(
             counts,
