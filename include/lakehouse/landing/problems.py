@@ -50,6 +50,7 @@ class Problem:
     OUTSIDE_LAYOUT = "outside_layout"  # read, but not in <date>/<hour>/: no producer hour
     APPENDED = "appended_after_ingestion"  # grew after bronze read it: the new bytes not read
     REWRITTEN = "rewritten_after_ingestion"  # changed after bronze read it: not read again
+    BROKEN_GZIP = "broken_gzip"  # a new .jsonl.gz that does not decompress: bronze refuses to run
 
 
 def ignored_files(root: str | Path) -> list[LandingProblem]:
