@@ -7,7 +7,10 @@ reported, since ``lakehouse status`` places files in producer hours by their fol
 folder whose name starts with ``.`` or ``_`` is hidden: a producer still writing it, ignored until
 renamed. Any other name the file system allows (colons, spaces, glob characters, backslashes,
 Unicode) is read exactly once: the source lists folders without Hadoop's glob and reads through
-the raw local file system (:func:`lakehouse.sources.landing_lines_stream`).
+the raw local file system (:func:`lakehouse.sources.landing_lines_stream`). Symbolic links are
+followed, to files and folders, as Spark's listing follows them; every check here walks the folder
+the same way (:func:`list_landing`), and a link Spark cannot read through (one to nothing, one
+back to a folder it is in) is reported by name.
 
 A landed file is immutable once read (Spark's file source and Auto Loader assume the same): the
 source never reads a path twice. Bronze records each file it has read (size, modification time,
@@ -41,7 +44,10 @@ from lakehouse.landing.listing import (
     LAYOUT_DEPTH,
     READ_NAMES_GLOB,
     READ_SUFFIXES,
+    UnreadableLink,
     hidden,
+    list_landing,
+    matching_files,
     readable_files,
     spark_uri,
 )
@@ -60,13 +66,16 @@ __all__ = [
     "LandingProblem",
     "Problem",
     "ReadPlan",
+    "UnreadableLink",
     "changed_files",
     "copied_files",
     "hidden",
     "ignored_files",
     "ingested_files",
     "landing_report",
+    "list_landing",
     "manifest_path",
+    "matching_files",
     "plan_new_files",
     "readable_files",
     "record_ingested_files",

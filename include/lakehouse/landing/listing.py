@@ -1,14 +1,22 @@
 """Which files bronze's file source reads under the landing folder, and how Spark names them.
 
 The names and suffixes the source reads, the producer's layout, the walk of the landing folder
-that skips hidden names, a file's URI as Spark's file source logs it (:func:`spark_uri`) and the
-way back from that URI to the file (:func:`landed_path`).
+(:func:`list_landing`) that skips hidden names, a file's URI as Spark's file source logs it
+(:func:`spark_uri`) and the way back from that URI to the file (:func:`landed_path`).
+
+The walk goes where Spark's listing goes: through symbolic links, to files and to folders alike
+(an hour or a day folder linked from elsewhere is read, its files named by their path under the
+link). Two links Spark cannot read through are listed apart (:class:`UnreadableLink`): one that
+leads nowhere (Spark skips it without a word) and one that leads back to a folder it is in (Spark
+would read every file under it again at each level, until the path is too long to resolve).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 
 from lakehouse.files import S3Path, lake_path, read_head
@@ -78,31 +86,116 @@ def hidden(relative: Path) -> bool:
     return any(part.startswith((".", "_")) for part in relative.parts)
 
 
+@dataclass(frozen=True)
+class UnreadableLink:
+    """A symbolic link under the landing folder that the source cannot read through."""
+
+    path: Path  # the link, as the walk met it (under the landing folder)
+    target: str  # what it points to, as written (``os.readlink``)
+    loop: bool  # True: it leads back to a folder it is in; False: to nothing that exists
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What the walk of the landing folder met: its visible files, and the links it could not follow."""
+
+    files: list[Path | S3Path]  # every file with no hidden part in its path, in name order
+    links: list[UnreadableLink]  # by path; none on object storage, which has no links
+
+
+def list_landing(root: str | Path) -> Listing:
+    """Walk the landing folder ``root`` as the source lists it: hidden names skipped, symbolic
+    links followed (to files and folders), each folder once on a path (:class:`UnreadableLink`)."""
+    root = lake_path(root)
+    if isinstance(root, S3Path):  # one listing of every key under the prefix
+        files = [path for path, _ in root.walk_files() if not hidden(path.relative_to(root))]
+        return Listing(files, [])
+    files: list[Path | S3Path] = []
+    links: list[UnreadableLink] = []
+    _walk(root, (os.path.realpath(root),), files, links)
+    return Listing(files, sorted(links, key=lambda link: link.path))
+
+
+def _walk(folder: Path, chain: tuple[str, ...], files: list, links: list) -> None:
+    """Files of ``folder`` first, then its folders, by name (as :func:`os.walk` top-down).
+
+    ``chain``: the real paths of the folders walked down to here; a linked folder that holds one of
+    them is a loop (the walk and Spark would meet the link again below it).
+    """
+    try:
+        with os.scandir(folder) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+    except OSError:  # gone meanwhile, or unreadable: as os.walk, nothing below it
+        return
+    folders = []
+    for entry in entries:
+        if entry.name.startswith((".", "_")):
+            continue
+        path = Path(folder, entry.name)
+        if entry.is_symlink():
+            if not os.path.exists(path):
+                links.append(UnreadableLink(path, os.readlink(path), loop=False))
+                continue
+            if entry.is_dir():
+                real = os.path.realpath(path)
+                if any(Path(walked).is_relative_to(real) for walked in chain):
+                    links.append(UnreadableLink(path, os.readlink(path), loop=True))
+                    continue
+                folders.append((path, real))
+                continue
+        if entry.is_dir():
+            folders.append((path, os.path.realpath(path)))
+        else:
+            files.append(path)
+    for path, real in folders:
+        _walk(path, (*chain, real), files, links)
+
+
 def readable_files(root: str | Path) -> dict[str, Path | S3Path]:
     """The files the source reads under ``root`` (visible ``*.jsonl`` and ``*.jsonl.gz`` at any
-    depth), by :func:`spark_uri`."""
+    depth, through symbolic links), by :func:`spark_uri`."""
+    return readable_in(list_landing(root), root)
+
+
+def readable_in(listing: Listing, root: str | Path) -> dict[str, Path | S3Path]:
+    """The files of a walk that the source reads, by :func:`spark_uri` (see :func:`readable_files`)."""
     root = lake_path(root)
-    if not root.is_dir():
-        return {}
     return {
         spark_uri(path): path
-        for path in visible_files(root)
+        for path in listing.files
         if path.name.endswith(READ_SUFFIXES) and not hidden(path.relative_to(root))
     }
 
 
-def visible_files(root: Path | S3Path):
-    """Every file under ``root`` whose path has no hidden part, in name order."""
-    if isinstance(root, S3Path):  # one listing of every key under the prefix
-        for path, _ in root.walk_files():
-            if not hidden(path.relative_to(root)):
-                yield path
-        return
-    for folder, folders, files in os.walk(root):
-        folders[:] = sorted(name for name in folders if not name.startswith((".", "_")))
-        for name in sorted(files):
-            if not name.startswith((".", "_")):
-                yield Path(folder, name)
+def visible_files(root: Path | S3Path) -> list[Path | S3Path]:
+    """Every file under ``root`` whose path has no hidden part, in name order (through links)."""
+    return list_landing(root).files
+
+
+def matching_files(root: str | Path, pattern: str) -> list[Path | S3Path]:
+    """The visible files whose path under ``root`` matches ``pattern`` (pathlib's glob: ``*`` within
+    a name, ``**`` any number of folders), met as the source meets them: through symbolic links.
+
+    pathlib's own glob does not follow a linked folder for ``**`` (Python 3.11): a check made with
+    it would not see an hour folder linked from elsewhere that Spark reads.
+    """
+    root = lake_path(root)
+    wanted = pattern.split("/")
+    return [
+        path for path in list_landing(root).files if _matches(path.relative_to(root).parts, wanted)
+    ]
+
+
+def _matches(parts: tuple[str, ...] | list[str], pattern: list[str]) -> bool:
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_matches(parts[skip:], pattern[1:]) for skip in range(len(parts) + 1))
+    return (
+        bool(parts)
+        and fnmatch.fnmatchcase(parts[0], pattern[0])
+        and _matches(parts[1:], pattern[1:])
+    )
 
 
 def starts_with_gzip(path: Path | S3Path) -> bool:

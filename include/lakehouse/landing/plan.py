@@ -3,14 +3,15 @@
 :func:`plan_new_files` makes the :class:`ReadPlan`: a new file whose bytes equal those of a file
 bronze has read, or of another new file (renamed, moved to another hour, copied), is a copy and
 gives no line (:func:`copied_files` names each with its original); a ``*.jsonl`` file holding a
-gzip payload gives one bronze row, its first line; a ``.jsonl.gz`` that does not decompress
-refuses the run (:meth:`ReadPlan.refusal`).
+gzip payload gives one bronze row, its first line; a ``.jsonl.gz`` that does not decompress, or
+a symbolic link back to a folder it is in, refuses the run (:meth:`ReadPlan.refusal`).
 """
 
 from __future__ import annotations
 
 import gzip
 import re
+import shlex
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,8 +21,10 @@ from lakehouse.files import S3Path, lake_path, read_head
 from lakehouse.landing.listing import (
     EVENTS_SUFFIX,
     GZIP_EVENTS_SUFFIX,
+    UnreadableLink,
     landed_path,
-    readable_files,
+    list_landing,
+    readable_in,
     relative_name,
     starts_with_gzip,
 )
@@ -44,20 +47,36 @@ class ReadPlan:
     gzip_payloads: dict[str, bytes]  # a gzip payload under a .jsonl name: only this first line kept
     manifest: dict[str, dict]  # bronze's manifest with this plan's decisions
     broken_gzip: dict[str, str] = field(default_factory=dict)  # a .jsonl.gz that does not unzip
+    link_loops: tuple[UnreadableLink, ...] = ()  # a link to a folder it is in: read many times
 
     def refusal(self, root: str | Path) -> str | None:
-        """Why the run must not start (a broken .jsonl.gz would fail it half-way), or None."""
-        if not self.broken_gzip:
+        """Why the run must not start (a broken .jsonl.gz would fail it half-way, a link loop
+        would have Spark read the same files many times), or None."""
+        root = lake_path(root)
+        reasons = []
+        if self.broken_gzip:
+            named = "; ".join(
+                f"{relative_name(landed_path(uri), root)} ({why})"
+                for uri, why in sorted(self.broken_gzip.items())
+            )
+            reasons.append(
+                f"landing file(s) named .jsonl.gz that do not decompress: {named}. Hide each one "
+                "(rename it to start with '.') or move it out of the landing zone, and land a "
+                "good copy under a new name."
+            )
+        if self.link_loops:
+            named = "; ".join(
+                f"{relative_name(link.path, root)} -> {link.target}" for link in self.link_loops
+            )
+            fix = " && ".join(f"rm {shlex.quote(str(link.path))}" for link in self.link_loops)
+            reasons.append(
+                f"symbolic link(s) in the landing zone to a folder they are in: {named}; Spark "
+                "would read every file under each again at each level. Remove each link (it "
+                f"removes no file: {fix}) or point it at the folder it should hold."
+            )
+        if not reasons:
             return None
-        named = "; ".join(
-            f"{relative_name(landed_path(uri), lake_path(root))} ({why})"
-            for uri, why in sorted(self.broken_gzip.items())
-        )
-        return (
-            f"landing file(s) named .jsonl.gz that do not decompress: {named}. Nothing was read. "
-            "Hide each one (rename it to start with '.') or move it out of the landing zone, and "
-            "land a good copy under a new name; the next run reads the other files as usual."
-        )
+        return " ".join(reasons) + " Nothing was read; the next run reads the other files as usual."
 
 
 def plan_new_files(checkpoint: str, root: str | Path, write: bool = True) -> ReadPlan:
@@ -81,8 +100,9 @@ def plan_new_files(checkpoint: str, root: str | Path, write: bool = True) -> Rea
         if known.get("sha256") and not known.get("copy_of"):
             originals.setdefault(_identity(known), uri)
     known_sizes = {size for _, size, _ in originals}
+    listing = list_landing(root)
     new = {}
-    for uri, path in readable_files(root).items():
+    for uri, path in readable_in(listing, root).items():
         if uri not in committed:
             try:
                 new[uri] = (path, path.stat())
@@ -111,7 +131,8 @@ def plan_new_files(checkpoint: str, root: str | Path, write: bool = True) -> Rea
             manifest[uri] = entry or _entry(path, stat, payload)
     if write and manifest != read_manifest(checkpoint):
         write_manifest(checkpoint, manifest)
-    return ReadPlan(copies, payloads, manifest, broken)
+    loops = tuple(link for link in listing.links if link.loop)
+    return ReadPlan(copies, payloads, manifest, broken, loops)
 
 
 def _gzip_error(path: Path | S3Path) -> str | None:

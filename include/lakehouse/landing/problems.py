@@ -2,7 +2,8 @@
 
 :class:`LandingProblem` is one such file (its reason a stable :class:`Problem` code, as the
 quarantine's reasons are); :func:`ignored_files` finds the files the source skips by their name or
-reads with a caveat (a gzip payload under a ``.jsonl`` name, a file outside the producer's layout).
+reads with a caveat (a gzip payload under a ``.jsonl`` name, a file outside the producer's layout),
+and the symbolic links it cannot read through.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from lakehouse.landing.listing import (
     GZIP_EVENTS_SUFFIX,
     LAYOUT_DEPTH,
     READ_SUFFIXES,
+    UnreadableLink,
+    list_landing,
     starts_with_gzip,
     stem,
-    visible_files,
 )
 
 
@@ -51,18 +53,22 @@ class Problem:
     APPENDED = "appended_after_ingestion"  # grew after bronze read it: the new bytes not read
     REWRITTEN = "rewritten_after_ingestion"  # changed after bronze read it: not read again
     BROKEN_GZIP = "broken_gzip"  # a new .jsonl.gz that does not decompress: bronze refuses to run
+    LINK_LOOP = "symlink_loop"  # a link to a folder it is in: bronze refuses to run
+    BROKEN_LINK = "broken_symlink"  # a link to nothing: nothing under it read until it resolves
 
 
 def ignored_files(root: str | Path) -> list[LandingProblem]:
     """The visible files under the landing folder ``root`` that the source will not read as events.
 
-    Hidden names (a producer still writing) are not listed: they are read once renamed.
+    Hidden names (a producer still writing) are not listed: they are read once renamed. Symbolic
+    links the source cannot read through are (:func:`link_problem`).
     """
     root = lake_path(root)
     problems = []
     if not root.is_dir():
         return problems
-    for path in visible_files(root):
+    listing = list_landing(root)
+    for path in listing.files:
         relative = path.relative_to(root).as_posix()
         name = path.name
         if name.endswith(READ_SUFFIXES):
@@ -125,7 +131,32 @@ def ignored_files(root: str | Path) -> list[LandingProblem]:
                     False,
                 )
             )
-    return problems
+    return [*problems, *(link_problem(link, root) for link in listing.links)]
+
+
+def link_problem(link: UnreadableLink, root: Path) -> LandingProblem:
+    """A symbolic link the source cannot read through, with what to do."""
+    relative = link.path.relative_to(root).as_posix()
+    if link.loop:
+        return LandingProblem(
+            relative,
+            Problem.LINK_LOOP,
+            f"a symbolic link to {link.target}, a folder it is in: Spark's listing would follow "
+            "it again at each level and read every file under it many times, so bronze refuses "
+            "to run until it is gone",
+            "remove the link (it removes no file) or point it at the folder it should hold; the "
+            "next run then reads every file once",
+            False,
+            f"rm {shlex.quote(str(link.path))}",
+        )
+    return LandingProblem(
+        relative,
+        Problem.BROKEN_LINK,
+        f"a symbolic link to {link.target}, which does not exist (not mounted, moved or "
+        "deleted): nothing under it is read",
+        f"restore {link.target} (the next run then reads its files, once) or remove the link",
+        False,
+    )
 
 
 # The command-line decompressor of each suffix the source does not read (a .gz is renamed instead).
