@@ -8,25 +8,35 @@ mid-write, whole) move to a new file; a rewritten file's original content is put
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 
 from lakehouse.files import S3Path, lake_path
-from lakehouse.landing.listing import EVENTS_SUFFIX, landed_path, relative_name, spark_uri, stem
+from lakehouse.landing.listing import (
+    EVENTS_SUFFIX,
+    landed_path,
+    relative_name,
+    source_file_of,
+    spark_uri,
+    stem,
+)
 from lakehouse.landing.manifest import mtime_ms, record_ingested_files, sha256_of, write_manifest
 from lakehouse.landing.problems import LandingProblem, Problem
 
 
-def changed_files(checkpoint: str, root: str | Path, write: bool = True) -> list[LandingProblem]:
+def changed_files(
+    checkpoint: str, root: str | Path, write: bool = True, table_path: str | None = None
+) -> list[LandingProblem]:
     """The files bronze has read that were appended to or rewritten since, each with its fix.
 
     A file whose modification time alone changed (``touch``, a copy with the same bytes) is fine:
     its size and SHA-256 are compared, and the manifest then keeps its new time. A file moved away
     or deleted is not reported here (bronze keeps its lines). ``write=False``: the manifest beside
-    the checkpoint is read, never written (bronze's job writes it).
+    the checkpoint is read, never written (bronze's job writes it). ``table_path``: bronze's table,
+    whose rows say what was read of a file still being written when Spark listed it
+    (:func:`record_ingested_files`); without it such a file is reported as rewritten.
     """
-    manifest = record_ingested_files(checkpoint, write)
+    manifest = record_ingested_files(checkpoint, write, table_path)
     root = lake_path(root)
     problems = []
     touched = False
@@ -88,7 +98,9 @@ def _changed(path: Path, root: Path, known: dict, now: int) -> LandingProblem:
             command,
         )
     was = f"{size} byte(s), sha256 {sha}" if size is not None else "its content then"
-    source_file = _source_file(known.get("copy_of") or spark_uri(path))  # a copy's: its original's
+    source_file = source_file_of(
+        known.get("copy_of") or spark_uri(path)
+    )  # a copy's: its original's
     return LandingProblem(
         relative,
         Problem.REWRITTEN,
@@ -100,12 +112,6 @@ def _changed(path: Path, root: Path, known: dict, now: int) -> LandingProblem:
         "the rest are inserted",
         False,
     )
-
-
-def _source_file(uri: str) -> str:
-    """A file's URI as bronze's ``source_file`` holds it (Spark's ``_metadata.file_path`` writes a
-    local file ``file:/...``, its source log ``file:///...``)."""
-    return re.sub(r"^file:/+", "file:/", uri)
 
 
 def _line_start(path: Path | S3Path, size: int) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,12 @@ def landed_path(uri: str) -> Path | S3Path:
     if parts.scheme in ("s3a", "s3"):
         return S3Path(parts.netloc, path.lstrip("/"))
     return Path(path)
+
+
+def source_file_of(uri: str) -> str:
+    """A file's URI as bronze's ``source_file`` holds it (Spark's ``_metadata.file_path`` writes a
+    local file ``file:/...``, its source log ``file:///...``)."""
+    return re.sub(r"^file:/+", "file:/", uri)
 
 
 def relative_name(path: Path | S3Path, root: Path | S3Path) -> str:

@@ -3,7 +3,8 @@
 Spark's file source logs each file it reads (URI, modification time) in its checkpoint
 (:func:`ingested_files`); bronze adds what a later look needs to tell a changed file from a
 touched one or a copy (size, SHA-256) in a manifest beside the checkpoint
-(:func:`record_ingested_files`, ``gen=N.landed_files.json``).
+(:func:`record_ingested_files`, ``gen=N.landed_files.json``); for a file that changed between
+Spark's listing and the record, from bronze's rows (:mod:`lakehouse.landing.read_back`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from lakehouse import checkpoint_log
 from lakehouse.files import S3Path, lake_path, write_atomic
 from lakehouse.landing.listing import landed_path
+from lakehouse.landing.read_back import bytes_read
 
 
 def ingested_files(checkpoint: str) -> dict[str, int]:
@@ -24,6 +26,11 @@ def ingested_files(checkpoint: str) -> dict[str, int]:
     then one entry per batch. Empty when nothing is committed or the log cannot be read (the
     checkpoint check reports a damaged checkpoint).
     """
+    return {uri: logged_mtime for uri, (logged_mtime, _) in _source_log(checkpoint).items()}
+
+
+def _source_log(checkpoint: str) -> dict[str, tuple[int, int]]:
+    """:func:`ingested_files`, each with the batch that read it: URI -> (mtime in ms, batch id)."""
     committed = checkpoint_log.newest(checkpoint, "commits")
     if committed is None:
         return {}
@@ -41,13 +48,13 @@ def ingested_files(checkpoint: str) -> dict[str, int]:
         (n for n, p in entries.items() if p.name.endswith(".compact") and n <= log_offset),
         default=0,
     )
-    files: dict[str, int] = {}
+    files: dict[str, tuple[int, int]] = {}
     for n in range(first, log_offset + 1):
         if n not in entries:
             continue
         for line in entries[n].read_text(encoding="utf-8").splitlines()[1:]:
             entry = json.loads(line)
-            files[entry["path"]] = int(entry["timestamp"])
+            files[entry["path"]] = (int(entry["timestamp"]), int(entry.get("batchId", n)))
     return files
 
 
@@ -89,17 +96,24 @@ def mtime_ms(stat) -> int:
     return stat.st_mtime_ns // 1_000_000
 
 
-def record_ingested_files(checkpoint: str, write: bool = True) -> dict[str, dict]:
+def record_ingested_files(
+    checkpoint: str, write: bool = True, table_path: str | None = None
+) -> dict[str, dict]:
     """Add the files the source read since the last call to bronze's manifest; the manifest.
 
     ``write=False`` leaves the stored manifest as it is (a read-only look, e.g. status).
 
     A file is recorded (size, mtime, SHA-256) when its mtime is still the one the source logged
-    when it read it; one that changed in between is recorded without them (its change is reported).
+    when it read it. One that changed in between (still being written when Spark listed it) is
+    recorded by what bronze's rows at ``table_path`` hold of it
+    (:func:`lakehouse.landing.read_back.bytes_read`): its size and SHA-256 then those of the bytes
+    read. Without ``table_path``, or when the rows are not its first lines (a rewrite), it is
+    recorded without them (its change is reported), and looked at again at each call.
     """
     manifest = read_manifest(checkpoint)
+    logged = _source_log(checkpoint)
     added = False
-    for uri, logged_mtime in ingested_files(checkpoint).items():
+    for uri, (logged_mtime, _) in logged.items():
         if uri in manifest:
             continue
         path = landed_path(uri)
@@ -114,6 +128,13 @@ def record_ingested_files(checkpoint: str, write: bool = True) -> dict[str, dict
         except OSError:
             manifest[uri] = {"mtime_ms": logged_mtime, "size": None, "sha256": None}
         added = True
+    if table_path is not None:
+        for uri, known in manifest.items():
+            if known.get("size") is None and uri in logged:
+                size = bytes_read(checkpoint, table_path, uri, logged[uri][1])
+                if size is not None:
+                    known.update(size=size, sha256=sha256_of(landed_path(uri), size))
+                    added = True
     if added and write:
         write_manifest(checkpoint, manifest)
     return manifest

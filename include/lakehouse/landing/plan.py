@@ -79,7 +79,9 @@ class ReadPlan:
         return " ".join(reasons) + " Nothing was read; the next run reads the other files as usual."
 
 
-def plan_new_files(checkpoint: str, root: str | Path, write: bool = True) -> ReadPlan:
+def plan_new_files(
+    checkpoint: str, root: str | Path, write: bool = True, table_path: str | None = None
+) -> ReadPlan:
     """Before a run: which new files are copies of a file bronze has read (or of another new file),
     and which ``*.jsonl`` files hold a gzip payload; the decisions recorded in the manifest.
 
@@ -88,11 +90,13 @@ def plan_new_files(checkpoint: str, root: str | Path, write: bool = True) -> Rea
     Decisions on files no committed batch has read are made again each run (a planned file may be
     gone or changed since); a committed one stays, so a run retried after a crash that read a copy
     before its original still reads the original. ``write=False``: a read-only look (status).
+    ``table_path``: bronze's table, for the record of a file read while still being written
+    (:func:`lakehouse.landing.manifest.record_ingested_files`).
     """
     committed = set(ingested_files(checkpoint))
     manifest = {
         uri: known
-        for uri, known in record_ingested_files(checkpoint, write=False).items()
+        for uri, known in record_ingested_files(checkpoint, False, table_path).items()
         if uri in committed
     }
     originals: dict[tuple, str] = {}

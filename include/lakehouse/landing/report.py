@@ -33,7 +33,7 @@ def landing_report(
     bronze = lakehouse.table("bronze.ad_events")
     root = lakehouse.landing(source)
     checkpoint = bronze.checkpoint() if generation is None else bronze.checkpoint(generation)
-    plan = plan_new_files(checkpoint, root, write=False)
+    plan = plan_new_files(checkpoint, root, write=False, table_path=bronze.path)
     broken = [
         LandingProblem(
             relative_name(landed_path(uri), lake_path(root)),
@@ -48,6 +48,9 @@ def landing_report(
     ]
     return {
         "ignored": [problem.as_dict() for problem in (*ignored_files(root), *broken)],
-        "changed": [problem.as_dict() for problem in changed_files(checkpoint, root, write=False)],
+        "changed": [
+            problem.as_dict()
+            for problem in changed_files(checkpoint, root, write=False, table_path=bronze.path)
+        ],
         "copies": [problem.as_dict() for problem in copied_files(root, plan.manifest)],
     }
