@@ -93,8 +93,8 @@ def _files_read(checkpoint: str) -> set[str] | None:
 
 
 def _landed(pattern_root: str, pattern: str) -> dict[str, Path]:
-    """The non-hidden files ``pattern`` matches under ``pattern_root``, by URI (as the source logs them),
-    through symbolic links as the source lists them."""
+    """The non-hidden files ``pattern`` matches under ``pattern_root``, by URI (as the source logs
+    them), through symbolic links as the source lists them."""
     from lakehouse.landing import hidden, matching_files, spark_uri
 
     root = lake_path(pattern_root)

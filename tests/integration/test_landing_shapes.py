@@ -1,7 +1,7 @@
-"""Every shape a landing file can take, through the jobs and lakehouse status: a plain file, a linked
-file, a linked hour folder, a linked day folder and a folder linked twice are read once and counted
-in their hour; a link back to a folder it is in refuses the run by name; a link to nothing is
-reported, and its files are read once it resolves (issue 59: a linked hour was silently lost)."""
+"""Every shape a landing file can take, through the jobs and lakehouse status: a plain file, a
+linked file, a linked hour folder, a linked day folder and a folder linked twice are read once and
+counted in their hour; a link back to a folder it is in refuses the run by name; a link to nothing
+is reported, and its files are read once it resolves (issue 59: a linked hour was silently lost)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What bronze read of a file still being written, from its rows: the prefix of the file they are."""
+"""What bronze read of a file still being written, from its rows: the prefix of the file."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Every shape a landing file can take, seen from files alone as Spark's file source sees it: a plain
-file, a linked file, a linked hour folder, a linked day folder, a linked landing folder; a link
-back to a folder it is in refused by name; a link to nothing reported."""
+"""Every shape a landing file can take, seen from files alone as Spark's file source sees it: a
+plain file, a linked file, a linked hour folder, a linked day folder, a linked landing folder; a
+link back to a folder it is in refused by name; a link to nothing reported."""
 
 from __future__ import annotations
 

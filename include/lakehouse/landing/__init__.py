@@ -27,11 +27,11 @@ row, its first line, so one quarantine entry names the file, instead of thousand
 
 The modules, by concept:
 
-* :mod:`~lakehouse.landing.listing`: which files the source reads, and their URIs as Spark logs them;
+* :mod:`~lakehouse.landing.listing`: which files the source reads, their URIs as Spark logs them;
 * :mod:`~lakehouse.landing.problems`: a file not read as events (:class:`LandingProblem`, its
   :class:`Problem` code), and the files ignored by their name or read with a caveat;
 * :mod:`~lakehouse.landing.manifest`: what bronze has read (the source's log, bronze's manifest);
-* :mod:`~lakehouse.landing.read_back`: what bronze read of a file still being written, from its rows;
+* :mod:`~lakehouse.landing.read_back`: what bronze read of a file still being written (its rows);
 * :mod:`~lakehouse.landing.plan`: a run's new files planned (copies, gzip payloads, broken gzip);
 * :mod:`~lakehouse.landing.changes`: files changed after bronze read them, refused with the fix;
 * :mod:`~lakehouse.landing.report`: all of it for ``lakehouse status``.

@@ -104,7 +104,7 @@ class UnreadableLink:
 
 @dataclass(frozen=True)
 class Listing:
-    """What the walk of the landing folder met: its visible files, and the links it could not follow."""
+    """What the walk of the landing folder met: its visible files, the links it cannot follow."""
 
     files: list[Path | S3Path]  # every file with no hidden part in its path, in name order
     links: list[UnreadableLink]  # by path; none on object storage, which has no links
@@ -165,7 +165,7 @@ def readable_files(root: str | Path) -> dict[str, Path | S3Path]:
 
 
 def readable_in(listing: Listing, root: str | Path) -> dict[str, Path | S3Path]:
-    """The files of a walk that the source reads, by :func:`spark_uri` (see :func:`readable_files`)."""
+    """The files of a walk that the source reads, by :func:`spark_uri` (:func:`readable_files`)."""
     root = lake_path(root)
     return {
         spark_uri(path): path

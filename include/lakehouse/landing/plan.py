@@ -1,4 +1,4 @@
-"""Before a run, how bronze's source reads its new files: copies skipped, gzip payloads cut to a line.
+"""Before a run, how bronze's source reads its new files: copies skipped, gzip payloads one line.
 
 :func:`plan_new_files` makes the :class:`ReadPlan`: a new file whose bytes equal those of a file
 bronze has read, or of another new file (renamed, moved to another hour, copied), is a copy and
