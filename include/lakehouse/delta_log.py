@@ -272,3 +272,12 @@ def data_bytes(*paths: str) -> int | None:
             return None
         total += sum(int(add.get("size") or 0) for add in live.values())
     return total
+
+
+def files_added(path: str, version: int) -> list[str] | None:
+    """The data files commit ``version`` added, relative to the table as the log writes them
+    (URL-quoted); None when the commit cannot be read (gone from the log, torn)."""
+    actions = _commit_actions(lake_path(path) / "_delta_log", version, ("add",))
+    if actions is None:
+        return None
+    return [action["add"]["path"] for action in actions if "add" in action]

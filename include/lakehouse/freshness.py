@@ -92,13 +92,14 @@ def _files_read(checkpoint: str) -> set[str] | None:
 
 
 def _landed(pattern_root: str, pattern: str) -> dict[str, Path]:
-    """The non-hidden files ``pattern`` matches under ``pattern_root``, by URI (as the source logs them)."""
-    from lakehouse.landing import hidden, spark_uri
+    """The non-hidden files ``pattern`` matches under ``pattern_root``, by URI (as the source logs
+    them), through symbolic links as the source lists them."""
+    from lakehouse.landing import hidden, matching_files, spark_uri
 
     root = lake_path(pattern_root)
     return {
         spark_uri(p): p
-        for p in root.glob(pattern)
+        for p in matching_files(root, pattern)
         if p.is_file() and not hidden(p.relative_to(root))
     }
 

@@ -8,10 +8,12 @@ import json
 import os
 from pathlib import Path
 
+from lakehouse.config import Lakehouse
 from lakehouse.landing import (
     changed_files,
     copied_files,
     ingested_files,
+    landing_report,
     manifest_path,
     plan_new_files,
     spark_uri,
@@ -151,3 +153,15 @@ def test_a_new_jsonl_gz_that_does_not_decompress_refuses_the_run_by_name(tmp_pat
     assert sorted(Path(uri).name for uri in plan.broken_gzip) == ["cut.jsonl.gz", "plain.jsonl.gz"]
     refusal = plan.refusal(landing)
     assert "d/h/cut.jsonl.gz (EOFError" in refusal and "d/h/plain.jsonl.gz (BadGzipFile" in refusal
+
+
+def test_status_names_a_new_jsonl_gz_that_does_not_decompress(tmp_path):
+    lakehouse = Lakehouse(root=str(tmp_path / "lakehouse"))
+    folder = Path(lakehouse.landing("events"), "2026-11-20", "00")
+    folder.mkdir(parents=True)
+    (folder / "good.jsonl").write_text("g-1\n")
+    (folder / "cut.jsonl.gz").write_bytes(gzip.compress(b"c-1\n" * 100)[:20])
+    report = landing_report(lakehouse)
+    assert [(p["file"], p["reason"], p["read"]) for p in report["ignored"]] == [
+        ("2026-11-20/00/cut.jsonl.gz", "broken_gzip", False)
+    ]

@@ -125,7 +125,7 @@ def run(target: Table, args: JobArgs) -> dict:
         _explain_kafka_failure(error, table, target, servers, topic, checkpoint)
         raise
     if source.source != "kafka":
-        summary.update(landing_problems(checkpoint, landing))
+        summary.update(landing_problems(checkpoint, landing, target.path))
     return summary
 
 
@@ -154,16 +154,19 @@ def _new_bytes(checkpoint: str, landing_dir: str) -> int | None:
     return None if None in found else sum(found)
 
 
-def landing_problems(checkpoint: str, landing_dir: str) -> dict:
+def landing_problems(checkpoint: str, landing_dir: str, table_path: str | None = None) -> dict:
     """What the landing zone holds that this run did not read as events, logged and for the summary.
 
     ``ignored_files``: names or payloads the source does not read (or reads with a caveat);
     ``changed_files``: files appended to or rewritten after bronze read them, never read again;
     ``copied_files``: files with the same bytes as one bronze has read (renamed, moved, copied),
     not read again. Each names the file, the reason and what to do (:mod:`lakehouse.landing`).
-    Nothing here stops the run: the other files are read as usual.
+    Nothing here stops the run: the other files are read as usual. ``table_path``: bronze's
+    table, whose rows record a file still being written when Spark listed it.
     """
-    changed = [problem.as_dict() for problem in changed_files(checkpoint, landing_dir)]
+    changed = [
+        problem.as_dict() for problem in changed_files(checkpoint, landing_dir, True, table_path)
+    ]
     manifest = plan_new_files(checkpoint, landing_dir, write=False).manifest
     found = {
         "ignored_files": [problem.as_dict() for problem in ignored_files(landing_dir)],
