@@ -229,7 +229,7 @@ def test_a_backfill_after_a_dimension_fix_admits_the_quarantined_line_and_marks_
         (
             event("e-2", "ad-2"),
             "unknown_ad_id",
-            "recompute of 1 hour(s) 2026-11-20T10:00Z..2026-11-20T10:00Z",
+            "recompute of 1 hour(s) 2026-11-20T10:00Z",
         )
     ]
     assert resolved[0].resolved_at is not None

@@ -33,6 +33,9 @@ def late_drop(lakehouse: Lakehouse, into_hour: int, arrives_in_hour: int) -> int
             millis = int(event["event_time"])
         except (ValueError, KeyError, TypeError):
             continue  # a malformed line of the generator's: not needed here
+        hour_one = START.timestamp() * 1000 + 3_600_000
+        if not hour_one <= millis < hour_one + 3_600_000:
+            continue  # the folder's own late events (earlier hours): moved, they would leave the day
         event["event_id"] = f"late-{number}"
         event["event_time"] = str(millis - (1 - into_hour) * 3_600_000)
         moved.append(json.dumps(event))
