@@ -174,11 +174,6 @@ def readable_in(listing: Listing, root: str | Path) -> dict[str, Path | S3Path]:
     }
 
 
-def visible_files(root: Path | S3Path) -> list[Path | S3Path]:
-    """Every file under ``root`` whose path has no hidden part, in name order (through links)."""
-    return list_landing(root).files
-
-
 def matching_files(root: str | Path, pattern: str) -> list[Path | S3Path]:
     """The visible files whose path under ``root`` matches ``pattern`` (pathlib's glob: ``*`` within
     a name, ``**`` any number of folders), met as the source meets them: through symbolic links.
