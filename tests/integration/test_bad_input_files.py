@@ -156,7 +156,7 @@ def test_a_bad_campaigns_file_is_refused_and_the_dimension_kept(spark, lakehouse
 
     refusals = {
         b"campaign_id,ad_id\nc-1,ad-1\n": "the header is 'campaign_id,ad_id'",
-        b"ad_id,campaign_id\nad-1,c-1\nad-1,c-2\n": "rows that make dims.campaigns ambiguous, e.g. [('ad-1',)]",
+        b"ad_id,campaign_id\nad-1,c-1\nad-1,c-2\n": "lines 2 and 3: ad_id 'ad-1' has two different rows",
     }
     for content, problem in refusals.items():
         campaigns.write_bytes(content)

@@ -72,11 +72,12 @@ def test_bronze_keeps_kafka_records_with_their_address(spark):
 
 def test_campaigns_are_trimmed_and_ambiguous_rows_found(spark):
     raw = spark.createDataFrame(
-        [(" ad-1 ", "c-1"), ("ad-2", "c-1"), ("ad-2", "c-2"), ("ad-3", "")],
+        [(" ad-1 ", "c-1"), ("ad-1", "c-1"), ("ad-2", "c-1"), ("ad-2", "c-2"), ("ad-3", "")],
         "ad_id string, campaign_id string",
     )
     campaigns = campaigns_from_csv(raw)
 
+    # The same row twice (once with spaces) is one row, not an ambiguity.
     assertDataFrameEqual(
         campaigns,
         spark.createDataFrame(
@@ -103,6 +104,11 @@ def test_campaigns_are_trimmed_and_ambiguous_rows_found(spark):
         (b"ad_id,campaign_id\nad-1,c-1\nad-2\n", "line 3: 1 field(s) ['ad-2'], expected 2"),
         (b"ad_id,campaign_id\nad-1,c-1,c-2\n", "line 2: 3 field(s)"),
         (b"ad_id,campaign_id\nad-1,c-\xff\n", "is not UTF-8 text"),
+        (
+            b"ad_id,campaign_id\nad-1,c-1\nad-2,c-1\nad-1, c-2\n",
+            "lines 2 and 4: ad_id 'ad-1' has two different rows (ad-1,c-1 and ad-1,c-2)",
+        ),
+        (b"ad_id,campaign_id\nad-1,c-1\nad-2, \n", "line 3: campaign_id is blank"),
     ],
 )
 def test_a_campaigns_file_of_the_wrong_shape_is_refused_with_what_to_fix(
@@ -110,9 +116,16 @@ def test_a_campaigns_file_of_the_wrong_shape_is_refused_with_what_to_fix(
 ):
     source = tmp_path / "campaigns.csv"
     source.write_bytes(content)
+    spec = catalog.get("dims.campaigns")
     with pytest.raises(ConfigError, match=re.escape(problem)) as refused:
-        check_csv_shape(source, catalog.get("dims.campaigns").column_names)
+        check_csv_shape(source, spec.column_names, spec.key, ("ad_id", "campaign_id"))
     assert str(source) in str(refused.value)
+
+
+def test_the_same_campaigns_row_twice_is_one_row_not_an_ambiguity(tmp_path):
+    source = tmp_path / "campaigns.csv"
+    source.write_bytes(b"ad_id,campaign_id\nad-1,c-1\nad-2,c-2\nad-1 , c-1\n")
+    assert check_csv_shape(source, ["ad_id", "campaign_id"], "ad_id", ("ad_id",)) == 3
 
 
 def test_a_byte_order_mark_blank_lines_and_crlf_are_a_valid_campaigns_file(tmp_path):

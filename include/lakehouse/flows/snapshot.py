@@ -19,14 +19,22 @@ from lakehouse.runtime import JobArgs, log
 from lakehouse.spark import build_spark_session
 
 
-def check_csv_shape(source: str | Path, columns: Sequence[str]) -> int:
+def check_csv_shape(
+    source: str | Path,
+    columns: Sequence[str],
+    key: str | None = None,
+    required: Sequence[str] = (),
+) -> int:
     """The file's data rows; a ConfigError saying what to fix unless it is the declared columns' CSV.
 
     Spark's CSV reader takes the first line for a header without reading it (a swapped header would
     swap the columns) and pads or cuts a row to the schema, so the file's shape is checked here first.
+    With a ``key``, two rows of one key that differ are refused with both lines (the same row twice
+    is one row); a ``required`` column blank is refused with its line. Values are compared trimmed.
     """
     expected = ",".join(columns)
     data_rows = 0
+    first_of: dict[str, tuple[int, list[str]]] = {}  # key -> (its first line, its row)
     try:
         # utf-8-sig: a byte-order mark is not a name
         with lake_path(source).open(newline="", encoding="utf-8-sig") as file:
@@ -46,7 +54,24 @@ def check_csv_shape(source: str | Path, columns: Sequence[str]) -> int:
                         f"{source} line {rows.line_num}: {len(row)} field(s) {row!r}, expected {len(columns)} "
                         f"({expected}); fix the file."
                     )
-                data_rows += bool(row)
+                if not row:
+                    continue
+                data_rows += 1
+                values = [value.strip() for value in row]
+                for name, value in zip(columns, values, strict=True):
+                    if name in required and not value:
+                        raise ConfigError(
+                            f"{source} line {rows.line_num}: {name} is blank in {row!r}; fix the file."
+                        )
+                if key is not None:
+                    value = values[list(columns).index(key)]
+                    line, seen = first_of.setdefault(value, (rows.line_num, values))
+                    if seen != values:
+                        raise ConfigError(
+                            f"{source} lines {line} and {rows.line_num}: {key} {value!r} has two "
+                            f"different rows ({','.join(seen)} and {','.join(values)}); keep one and "
+                            "fix the file."
+                        )
     except UnicodeDecodeError as error:
         raise ConfigError(
             f"{source} is not UTF-8 text (byte {error.start}); fix the file."
@@ -65,7 +90,8 @@ def run(target: Table, args: JobArgs) -> dict:
         raise ConfigError(
             f"{table.name}: source file {source} not found: run the generator or copy the file there."
         )
-    check_csv_shape(source, table.column_names)
+    required = [column.name for column in table.columns if not column.nullable]
+    check_csv_shape(source, table.column_names, table.key, required)
     fingerprint = file_fingerprint(source)
     why = snapshot_unchanged(target.path, fingerprint)
     if why:

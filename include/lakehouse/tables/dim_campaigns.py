@@ -14,8 +14,17 @@ SCHEMA = "ad_id STRING NOT NULL, campaign_id STRING NOT NULL"
 
 
 def invalid_campaign_rows(campaigns: DataFrame) -> DataFrame:
-    """Rows that make the dimension ambiguous: a blank id, or an ad mapped more than once."""
-    repeated = campaigns.groupBy("ad_id").count().filter("count > 1").select("ad_id")
+    """Rows that make the dimension ambiguous: a blank id, or an ad mapped to two campaigns.
+
+    The job names such rows by line before Spark reads the file (its key, ``ad_id``); this is the
+    same rule on the rows Spark read.
+    """
+    repeated = (
+        campaigns.groupBy("ad_id")
+        .agg(F.countDistinct("campaign_id").alias("campaigns"))
+        .filter("campaigns > 1")
+        .select("ad_id")
+    )
     blank = campaigns.filter(
         F.col("ad_id").isNull()
         | (F.col("ad_id") == "")
@@ -30,11 +39,13 @@ def invalid_campaign_rows(campaigns: DataFrame) -> DataFrame:
     source="campaigns/campaigns.csv",
     schema=SCHEMA,
     write=Write.OVERWRITE,
+    key="ad_id",
     reject=invalid_campaign_rows,
 )
 def campaigns_from_csv(raw: DataFrame) -> DataFrame:
-    """Trimmed (ad_id, campaign_id) rows; the job refuses a file with blank or repeated ads."""
+    """Trimmed (ad_id, campaign_id) rows, the same row twice kept once; the job refuses a file with
+    a blank id or an ad in two campaigns."""
     return raw.select(
         F.trim("ad_id").alias("ad_id"),
         F.trim("campaign_id").alias("campaign_id"),
-    )
+    ).dropDuplicates()
