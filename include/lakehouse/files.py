@@ -253,7 +253,7 @@ class S3Path:
         """pathlib's glob over one listing: ``*`` within a name, ``**`` any number of folders."""
         wanted = pattern.split("/")
         for path, _ in self.walk_files():
-            if _matches(posixpath.relpath(path.key, self.key).split("/"), wanted):
+            if matches_pattern(posixpath.relpath(path.key, self.key).split("/"), wanted):
                 yield path
 
     def read_bytes(self) -> bytes:
@@ -301,13 +301,14 @@ class S3Path:
         """Nothing to make: a "folder" on object storage exists once an object is under it."""
 
 
-def _matches(parts: list[str], pattern: list[str]) -> bool:
+def matches_pattern(parts: tuple[str, ...] | list[str], pattern: list[str]) -> bool:
+    """Whether path ``parts`` match a glob split by ``/`` (``**`` any number of folders)."""
     if not pattern:
         return not parts
     if pattern[0] == "**":
-        return any(_matches(parts[skip:], pattern[1:]) for skip in range(len(parts) + 1))
+        return any(matches_pattern(parts[skip:], pattern[1:]) for skip in range(len(parts) + 1))
     return (
         bool(parts)
         and fnmatch.fnmatchcase(parts[0], pattern[0])
-        and _matches(parts[1:], pattern[1:])
+        and matches_pattern(parts[1:], pattern[1:])
     )

@@ -13,14 +13,13 @@ would read every file under it again at each level, until the path is too long t
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from lakehouse.files import S3Path, lake_path, read_head
+from lakehouse.files import S3Path, lake_path, matches_pattern, read_head
 
 # What the source reads: the name's suffix, and the producer's layout (for status's producer hours).
 EVENTS_SUFFIX = ".jsonl"
@@ -184,20 +183,10 @@ def matching_files(root: str | Path, pattern: str) -> list[Path | S3Path]:
     root = lake_path(root)
     wanted = pattern.split("/")
     return [
-        path for path in list_landing(root).files if _matches(path.relative_to(root).parts, wanted)
+        path
+        for path in list_landing(root).files
+        if matches_pattern(path.relative_to(root).parts, wanted)
     ]
-
-
-def _matches(parts: tuple[str, ...] | list[str], pattern: list[str]) -> bool:
-    if not pattern:
-        return not parts
-    if pattern[0] == "**":
-        return any(_matches(parts[skip:], pattern[1:]) for skip in range(len(parts) + 1))
-    return (
-        bool(parts)
-        and fnmatch.fnmatchcase(parts[0], pattern[0])
-        and _matches(parts[1:], pattern[1:])
-    )
 
 
 def starts_with_gzip(path: Path | S3Path) -> bool:
