@@ -200,8 +200,9 @@ def main(argv: list[str] | None = None) -> None:
 
     matches = print_summary(lakehouse)
     print(
-        "\nAirflow home: {}\nOpen the UI: make airflow-ui (then http://127.0.0.1:8080)".format(
-            os.environ.get("AIRFLOW_HOME", "?")
+        "\nAirflow home: {}\nOpen the UI: make airflow-ui (then http://127.0.0.1:{})".format(
+            os.environ.get("AIRFLOW_HOME", "?"),
+            os.environ.get("PORT") or os.environ.get("AIRFLOW__API__PORT") or 8080,
         )
     )
     sys.exit(0 if matches else 1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
+import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -271,6 +272,22 @@ def expected_from_landing(
     return expected_from_lines(lines, campaigns_csv, ingested_at)
 
 
+def _files_under(root) -> list:
+    """Every file under ``root``, through symlinked folders as Spark's listing goes (each real
+    folder once: a link back up is not a loop here); on object storage, every object."""
+    if not isinstance(root, Path):
+        return [p for suffix in ("*.jsonl", "*.jsonl.gz") for p in root.rglob(suffix)]
+    found, walked = [], set()
+    for folder, folders, names in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in walked:
+            folders[:] = []
+            continue
+        walked.add(real)
+        found += [Path(folder, name) for name in names]
+    return found
+
+
 def landed_contents(landing_root: str | Path) -> list[list[bytes]]:
     """The lines of each landing file bronze reads, in path order, each content once.
 
@@ -282,9 +299,9 @@ def landed_contents(landing_root: str | Path) -> list[list[bytes]]:
     root = lake_path(landing_root)  # as Spark's file source: no file or folder named .* or _*
     files = sorted(
         p
-        for suffix in ("*.jsonl", "*.jsonl.gz")
-        for p in root.rglob(suffix)
-        if not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)
+        for p in _files_under(root)
+        if p.name.endswith((".jsonl", ".jsonl.gz"))
+        and not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)
     )
     contents, seen = [], set()
     for path in files:

@@ -258,3 +258,16 @@ def test_a_session_is_closed_when_its_end_plus_the_gap_reaches_the_watermark(tmp
         == sessions_of(tmp_path, []).rows("gold.open_sessions")
         == []
     )
+
+
+def test_the_oracle_reads_through_a_symlinked_hour_folder_as_bronze_does(tmp_path):
+    from lakehouse_tools.oracle import landed_contents
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "part-0000.jsonl").write_bytes(b'{"a": 1}\n{"a": 2}\n')
+    day = tmp_path / "events" / "2026-11-20"
+    day.mkdir(parents=True)
+    (day / "01").symlink_to(elsewhere)
+    (day / "loop").symlink_to(tmp_path / "events")  # a link back up is read once, not forever
+    assert landed_contents(tmp_path / "events") == [[b'{"a": 1}', b'{"a": 2}']]
