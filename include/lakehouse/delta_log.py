@@ -130,6 +130,24 @@ def latest_commit_info(path: str) -> dict:
     return _commit_info(lake_path(path) / "_delta_log", version) or {}
 
 
+# Commits that change no row: a file compaction, a vacuum's start and end.
+MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})
+
+
+def latest_data_commit_info(path: str) -> dict:
+    """The ``commitInfo`` of the newest commit that wrote rows (not maintenance); {} when none is
+    in the JSON log."""
+    found = _log(path)
+    if found is None:
+        return {}
+    log, names = found
+    for version in _commit_versions(names, newest_first=True):
+        info = _commit_info(log, version) or {}
+        if info.get("operation") not in MAINTENANCE_OPERATIONS:
+            return info
+    return {}
+
+
 def tagged_commit_info(path: str, user_metadata: str) -> dict | None:
     """The ``commitInfo`` of the newest commit whose ``userMetadata`` is ``user_metadata``, with its ``version`` (None: none).
 

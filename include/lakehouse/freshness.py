@@ -154,7 +154,8 @@ def file_fingerprint(path: str) -> str:
 
 def snapshot_unchanged(table_path: str, fingerprint: str) -> str | None:
     """Why a snapshot of a file with ``fingerprint`` need not be reloaded into ``table_path``, or None."""
-    recorded = delta_log.latest_commit_info(table_path).get("userMetadata") or ""
+    # The newest load, not the newest commit: maintenance (OPTIMIZE, VACUUM) records no source.
+    recorded = delta_log.latest_data_commit_info(table_path).get("userMetadata") or ""
     if recorded == f"source sha256 {fingerprint}":
         return "its source file is unchanged since the last load"
     return None

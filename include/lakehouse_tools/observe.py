@@ -11,7 +11,7 @@ import json
 import re
 from datetime import datetime, timedelta
 
-from lakehouse import catalog, object_storage
+from lakehouse import catalog, delta_log, object_storage
 from lakehouse.config import Lakehouse
 from lakehouse.files import lake_path
 from lakehouse.landing import GZIP_EVENTS_SUFFIX, GZIP_MAGIC, landing_report, readable_files
@@ -78,7 +78,7 @@ def landed_lines(landing_root: str, copies: dict[str, str] | None = None) -> dic
 
 
 # Commits that change no row: compaction rewrites files, VACUUM deletes unreferenced ones.
-MAINTENANCE_OPERATIONS = {"OPTIMIZE", "VACUUM START", "VACUUM END"}
+MAINTENANCE_OPERATIONS = delta_log.MAINTENANCE_OPERATIONS
 RECENT_COMMITS = 50  # read first for the newest data write: maintenance adds three a day
 
 
