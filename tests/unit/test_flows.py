@@ -177,3 +177,14 @@ def test_bisection_finds_exactly_the_lines_that_fail_alone(spark):
 
     assert set(failing_keys(keyed, transform)) == failing
     assert failing_keys(keyed.filter(~F.col("_containment_key").isin(*failing)), transform) == {}
+
+
+def test_a_replace_figure_the_commit_does_not_record_is_left_out_not_none():
+    from lakehouse.flows.recompute import figures_of
+
+    assert figures_of({"rows_written": 3, "rows_deleted": None, "version": 4}) == (
+        "3 row(s) written, version 4"
+    )
+    assert figures_of({"rows_written": None, "rows_deleted": None, "version": None}) == (
+        "no figure recorded"
+    )

@@ -61,15 +61,22 @@ def recompute(
         lambda: replace_periods(table.spec.transform(*inputs), table, periods, app_id, batch_id),
         f"{table.name} {periods}",
     )
-    log.info(
-        "%s: recomputed %s: %s row(s) written, %s replaced, version %s",
-        table.name,
-        periods,
-        written["rows_written"],
-        written["rows_deleted"],
-        written["version"],
-    )
+    log.info("%s: recomputed %s: %s", table.name, periods, figures_of(written))
     return written
+
+
+def figures_of(written: dict) -> str:
+    """A replace's figures for people; one the commit does not record is left out, never "None"."""
+    figures = [
+        text.format(written[key])
+        for key, text in (
+            ("rows_written", "{} row(s) written"),
+            ("rows_deleted", "{} replaced"),
+            ("version", "version {}"),
+        )
+        if written.get(key) is not None
+    ]
+    return ", ".join(figures) or "no figure recorded"
 
 
 def run(table: Table, args: JobArgs) -> dict:
@@ -96,16 +103,7 @@ def run(table: Table, args: JobArgs) -> dict:
             table, periods, spark=new_rows.sparkSession, app_id=app_id, batch_id=batch_id
         )
         fault_point(f"{table.layer}.after_replace", batch_id)
-        figures = [  # a figure the commit no longer records is left out, not shown as None
-            text.format(written[key])
-            for key, text in (
-                ("rows_written", "{} row(s) written"),
-                ("rows_deleted", "{} replaced"),
-                ("version", "version {}"),
-            )
-            if written.get(key) is not None
-        ]
-        summary = f"recomputed {periods}: " + ", ".join(figures)
+        summary = f"recomputed {periods}: {figures_of(written)}"
         return {
             "batch_id": batch_id,
             "hours": str(periods),
