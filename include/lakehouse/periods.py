@@ -144,8 +144,9 @@ class Periods:
         )
 
     def without(self, other: Periods) -> Periods:
-        """These periods less ``other``'s (linear: one set, not one per period)."""
-        dropped = set(other.to(self.grain).starts) if other.grain is not self.grain else set(other)
+        """These periods less those ``other`` touches (in this grain; linear: one set, not one
+        per period)."""
+        dropped = set(other.to(self.grain).starts)
         return Periods(tuple(s for s in self.starts if s not in dropped), self.grain)
 
     def isoformats(self) -> list[str]:
