@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -280,3 +281,19 @@ def local_files_named_like(root: str) -> list[str]:
         if mistaken.exists():
             found += [str(p) for p in mistaken.rglob("*")]
     return found
+
+
+def view_line(event_id: str, ad_id: str, millis: int) -> str:
+    """A landing line: a valid view of ``ad_id`` by user u-1 at ``millis`` (epoch ms)."""
+    return json.dumps(
+        {
+            "event_id": event_id,
+            "user_id": "u-1",
+            "page_id": "p-1",
+            "ad_id": ad_id,
+            "ad_type": "banner",
+            "event_type": "view",
+            "event_time": str(millis),
+            "ip_address": "10.0.0.1",
+        }
+    )

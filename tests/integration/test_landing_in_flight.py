@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from helpers import run_job, table
+from helpers import run_job, table, view_line
 
 from lakehouse.landing import manifest_path, spark_uri
 from lakehouse.landing.manifest import sha256_of
@@ -27,18 +27,7 @@ HOUR_MS = 1795168800000  # 2026-11-20T10:00:00Z: the events' hour is the folder'
 
 
 def event(event_id: str, ad_id: str) -> str:
-    return json.dumps(
-        {
-            "event_id": event_id,
-            "user_id": "u-1",
-            "page_id": "p-1",
-            "ad_id": ad_id,
-            "ad_type": "banner",
-            "event_type": "view",
-            "event_time": str(HOUR_MS + 60_000),
-            "ip_address": "10.0.0.1",
-        }
-    )
+    return view_line(event_id, ad_id, HOUR_MS + 60_000)
 
 
 @contextmanager

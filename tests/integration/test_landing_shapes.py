@@ -5,14 +5,13 @@ is reported, and its files are read once it resolves (issue 59: a linked hour wa
 
 from __future__ import annotations
 
-import json
 import subprocess
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from helpers import run_job, table
+from helpers import run_job, table, view_line
 
 from lakehouse.errors import ConfigError
 from lakehouse.landing import landing_report
@@ -25,18 +24,7 @@ DAY_MS = {"2026-11-20": 1795132800000, "2026-11-21": 1795219200000}  # 00:00Z of
 
 def event(event_id: str, ad_id: str, day: str, hour: int) -> str:
     """An event whose time is in its producer hour, so status's rows are the landing's hours."""
-    return json.dumps(
-        {
-            "event_id": event_id,
-            "user_id": "u-1",
-            "page_id": "p-1",
-            "ad_id": ad_id,
-            "ad_type": "banner",
-            "event_type": "view",
-            "event_time": str(DAY_MS[day] + hour * 3_600_000 + 60_000),
-            "ip_address": "10.0.0.1",
-        }
-    )
+    return view_line(event_id, ad_id, DAY_MS[day] + hour * 3_600_000 + 60_000)
 
 
 def _write(path: Path, *lines: str) -> None:
