@@ -27,7 +27,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.compare.processes import proc_stats
-from bench.sections import markers, publish
+from bench.render import publish
+from bench.sections import markers
 from lakehouse.spark import GENERATED_CODE_FROM_BYTES
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]

@@ -25,7 +25,8 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.sections import markers, publish
+from bench.render import publish
+from bench.sections import markers
 from bench.ysb.measuring import run_measured
 from lakehouse import catalog
 from lakehouse.config import Lakehouse, jar_paths

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from bench.compare import BASELINE, BATCH, CONTENDERS, declared_tables, implemented, spec_for
 from bench.compare.report import render, summary_figures
-from bench.sections import publish
+from bench.render import publish
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 WORK = PROJECT_DIR / ".local" / "bench" / "compare"

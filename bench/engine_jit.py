@@ -29,7 +29,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.code_generation import engine_cpu, log
-from bench.sections import markers, publish
+from bench.render import publish
+from bench.sections import markers
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 START = datetime(2026, 11, 20, 0, tzinfo=UTC)

@@ -32,7 +32,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.compare.processes import become_subreaper, run_tree, tree_cpu
-from bench.sections import markers, publish
+from bench.render import publish
+from bench.sections import markers
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 WORK = PROJECT_DIR / ".local" / "bench" / "lineage"

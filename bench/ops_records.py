@@ -29,7 +29,8 @@ from pathlib import Path
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 
 from bench.compare.processes import proc_stats  # noqa: E402
-from bench.sections import markers, publish  # noqa: E402
+from bench.render import publish  # noqa: E402
+from bench.sections import markers  # noqa: E402
 
 WORK = PROJECT_DIR / ".local" / "bench" / "ops_records"
 BEGIN, END = markers("bench/ops_records.py")

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.sections import RESULTS, SUMMARY, declared_tables
+from bench.sections import RESULTS, SUMMARY, declared_tables, save_results
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 
@@ -207,6 +207,39 @@ def render_all(results_dir: Path = RESULTS) -> str:
 
 def write(out: Path, results_dir: Path = RESULTS) -> None:
     out.write_text(render_all(results_dir))
+
+
+def publish(
+    section: str,
+    out: str | None,
+    summary: str | None,
+    figures: dict,
+    *,
+    benchmark: str | None = None,
+    results: dict | None = None,
+) -> None:
+    """Print a benchmark's section, keep its results beside ``summary`` and render ``out`` from them.
+
+    The results go to the folder of ``summary`` (default: bench/results when ``out`` is given).
+    ``benchmark`` defaults to the script named by the section's opening marker; with ``results``
+    the saved file holds them (the benchmark's ``render`` reads them back), else the section itself.
+    """
+    print(section)
+    if benchmark is None:
+        first = section.lstrip().splitlines()[0]
+        benchmark = Path(first.removeprefix("<!-- ").split(":")[0]).stem
+    if summary is None and out is None:
+        return
+    results_dir = Path(summary).parent if summary else RESULTS
+    save_results(
+        benchmark,
+        results_dir,
+        results=results,
+        section=None if results is not None else section,
+        figures=figures,
+    )
+    if out:
+        write(Path(out), results_dir)
 
 
 def main(argv: list[str] | None = None) -> None:

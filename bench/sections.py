@@ -71,38 +71,3 @@ def save_results(
     if figures:
         update_summary(results_dir / SUMMARY, figures)
     return path
-
-
-def publish(
-    section: str,
-    out: str | None,
-    summary: str | None,
-    figures: dict,
-    *,
-    benchmark: str | None = None,
-    results: dict | None = None,
-) -> None:
-    """Print a benchmark's section, keep its results beside ``summary`` and render ``out`` from them.
-
-    The results go to the folder of ``summary`` (default: bench/results when ``out`` is given).
-    ``benchmark`` defaults to the script named by the section's opening marker; with ``results``
-    the saved file holds them (the benchmark's ``render`` reads them back), else the section itself.
-    """
-    print(section)
-    if benchmark is None:
-        first = section.lstrip().splitlines()[0]
-        benchmark = Path(first.removeprefix("<!-- ").split(":")[0]).stem
-    if summary is None and out is None:
-        return
-    results_dir = Path(summary).parent if summary else RESULTS
-    save_results(
-        benchmark,
-        results_dir,
-        results=results,
-        section=None if results is not None else section,
-        figures=figures,
-    )
-    if out:
-        from bench.render import write
-
-        write(Path(out), results_dir)

@@ -628,7 +628,7 @@ def merged(earlier: dict, later: dict) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    from bench.sections import publish
+    from bench.render import publish
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="demo,1M", help=f"comma-separated, of {list(SIZES)}")

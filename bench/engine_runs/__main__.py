@@ -10,7 +10,7 @@ from bench.engine_runs import CONNECT, SUBMIT
 from bench.engine_runs import __doc__ as DOC
 from bench.engine_runs.measure import measure
 from bench.engine_runs.report import render, summary_figures
-from bench.sections import publish
+from bench.render import publish
 from lakehouse.spark import fast_start_java_options
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 
 from bench import render
-from bench.sections import declared_tables, markers, publish, save_results
+from bench.render import publish
+from bench.sections import declared_tables, markers, save_results
 
 
 def test_a_report_from_results_files_only(tmp_path):
