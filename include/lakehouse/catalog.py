@@ -23,11 +23,15 @@ mistakes that would otherwise fail a run late fail the import here, with a messa
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import importlib
 import pkgutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cache
+from pathlib import Path
 
 from lakehouse.catalog_checks import check_declarations, upstream_first
 from lakehouse.columns import Column, column_names, json_type, parse_columns
@@ -48,6 +52,7 @@ __all__ = [
     "TableSpec",
     "Write",
     "batch_tables",
+    "code_version",
     "column_names",
     "data_tables_of",
     "describe",
@@ -109,6 +114,9 @@ class TableSpec:
     operation: str | None = None
     # data-quality rules checked after each run that writes it
     expectations: tuple[Expectation, ...] = ()
+    # the code version a developer declares in place of its code's hash (lakehouse.code_versions):
+    # kept across a refactor that does not change output, bumped to mark its periods stale
+    version: str | None = None
 
     def __post_init__(self) -> None:
         # A table addressed by period is of hours unless it says otherwise (a spec built by hand too).
@@ -203,10 +211,13 @@ def table(
     event_time: str | None = None,
     grain: Grain | str | None = None,
     expect: list[Expectation] | tuple[Expectation, ...] = (),
+    version: str | None = None,
 ) -> Callable:
     """Declare the table that the decorated function computes from its upstream tables (or source).
 
     ``grain``: ``"hour"`` (the default of a table addressed by event period) or ``"day"``.
+    ``version``: a code version declared in place of the hash of the table's code
+    (:mod:`lakehouse.code_versions`).
     """
     try:
         grain = Grain(grain) if grain is not None else None
@@ -234,6 +245,7 @@ def table(
                 event_time=event_time,
                 grain=grain,
                 expectations=tuple(expect),
+                version=version,
             )
         )
         return transform
@@ -366,15 +378,109 @@ def data_tables_of(layer: str) -> list[TableSpec]:
     return [spec for spec in tables() if spec.layer == layer and spec.streamed]
 
 
+# --------------------------------------------------------------------------------------------
+# Code versions
+#
+# A table's version is derived from its own code and the versions of the tables it reads, so a
+# change to silver's transform changes silver's version and every downstream table's. Its own code
+# is its module (its declaration, its transform and whatever else the module holds: the sessions'
+# gap and session logic) and, of other project modules, what its module imports from them and
+# what that uses in turn (a KPI helper of another gold table, silver's parsing contract), not
+# those modules whole: a change to gold.campaign_hourly's transform leaves gold.ad_hourly's
+# version as it was although ad_hourly imports a helper from campaign_hourly's module. A comment
+# in that code changes the version too: a table that declares ``version="..."`` uses that string
+# in place of its own code, so a refactor that does not change output keeps its periods fresh,
+# and a bumped string marks them stale. The flows' code (``lakehouse.flows``) is not part of it: a
+# change there that alters output is declared by bumping the versions of the tables it writes.
+# lakehouse.code_versions keeps which version wrote each period.
+
+VERSION_LENGTH = 12  # hex digits shown and recorded: 48 bits, no collision among a table's versions
+_PLAIN = (str, bytes, int, float, bool, type(None), tuple, list, dict)
+
+
+def _names_used(code) -> set[str]:
+    """The global names a code object (and the functions and lambdas within it) refers to."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if hasattr(constant, "co_names"):
+            names |= _names_used(constant)
+    return names
+
+
+def _code_of(value, found: dict[str, str]) -> None:
+    """Add ``value``'s source (a project function) and what it uses of its module, by qualified name."""
+    import inspect
+
+    if not inspect.isfunction(value) or not value.__module__.startswith("lakehouse."):
+        return
+    name = f"{value.__module__}.{value.__qualname__}"
+    if name in found:
+        return
+    found[name] = inspect.getsource(value)
+    module = vars(sys.modules[value.__module__])
+    # co_names holds attribute names too: one that is also a global of the module only adds code
+    for used in sorted(_names_used(value.__code__) & module.keys()):
+        if isinstance(module[used], _PLAIN):
+            found.setdefault(f"{value.__module__}.{used}", repr(module[used]))
+        else:
+            _code_of(module[used], found)
+
+
+def used_code(spec: TableSpec) -> dict[str, str]:
+    """What makes ``spec``'s own code, by name: its module's source, and what the module imports
+    from other project modules, with what that uses in turn (a side table: its writer's). The
+    declaring machinery (this module's ``table``, ``Write``, ``expect``) is not followed."""
+    writer = get(spec.written_by) if spec.written_by else spec
+    if writer.transform is None:
+        return {}
+    module = sys.modules[writer.transform.__module__]
+    found = {module.__name__: Path(module.__file__).read_text(encoding="utf-8")}
+    for node in ast.parse(found[module.__name__]).body:
+        source = node.module if isinstance(node, ast.ImportFrom) else ""
+        if not (source or "").startswith("lakehouse.") or source == __name__:
+            continue
+        for alias in node.names:
+            imported = vars(module).get(alias.asname or alias.name)
+            if isinstance(imported, _PLAIN):
+                found.setdefault(f"{source}.{alias.name}", repr(imported))
+            else:
+                _code_of(imported, found)
+    return found
+
+
+def own_version(spec: TableSpec) -> str:
+    """What ``spec``'s own code contributes: its declared version, else its code's hash."""
+    if spec.version is not None:
+        return f"declared {spec.version}"
+    digest = hashlib.sha256()
+    for name, source in sorted(used_code(spec).items()):
+        digest.update(f"{name}\0{source}\0".encode())
+    return digest.hexdigest()
+
+
+@cache
+def code_version(name: str) -> str:
+    """Table ``name``'s code version: its own code and its upstream tables' versions, hashed."""
+    spec = get(name)
+    if spec.written_by:  # a side table is what its writer's query makes
+        return code_version(spec.written_by)
+    parts = [own_version(spec), *(f"{up}={code_version(up)}" for up in spec.upstream)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:VERSION_LENGTH]
+
+
 def describe() -> str:
     """The catalog as a table for people: one line per table."""
-    lines = [f"{'table':<30} {'task':<24} {'write':<18} {'grain':<6} {'batch':<5} upstream"]
+    lines = [
+        f"{'table':<30} {'task':<24} {'write':<18} {'grain':<6} {'batch':<5} "
+        f"{'code version':<{VERSION_LENGTH}} upstream"
+    ]
     for spec in tables():
         writer = spec.written_by or spec.operation
         upstream = ", ".join(spec.upstream) or (f"written by {writer}" if writer else spec.source)
         lines.append(
             f"{spec.name:<30} {spec.task:<24} {spec.write.value:<18} "
-            f"{spec.grain.value if spec.grain else '':<6} {'yes' if spec.batch else '':<5} {upstream}"
+            f"{spec.grain.value if spec.grain else '':<6} {'yes' if spec.batch else '':<5} "
+            f"{'' if spec.operation else code_version(spec.name):<{VERSION_LENGTH}} {upstream}"
         )
     return "\n".join(lines)
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from lakehouse import catalog, expectations, metastore
+from lakehouse import catalog, code_versions, expectations, metastore
 from lakehouse.catalog import TableSpec, Write
 from lakehouse.config import Table
 from lakehouse.errors import ConfigError
 from lakehouse.flows import ingest, merge, recompute, sessions, snapshot
 from lakehouse.periods import Periods
-from lakehouse.runtime import log, parse_job_args
+from lakehouse.runtime import airflow_run, log, parse_job_args
+from lakehouse.sinks import append_records, ensure_table, with_conflict_retries
 from lakehouse.spark import build_spark_session, release_engine_sessions
 
 # Each write kind's Spark code: a module with ``run(table, args)`` and, for a kind with a batch
@@ -60,6 +61,22 @@ def touched_periods(summary: dict, table: Table) -> Periods:
     )
 
 
+def record_code_version(table: Table, periods: Periods, batch: bool) -> None:
+    """Keep which code version wrote ``periods`` of ``table`` (:mod:`lakehouse.code_versions`).
+
+    After the write: a run that dies between the two leaves its periods recorded as the older
+    version's, which status shows stale and repair recomputes, never the other way round.
+    """
+    if not periods:
+        return
+    records = code_versions.records(table.spec, periods, batch=batch, run=airflow_run()[0])
+    target = table.lakehouse.table(code_versions.RECORDS)
+    spark = build_spark_session(table.task)
+    # Tasks that start at once may race to create it.
+    with_conflict_retries(lambda: ensure_table(spark, target), f"{target.name} creation")
+    append_records(records, target)
+
+
 def run(task: str, argv: list[str]) -> dict:
     """Run task ``task`` (a table's module name, or the table's name) with job arguments ``argv``."""
     spec = catalog.task(task)
@@ -81,6 +98,7 @@ def run(task: str, argv: list[str]) -> dict:
                 else touched_periods(summary, table)
             )
             summary = {**summary, "grain": table.grain.value, "periods": periods.isoformats()}
+            record_code_version(table, periods, batch=args.mode == "batch")
         checked = expectations.check(table, periods, summary)
         if checked:
             summary = {**summary, "expectations": checked}

@@ -4,6 +4,7 @@ Usage:
     lakehouse query "select * from gold.campaign_hourly order by views desc" [--limit N | --all] [--json]
     lakehouse status [--from 2026-11-20T00:00Z] [--to 2026-11-20T03:00Z] [--json] [--html status.html]
     lakehouse repair [--from ...] [--to ...] [--dry-run]
+    lakehouse repair --stale [--dry-run]
     lakehouse rollback --to RUN_ID_OR_UTC_TIME [--dry-run]
 
 Tables are read by delta-rs and queried by DuckDB (:mod:`lakehouse_tools.storage`) under the names
@@ -15,7 +16,9 @@ of the catalog: ``gold.campaign_hourly``, ``silver.ad_events``, ... The lakehous
 gives every row and column whole). ``status`` is a grid, one row per hour, and a state per hour
 (:mod:`lakehouse_tools.status`); its exit code is 1 when an hour needs action (``missing``,
 ``stale``, ``mismatch``, ``failed``), 0 otherwise, 2 on a usage error. ``repair`` backfills,
-through ``airflow backfill create``, the hours that status marks missing or stale. ``rollback``
+through ``airflow backfill create``, the hours that status marks missing or stale; ``repair
+--stale`` recomputes the periods an older code version wrote (:mod:`lakehouse_tools.stale`), table
+by table, upstream first, and nothing else. ``rollback``
 undoes what the runs since a moment wrote (:mod:`lakehouse_tools.rollback`).
 """
 
@@ -35,7 +38,7 @@ from pathlib import Path
 from lakehouse import files
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
-from lakehouse_tools import rollback
+from lakehouse_tools import rollback, stale
 from lakehouse_tools.observe import observe
 from lakehouse_tools.status import NEEDS_ACTION, REPAIRABLE, Grid, grade, grid_json, grid_text
 from lakehouse_tools.storage import UsageError, execute, query, utc
@@ -263,6 +266,11 @@ def _parser() -> argparse.ArgumentParser:
                 "--dry-run", action="store_true", help="print the backfill commands, run nothing"
             )
             sub.add_argument("--dag-id", default=DAG_ID)
+            sub.add_argument(
+                "--stale",
+                action="store_true",
+                help="recompute the periods an older code version wrote, table by table (no Airflow)",
+            )
     back = commands.add_parser(
         "rollback", parents=[common], help="undo what the runs since a moment wrote (silver, gold)"
     )
@@ -291,16 +299,29 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "rollback":
             return _rollback(lakehouse, args.to, args.dry_run)
+        if args.command == "repair" and args.stale:
+            return stale.repair(lakehouse, args.dry_run)
         if args.start and args.end and args.start >= args.end:
             raise UsageError(
                 f"--from {args.start:%Y-%m-%dT%H:00Z} is not before --to {args.end:%Y-%m-%dT%H:00Z}"
             )
         grid = grade(observe(lakehouse), args.start, args.end)
         if args.command == "status":
-            print(json.dumps(grid_json(grid), indent=1) if args.json else grid_text(grid))
+            old_code = stale.stale(lakehouse)
+            if args.json:
+                print(
+                    json.dumps(
+                        {**grid_json(grid), "stale_code": stale.stale_json(old_code)}, indent=1
+                    )
+                )
+            else:
+                print(grid_text(grid))
+                if old_code:
+                    print("\nWritten by older code (lakehouse repair --stale recomputes them):")
+                    print(stale.stale_text(old_code))
             if args.html:
                 write_status_page(lakehouse, grid, args.html)
-            return 1 if grid.needs_action or grid.unread_files else 0
+            return 1 if grid.needs_action or grid.unread_files or old_code else 0
         return _repair(grid, args.dag_id, args.dry_run)
     except ConfigError as error:
         print(f"lakehouse: {error}", file=sys.stderr)

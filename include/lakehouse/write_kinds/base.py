@@ -54,6 +54,9 @@ class Flow:
     kind: Write
     # Addressed by event period: a batch over periods replaces exactly those (a backfill can run it).
     periodic = False
+    # A micro-batch rewrites each period it touches whole (else it adds rows to it); a batch run
+    # of a periodic kind always recomputes whole periods.
+    stream_replaces_periods = False
     grains: tuple[Grain, ...] = ()  # the grains a table of this kind may declare
     # Where the fault harness may kill the flow's driver (lakehouse.faults; prefixed with the layer).
     fault_points: tuple[str, ...] = ()

@@ -11,6 +11,7 @@ class ReplacePeriods(Flow):
 
     kind = Write.REPLACE_PERIODS
     periodic = True
+    stream_replaces_periods = True
     grains = (Grain.HOUR, Grain.DAY)
     fault_points = ("before_replace", "after_replace")
 
