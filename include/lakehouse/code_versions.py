@@ -5,7 +5,9 @@ output: its own code and the versions of the tables it reads. What a run wrote w
 period written, saying whether the write replaced the whole period (a backfill, a gold hour) or
 added rows to it (silver's and the sessions' micro-batches). A period is stale when a version
 other than today's wrote any of its rows since it was last replaced whole, or when a period of an
-upstream table it is computed from is stale (:func:`stale_periods`). Spark-free: status reads it.
+upstream table it is computed from is stale (:func:`stale_periods`). Spark-free: status reads
+the records by delta-rs (:func:`stale`), and the repair job (:mod:`lakehouse.stale_repair`)
+recomputes what it finds.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from lakehouse import catalog
+from lakehouse import catalog, delta_log, object_storage
 from lakehouse.catalog import TableSpec, code_version
+from lakehouse.config import Lakehouse
 from lakehouse.periods import Grain, Periods, as_utc
 
 RECORDS = "ops.code_versions"
@@ -118,6 +121,63 @@ def stale_periods(
     }
 
 
-def period_end(period: StalePeriod) -> datetime:
-    """Where a stale period ends (exclusive)."""
-    return period.period_start + period.grain.step
+def written(lakehouse: Lakehouse) -> list[Written]:
+    """Every record of ``ops.code_versions`` (none before a run recorded one), read by delta-rs."""
+    path = lakehouse.table(RECORDS).path
+    if not delta_log.is_delta_table(path):
+        return []
+    columns = ["table_name", "period_start", "code_version", "whole", "written_at"]
+    rows = object_storage.delta_table(path).to_pyarrow_table(columns=columns).to_pylist()
+    return [
+        Written(**{k: as_utc(v) if isinstance(v, datetime) else v for k, v in row.items()})
+        for row in rows
+    ]
+
+
+def stale(lakehouse: Lakehouse) -> dict[str, list[StalePeriod]]:
+    """Per table, upstream first, the periods of ``lakehouse`` that today's code would compute differently."""
+    return stale_periods(written(lakehouse))
+
+
+def ranges(periods: list[StalePeriod]) -> list[tuple[datetime, datetime]]:
+    """Contiguous runs of ``periods`` as [start, end) ranges."""
+    found: list[list[datetime]] = []
+    for period in sorted(periods, key=lambda p: p.period_start):
+        end = period.period_start + period.grain.step
+        if found and found[-1][1] == period.period_start:
+            found[-1][1] = end
+        else:
+            found.append([period.period_start, end])
+    return [(start, end) for start, end in found]
+
+
+def stale_text(found: dict[str, list[StalePeriod]]) -> str:
+    """One line per table: its stale periods as ranges, and why the first is stale."""
+    lines = []
+    for name, periods in found.items():
+        first = periods[0]
+        spans = ", ".join(
+            _label(start) if end - start == first.grain.step else f"{_label(start)}..{_label(end)}"
+            for start, end in ranges(periods)
+        )
+        lines.append(
+            f"{name}: {len(periods)} {first.grain.value}(s) stale (its code is {code_version(name)} "
+            f"now): {spans}; e.g. {first.reason}"
+        )
+    return "\n".join(lines)
+
+
+def stale_json(found: dict[str, list[StalePeriod]]) -> dict:
+    return {
+        name: {
+            "code_version": code_version(name),
+            "periods": [
+                {"start": p.grain.label(p.period_start), "reason": p.reason} for p in periods
+            ],
+        }
+        for name, periods in found.items()
+    }
+
+
+def _label(moment: datetime) -> str:
+    return f"{moment:%Y-%m-%dT%H:00Z}"

@@ -10,12 +10,13 @@ kept aside, not deleted, and the Delta transaction app ids carry the generation,
 query's batch ids (which restart at 0) are not mistaken for ones already written. The next
 incremental run then re-reads its source from the beginning. Each table stays at its path, so its
 name in the metastore (``silver.ad_events``) keeps working; a written table the metastore lacks is
-registered.
+registered. What wrote the emptied tables' periods is forgotten (``ops.code_versions``): the
+rebuilt periods are recorded as the runs that rebuild them write them.
 """
 
 import argparse
 
-from lakehouse import catalog, delta_log, metastore
+from lakehouse import catalog, code_versions, delta_log, metastore
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
 from lakehouse.runtime import log
@@ -65,4 +66,8 @@ def main(argv: list[str] | None = None) -> None:
             )
         else:
             log.info("%s emptied", name)
+    records = lakehouse.table(code_versions.RECORDS)
+    if delta_log.is_delta_table(records.path):
+        listed = ", ".join(f"'{name}'" for name in names)
+        spark.sql(f"DELETE FROM delta.`{records.path}` WHERE table_name IN ({listed})")
     metastore.register(spark, lakehouse)

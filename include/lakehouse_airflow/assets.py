@@ -38,10 +38,11 @@ GROUPS = {"ops": "lakehouse_ops"}  # any other layer: "lakehouse"
 PARTITION_KEY_FORMAT = "%Y-%m-%dT%H:%M:%S"
 # A day table's periods as partition keys: what StartOfDayMapper makes of an hour's key.
 DAY_KEY_FORMAT = "%Y-%m-%d"
-STREAMING_QUERIES, EXPECTATIONS, MAINTENANCE = (
+STREAMING_QUERIES, EXPECTATIONS, MAINTENANCE, PERIOD_WRITES = (
     "every streaming query",
     "expectations",
     "maintenance",
+    "period-writing runs",  # ops.code_versions: which code version wrote each period
 )
 
 
@@ -65,6 +66,8 @@ def task_tables(table: TableSpec) -> list[TableSpec]:
         tables.append(operation_table(STREAMING_QUERIES))
     if any(spec.expectations for spec in tables):
         tables.append(operation_table(EXPECTATIONS))
+    if table.flow.periodic:
+        tables.append(operation_table(PERIOD_WRITES))
     return tables
 
 
@@ -95,6 +98,8 @@ def written(table: TableSpec, summary: Any) -> dict[str, dict]:
         counts[operation_table(EXPECTATIONS).name] = {"rows": checked.get("checked") or 0}
     # The run's periods go on every period-addressed table it wrote (a side table's rows fall in them too).
     periods = list(summary.get("periods") or []) if table.grain else []
+    if table.flow.periodic and periods:  # a row per period written (lakehouse.code_versions)
+        counts[operation_table(PERIOD_WRITES).name] = {"rows": len(periods)}
     return {
         name: {
             **changed,

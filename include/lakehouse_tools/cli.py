@@ -17,8 +17,8 @@ gives every row and column whole). ``status`` is a grid, one row per hour, and a
 (:mod:`lakehouse_tools.status`); its exit code is 1 when an hour needs action (``missing``,
 ``stale``, ``mismatch``, ``failed``), 0 otherwise, 2 on a usage error. ``repair`` backfills,
 through ``airflow backfill create``, the hours that status marks missing or stale; ``repair
---stale`` recomputes the periods an older code version wrote (:mod:`lakehouse_tools.stale`), table
-by table, upstream first, and nothing else. ``rollback``
+--stale`` recomputes the periods an older code version wrote (``jobs/repair_stale.py``,
+:mod:`lakehouse.stale_repair`), table by table, upstream first, and nothing else. ``rollback``
 undoes what the runs since a moment wrote (:mod:`lakehouse_tools.rollback`).
 """
 
@@ -35,10 +35,10 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from lakehouse import files
+from lakehouse import code_versions, files
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
-from lakehouse_tools import rollback, stale
+from lakehouse_tools import rollback
 from lakehouse_tools.observe import observe
 from lakehouse_tools.status import NEEDS_ACTION, REPAIRABLE, Grid, grade, grid_json, grid_text
 from lakehouse_tools.storage import UsageError, execute, query, utc
@@ -184,6 +184,13 @@ def _repair(grid: Grid, dag_id: str, dry_run: bool) -> int:
     return status
 
 
+def _repair_stale(lakehouse: Lakehouse, dry_run: bool) -> int:
+    """The repair job over what older code wrote, in a process of its own (this one stays free of Spark)."""
+    job = Path(__file__).resolve().parents[2] / "jobs" / "repair_stale.py"
+    command = [sys.executable, str(job), "--lakehouse-root", lakehouse.root]
+    return subprocess.run(command + (["--dry-run"] if dry_run else [])).returncode
+
+
 # --------------------------------------------------------------------------------------------
 # rollback
 
@@ -300,25 +307,22 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "rollback":
             return _rollback(lakehouse, args.to, args.dry_run)
         if args.command == "repair" and args.stale:
-            return stale.repair(lakehouse, args.dry_run)
+            return _repair_stale(lakehouse, args.dry_run)
         if args.start and args.end and args.start >= args.end:
             raise UsageError(
                 f"--from {args.start:%Y-%m-%dT%H:00Z} is not before --to {args.end:%Y-%m-%dT%H:00Z}"
             )
         grid = grade(observe(lakehouse), args.start, args.end)
         if args.command == "status":
-            old_code = stale.stale(lakehouse)
+            old_code = code_versions.stale(lakehouse)
             if args.json:
-                print(
-                    json.dumps(
-                        {**grid_json(grid), "stale_code": stale.stale_json(old_code)}, indent=1
-                    )
-                )
+                stale_code = code_versions.stale_json(old_code)
+                print(json.dumps({**grid_json(grid), "stale_code": stale_code}, indent=1))
             else:
                 print(grid_text(grid))
                 if old_code:
                     print("\nWritten by older code (lakehouse repair --stale recomputes them):")
-                    print(stale.stale_text(old_code))
+                    print(code_versions.stale_text(old_code))
             if args.html:
                 write_status_page(lakehouse, grid, args.html)
             return 1 if grid.needs_action or grid.unread_files or old_code else 0

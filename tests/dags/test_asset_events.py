@@ -53,6 +53,7 @@ def test_silver_writes_its_rows_quarantine_metrics_and_records_with_the_hours():
         "ops.silver_batch_metrics": {"rows": 1, **incremental},
         "ops.query_progress": {"rows": 1, **incremental},
         "ops.expectation_results": {"rows": 4, **incremental},
+        "ops.code_versions": {"rows": 2, **incremental},  # a record per hour written
     }
     lines = summary_lines(
         "silver_ad_events", summary, written(catalog.task("silver_ad_events"), summary), 12.0
@@ -71,15 +72,19 @@ def test_silver_writes_its_rows_quarantine_metrics_and_records_with_the_hours():
 def test_a_backfill_replaces_its_hours_even_when_it_counts_no_rows():
     batch = {"mode": "batch", "grain": "hour", "periods": [H0, H1, H2]}
     gold = {"table": "gold.ad_type_hourly", "mode": "batch", "rows_written": 5, "rows_deleted": 4}
+    versions = {"ops.code_versions": {"rows": 3, **batch}}
     assert written(catalog.task("gold_ad_type_hourly"), {**gold, **batch}) == {
-        "gold.ad_type_hourly": {"rows": 5, "rows_replaced": 4, **batch}
+        "gold.ad_type_hourly": {"rows": 5, "rows_replaced": 4, **batch},
+        **versions,
     }
     silver = {"table": "silver.ad_events", "mode": "batch", "quarantine_resolved": 0}
     assert written(catalog.task("silver_ad_events"), {**silver, **batch}) == {
-        "silver.ad_events": batch  # replaced, but the job reports no row count
+        "silver.ad_events": batch,  # replaced, but the job reports no row count
+        **versions,
     }
     # A batch run's periods are its interval's (the runner's), in the table's grain.
     sessions = {"table": "gold.user_sessions", "mode": "batch", "sessions": 0, **batch}
     assert written(catalog.task("gold_user_sessions"), sessions) == {
-        "gold.user_sessions": {"rows": 0, **batch}
+        "gold.user_sessions": {"rows": 0, **batch},
+        **versions,
     }

@@ -1,0 +1,170 @@
+"""A deploy that changes a transform: status names exactly the periods the old code wrote, and
+``lakehouse repair --stale`` recomputes exactly those, upstream first, and nothing else.
+
+The deployed code is a copy of the project's ``include/`` and ``jobs/`` with one edit, run by the
+``lakehouse`` command and the jobs it starts as processes of their own: the code that computes
+a table is the code whose version is recorded, as on a machine after a deploy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+from helpers import (
+    START,
+    assert_gold_matches_oracle,
+    assert_silver_matches_oracle,
+    oracle,
+    rows_of,
+    run_job,
+    table_version,
+    tasks_up_to,
+)
+
+from lakehouse import catalog, code_versions
+from lakehouse.config import Lakehouse
+from lakehouse.periods import Periods, parse_instant
+from lakehouse_tools.generator import write_campaigns, write_hours
+
+PROJECT = Path(__file__).resolve().parents[2]
+RECOMPUTING = re.compile(r"recomputing (?P<task>\w+) \[(?P<start>\S+), (?P<end>\S+)\)")
+HOURLY, AD_HOURLY, SILVER = "gold.campaign_hourly", "gold.ad_hourly", "silver.ad_events"
+TABLES = (HOURLY, AD_HOURLY)
+# The deployed fix: gold.campaign_hourly's CTR as a percentage (its own transform only: the daily
+# table shares the ctr() helper, and stays as it was).
+PERCENT_CTR = (
+    '        F.when(F.col("views") > 0, F.col("clicks") / F.col("views") * 100).alias("ctr"),\n'
+)
+
+
+def deployed(tmp_path: Path, name: str, *edits: Callable[[Path], None]) -> Path:
+    """A copy of the project's code with ``edits`` applied to its include/ folder."""
+    root = tmp_path / name
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(PROJECT / "include", root / "include", ignore=skip)
+    shutil.copytree(PROJECT / "jobs", root / "jobs", ignore=skip)
+    for edit in edits:
+        edit(root / "include")
+    return root
+
+
+def percent_ctr(include: Path) -> None:
+    module = include / "lakehouse" / "tables" / "gold_campaign_hourly.py"
+    text = module.read_text()
+    transform = text.index("def campaign_hourly(")
+    at = text.index("        ctr(),\n", transform)
+    module.write_text(text[:at] + PERCENT_CTR + text[at + len("        ctr(),\n") :])
+
+
+def silver_comment(include: Path) -> None:
+    module = include / "lakehouse" / "tables" / "silver_ad_events.py"
+    module.write_text(module.read_text() + "# deployed: a change to silver's code\n")
+
+
+def lakehouse_command(code: Path, lakehouse: Lakehouse, *args: str) -> subprocess.CompletedProcess:
+    """``lakehouse ARGS`` with the deployed ``code`` (and the jobs it starts: the same)."""
+    env = {**os.environ, "PYTHONPATH": str(code / "include")}
+    argv = [sys.executable, "-m", "lakehouse_tools.cli", *args, "--lakehouse-root", lakehouse.root]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+
+
+def stale_of(code: Path, lakehouse: Lakehouse) -> dict[str, list[str]]:
+    done = lakehouse_command(code, lakehouse, "status", "--json")
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    found = json.loads(done.stdout)["stale_code"]
+    return {name: [p["start"] for p in entry["periods"]] for name, entry in found.items()}
+
+
+def repaired(code: Path, lakehouse: Lakehouse) -> list[tuple[str, list[str]]]:
+    """Runs ``repair --stale``; the batch runs it made, in order: (task, the hours of its interval)."""
+    done = lakehouse_command(code, lakehouse, "repair", "--stale")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-5000:]
+    runs = []
+    for match in RECOMPUTING.finditer(output):
+        hours = Periods.between(parse_instant(match["start"]), parse_instant(match["end"]))
+        runs.append((match["task"], hours.isoformats()))
+    return runs
+
+
+def written_hours(lakehouse: Lakehouse) -> dict[str, list[str]]:
+    """The hours each table's runs recorded writing (the generator's late events reach back)."""
+    found: dict[str, set] = {}
+    for row in code_versions.written(lakehouse):
+        found.setdefault(row.table_name, set()).add(f"{row.period_start:%Y-%m-%dT%H:00Z}")
+    return {name: sorted(hours) for name, hours in found.items()}
+
+
+def iso(hours: list[str]) -> list[str]:
+    return [parse_instant(hour).isoformat() for hour in hours]
+
+
+def percent_ctr_rows(lakehouse: Lakehouse) -> Counter:
+    """The oracle's gold.campaign_hourly with the deployed CTR."""
+    columns = catalog.get(HOURLY).column_names
+    rows = oracle(lakehouse).rows(HOURLY)
+    return Counter(
+        tuple(
+            (row["clicks"] / row["views"] * 100 if row["views"] else None) if c == "ctr" else row[c]
+            for c in columns
+        )
+        for row in rows
+    )
+
+
+def test_a_deployed_fix_is_recomputed_where_the_old_code_wrote_and_nowhere_else(
+    spark, lakehouse, tmp_path
+):
+    write_campaigns(lakehouse, seed=58)
+    for hour in range(3):  # three hourly runs
+        write_hours(lakehouse, START + timedelta(hours=hour), 1, events_per_second=0.05, seed=58)
+        for entry in tasks_up_to(*TABLES):
+            run_job(entry.task, lakehouse)
+    assert code_versions.stale(lakehouse) == {}
+    hours = written_hours(lakehouse)
+    assert sorted(hours) == sorted([SILVER, AD_HOURLY, HOURLY])
+    assert hours[HOURLY] == hours[SILVER]
+
+    # A fix to gold.campaign_hourly's transform: its hours, and nothing else, are stale.
+    fix = deployed(tmp_path, "fix", percent_ctr)
+    assert stale_of(fix, lakehouse) == {HOURLY: hours[HOURLY]}
+    versions = {name: table_version(spark, lakehouse, name) for name in (SILVER, AD_HOURLY)}
+    assert [task for task, _ in repaired(fix, lakehouse)] == ["gold_campaign_hourly"]
+    assert rows_of(spark, lakehouse, HOURLY) == percent_ctr_rows(lakehouse)
+    # Nothing else was rewritten: their Delta histories have no new version.
+    assert {name: table_version(spark, lakehouse, name) for name in versions} == versions
+    assert stale_of(fix, lakehouse) == {}
+
+    # A change to silver's code: silver's hours and every downstream table's, recomputed upstream first.
+    change = deployed(tmp_path, "silver", percent_ctr, silver_comment)
+    assert stale_of(change, lakehouse) == {
+        name: hours[name] for name in (SILVER, AD_HOURLY, HOURLY)
+    }
+    runs = repaired(change, lakehouse)
+    assert list(dict.fromkeys(task for task, _ in runs)) == [
+        "silver_ad_events",
+        "gold_ad_hourly",
+        "gold_campaign_hourly",
+    ]
+    for task, name in (("silver_ad_events", SILVER), ("gold_campaign_hourly", HOURLY)):
+        recomputed = sorted(h for t, run in runs if t == task for h in run)
+        assert set(iso(hours[name])) <= set(recomputed), task
+    expected = assert_silver_matches_oracle(spark, lakehouse)
+    assert_gold_matches_oracle(spark, lakehouse, expected, names=(AD_HOURLY,))
+    assert rows_of(spark, lakehouse, HOURLY) == percent_ctr_rows(lakehouse)
+    assert stale_of(change, lakehouse) == {}
+    # To the code this test process runs (before the deploy), the deployed hours are the stale ones.
+    assert sorted(code_versions.stale(lakehouse)) == sorted([SILVER, AD_HOURLY, HOURLY])
+
+    # A full refresh of gold empties it: what wrote its periods is forgotten, silver's is kept.
+    run_job("full_refresh", lakehouse, "--layer", "gold")
+    assert sorted(written_hours(lakehouse)) == [SILVER]
