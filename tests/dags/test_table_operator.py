@@ -62,5 +62,6 @@ def test_the_job_mains_are_read_from_the_job_files():
         "consistency_check": "lakehouse.consistency:main",
         "full_refresh": "lakehouse.refresh:main",
         "maintenance": "lakehouse.maintenance:main",
+        "repair_stale": "lakehouse.stale_repair:main",
         "run": "lakehouse.runner:main",
     }
