@@ -87,7 +87,8 @@ def stale_periods(
     """Per table (upstream first), its stale periods: written since their last whole write by a
     version other than ``current`` (default: today's), or computed from an upstream period that is.
 
-    A period nothing recorded (written before versions were recorded) is not judged.
+    A period nothing recorded (never written, or written before versions were recorded) is not
+    judged: a table that has not computed a period yet holds nothing stale of it.
     """
     specs = {spec.name: spec for spec in versioned_tables()}
     current = current or {name: code_version(name) for name in specs}
@@ -108,6 +109,8 @@ def stale_periods(
             upstream_grain = specs[upstream].grain if upstream in specs else Grain.HOUR
             for start in sorted(stale.get(upstream, {})):
                 for period in Periods.of([start], upstream_grain).to(spec.grain):
+                    if (name, period) not in since_whole:
+                        continue
                     mine.setdefault(
                         period, f"computed from {upstream}, stale at {upstream_grain.label(start)}"
                     )
