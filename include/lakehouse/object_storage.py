@@ -181,10 +181,15 @@ def write_delta(path: str, data, **kwargs) -> None:
     source, the change feed) sees twice. So every write carries an app transaction (``txn``) of
     this thread's writer: delta-rs refuses to commit over a commit holding it, and the refusal is
     reconciled here, as the Java store reconciles its own (include/jars/s3/src): the write
-    succeeded when the table holds this write's transaction, and fails otherwise.
+    succeeded when the table holds this write's transaction, and fails otherwise. (A writer's id
+    stays in the table's state until ``delta.setTransactionRetentionDuration`` expires it.)
     """
     from deltalake import CommitProperties, Transaction, write_deltalake
 
+    if not is_object_store(path):
+        # A local commit is a link that exists or not: there is no answer to lose.
+        write_deltalake(path, data, **kwargs)
+        return
     if kwargs.get("commit_properties") is not None:
         raise ValueError("write_delta sets its own commit_properties (its transaction id)")
     app_id, version = _writer.next_transaction()

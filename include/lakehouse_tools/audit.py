@@ -84,16 +84,18 @@ def overwritten_versions(path: str) -> dict[int, int] | None:
     return {version: count for version, count in sorted(counts.items()) if count > 1}
 
 
-def table_findings(name: str, path: str) -> list[Finding]:
-    """What the log of table ``name`` at ``path`` shows of an unsafe writer (none: nothing)."""
+def table_findings(name: str, path: str) -> tuple[list[Finding], bool]:
+    """What the log of table ``name`` at ``path`` shows of an unsafe writer (none: nothing), and
+    whether its overwrites could be checked (its bucket keeps object versions)."""
+    overwritten = overwritten_versions(path)
     findings = [
         Finding(name, f"version {version} was written {count} times (one commit replaced another)")
-        for version, count in (overwritten_versions(path) or {}).items()
+        for version, count in (overwritten or {}).items()
     ]
     for file, versions in doubled_files(commit_adds(path)).items():
         listed = ", ".join(str(v) for v in versions)
         findings.append(Finding(name, f"data file {file} was added by commits {listed}"))
-    return findings
+    return findings, overwritten is not None
 
 
 def audit(lakehouse: Lakehouse) -> tuple[list[Finding], list[str]]:
@@ -104,8 +106,9 @@ def audit(lakehouse: Lakehouse) -> tuple[list[Finding], list[str]]:
         name, path = spec.name, lakehouse.table(spec.name).path
         if not (files.lake_path(path) / "_delta_log").is_dir():
             continue
-        findings += table_findings(name, path)
-        if overwritten_versions(path) is None:
+        found, checked = table_findings(name, path)
+        findings += found
+        if not checked:
             unversioned.append(name)
     return findings, unversioned
 
