@@ -71,9 +71,9 @@ def doubled_files(commits: dict[int, list[str]]) -> dict[str, list[int]]:
 
 def overwritten_versions(path: str) -> dict[int, int] | None:
     """The commit versions of the table at ``path`` that were written more than once, with how many
-    times, from the bucket's object versions; None when the table is not on a versioned bucket."""
+    times, from the bucket's object versions; None when its bucket keeps no object versions."""
     if not object_storage.is_object_store(path):
-        return None
+        return {}  # Delta and delta-rs create a local commit file exclusively (a link, not a PUT)
     bucket, key = object_storage.split(path)
     if not bucket_versioned(bucket):
         return None
