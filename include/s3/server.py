@@ -9,8 +9,9 @@ Settings (environment): LAKEHOUSE_S3_DIR (pid file, log, and ``data/``: the obje
 per bucket), LAKEHOUSE_S3_PORT, LAKEHOUSE_S3_BIND (default 127.0.0.1; the compose stack's s3
 service serves its network), LAKEHOUSE_S3_BUCKET, LAKEHOUSE_S3_GATEWAY (the versitygw binary;
 default .local-s3bin/versitygw, which `make s3-gateway` installs), LAKEHOUSE_S3_VERSIONING=1 (keep
-every object version, in ``versions/``: what `lakehouse audit` needs to see a replaced commit), AWS_ACCESS_KEY_ID and
-AWS_SECRET_ACCESS_KEY (the Makefile makes them once per clone). Only the standard library.
+every object version, in ``versions/``: what `lakehouse audit` needs to see a replaced commit),
+AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (the Makefile makes them once per clone). Only the
+standard library.
 
 The gateway (versitygw, Apache-2.0) does what S3 does: objects are files under ``data/`` and
 survive a restart; every request's SigV4 signature is checked (a wrong secret gets 403
