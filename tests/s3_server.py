@@ -25,10 +25,11 @@ BUCKET = "lakehouse"
 
 @contextmanager
 def running_s3_server(
-    state_dir: Path, keys: tuple[str, str] | None = None
+    state_dir: Path, keys: tuple[str, str] | None = None, versioning: bool = False
 ) -> Iterator[dict[str, str]]:
     """Start the server (its objects in ``state_dir``/data, kept by a later server on the same
-    folder and ``keys``); yields its settings as AWS_* variables; stops it (its process group)."""
+    folder and ``keys``; every object version kept when ``versioning``); yields its settings as
+    AWS_* variables; stops it (its process group)."""
     if not GATEWAY.exists():
         pytest.fail("no S3 gateway: run `make s3-gateway` (make test does)")
     port = free_port()
@@ -44,6 +45,7 @@ def running_s3_server(
         "LAKEHOUSE_S3_PORT": str(port),
         "LAKEHOUSE_S3_BUCKET": BUCKET,
         "LAKEHOUSE_S3_DIR": str(state_dir),
+        "LAKEHOUSE_S3_VERSIONING": "1" if versioning else "",
     }
     server = subprocess.Popen(
         [sys.executable, str(PROJECT_DIR / "include" / "s3" / "server.py"), "run"],

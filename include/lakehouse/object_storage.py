@@ -21,6 +21,9 @@ commits or state file in place through an abortable stream.
 from __future__ import annotations
 
 import os
+import threading
+import time
+import uuid
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -169,7 +172,65 @@ def delta_table(path: str, **kwargs):
 
 
 def write_delta(path: str, data, **kwargs) -> None:
-    """``deltalake.write_deltalake`` to a local or object-storage ``path``: commits by put-if-absent."""
-    from deltalake import write_deltalake
+    """``deltalake.write_deltalake`` to a local or object-storage ``path``: commits by put-if-absent,
+    exactly once.
 
-    write_deltalake(delta_rs_uri(path), data, storage_options=delta_rs_options(path), **kwargs)
+    A commit whose PUT landed but whose answer was lost is retried by the client and refused (412,
+    the version exists): delta-rs took that for another writer's commit and added the same data
+    file again at the next version, which a reader going commit by commit (a Delta streaming
+    source, the change feed) sees twice. So every write carries an app transaction (``txn``) of
+    this thread's writer: delta-rs refuses to commit over a commit holding it, and the refusal is
+    reconciled here, as the Java store reconciles its own (include/jars/s3/src): the write
+    succeeded when the table holds this write's transaction, and fails otherwise. (A writer's id
+    stays in the table's state until ``delta.setTransactionRetentionDuration`` expires it.)
+    """
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    if not is_object_store(path):
+        # A local commit is a link that exists or not: there is no answer to lose.
+        write_deltalake(path, data, **kwargs)
+        return
+    if kwargs.get("commit_properties") is not None:
+        raise ValueError("write_delta sets its own commit_properties (its transaction id)")
+    app_id, version = _writer.next_transaction()
+    transaction = Transaction(app_id, version, last_updated=int(time.time() * 1000))
+    try:
+        write_deltalake(
+            delta_rs_uri(path),
+            data,
+            storage_options=delta_rs_options(path),
+            commit_properties=CommitProperties(app_transactions=[transaction]),
+            **kwargs,
+        )
+    except Exception:
+        # The answer to our own commit may have been lost: then the table holds our transaction.
+        try:
+            committed = delta_table(path).transaction_version(app_id)
+        except Exception:
+            committed = None
+        if committed != version:
+            raise
+
+
+class _Writer(threading.local):
+    """This thread's delta-rs writer: an app id of its own and the number of its writes.
+
+    One id per process and thread (not per write) keeps the table's transaction state to one
+    entry per writer; its versions only grow, so the table holding exactly this write's version
+    means this write was committed. ``last_updated`` lets a table's
+    ``delta.setTransactionRetentionDuration`` expire the ids of writers long gone.
+    """
+
+    def __init__(self):
+        self.pid, self.app_id, self.version = None, "", 0
+
+    def next_transaction(self) -> tuple[str, int]:
+        if self.pid != os.getpid():
+            # A forked child (an Airflow task) must not share its parent's id: two writers under
+            # one id could each take the other's commit for its own.
+            self.pid, self.app_id, self.version = os.getpid(), f"lakehouse-{uuid.uuid4().hex}", 0
+        self.version += 1
+        return self.app_id, self.version
+
+
+_writer = _Writer()

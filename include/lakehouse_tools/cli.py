@@ -38,7 +38,7 @@ from pathlib import Path
 from lakehouse import code_versions, files
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
-from lakehouse_tools import rollback
+from lakehouse_tools import audit, rollback
 from lakehouse_tools.observe import observe
 from lakehouse_tools.status import NEEDS_ACTION, REPAIRABLE, Grid, grade, grid_json, grid_text
 from lakehouse_tools.storage import UsageError, execute, query, utc
@@ -289,6 +289,9 @@ def _parser() -> argparse.ArgumentParser:
         "(e.g. 2026-11-20T03:05:00Z)",
     )
     back.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    commands.add_parser(
+        "audit", parents=[common], help="find commits a writer without conditional put replaced"
+    )
     return parser
 
 
@@ -308,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
             return _rollback(lakehouse, args.to, args.dry_run)
         if args.command == "repair" and args.stale:
             return _repair_stale(lakehouse, args.dry_run)
+        if args.command == "audit":
+            return audit.run(lakehouse)
         if args.start and args.end and args.start >= args.end:
             raise UsageError(
                 f"--from {args.start:%Y-%m-%dT%H:00Z} is not before --to {args.end:%Y-%m-%dT%H:00Z}"

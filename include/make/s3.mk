@@ -29,6 +29,9 @@ export AWS_ENDPOINT_URL_S3    ?= http://127.0.0.1:$(LAKEHOUSE_S3_PORT)
 export AWS_ACCESS_KEY_ID      ?= $(word 1,$(S3_KEYS))
 export AWS_SECRET_ACCESS_KEY  ?= $(word 2,$(S3_KEYS))
 export AWS_REGION             ?= us-east-1
+# 1: the server keeps every object version (in .local/s3/versions/), so `lakehouse audit` can see a
+# commit that a writer without conditional put replaced. Off by default: rewritten objects pile up.
+export LAKEHOUSE_S3_VERSIONING ?=
 ifeq ($(STORAGE),s3)
 export LAKEHOUSE_ROOT := s3a://$(LAKEHOUSE_S3_BUCKET)/lakehouse
 else ifneq ($(STORAGE),local)

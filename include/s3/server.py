@@ -8,8 +8,10 @@
 Settings (environment): LAKEHOUSE_S3_DIR (pid file, log, and ``data/``: the objects, one folder
 per bucket), LAKEHOUSE_S3_PORT, LAKEHOUSE_S3_BIND (default 127.0.0.1; the compose stack's s3
 service serves its network), LAKEHOUSE_S3_BUCKET, LAKEHOUSE_S3_GATEWAY (the versitygw binary;
-default .local-s3bin/versitygw, which `make s3-gateway` installs), AWS_ACCESS_KEY_ID and
-AWS_SECRET_ACCESS_KEY (the Makefile makes them once per clone). Only the standard library.
+default .local-s3bin/versitygw, which `make s3-gateway` installs), LAKEHOUSE_S3_VERSIONING=1 (keep
+every object version, in ``versions/``: what `lakehouse audit` needs to see a replaced commit),
+AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (the Makefile makes them once per clone). Only the
+standard library.
 
 The gateway (versitygw, Apache-2.0) does what S3 does: objects are files under ``data/`` and
 survive a restart; every request's SigV4 signature is checked (a wrong secret gets 403
@@ -20,8 +22,9 @@ its environment (ROOT_SECRET_ACCESS_KEY), never its command line.
 The front, on LAKEHOUSE_S3_PORT, passes every request through unchanged (the signature covers
 the Host header and the body, so it forwards them byte for byte) to the gateway on a private
 loopback port, and adds what the tests and the benchmark read:
-- ``GET /_lakehouse/requests``: request counts since the start, by method, and the conditional
-  creates and their refusals;
+- ``GET /_lakehouse/requests``: request counts since the start, by method, the conditional
+  creates and their refusals, and the Delta commits written without one (``unconditional-commits``:
+  each could have replaced another writer's commit);
 - ``/_lakehouse/faults`` (see ``Faults``): the next write whose key matches a pattern is held
   unanswered until the test has killed its writer, then dropped unapplied (as S3 drops an upload
   whose client died); or applied, and its answer lost (the connection closed instead).
@@ -29,6 +32,8 @@ loopback port, and adds what the tests and the benchmark read:
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import http.client
 import json
 import os
@@ -42,6 +47,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -54,15 +60,24 @@ BIND = os.environ.get("LAKEHOUSE_S3_BIND", "127.0.0.1")
 BUCKET = os.environ.get("LAKEHOUSE_S3_BUCKET", "lakehouse")
 GATEWAY = Path(os.environ.get("LAKEHOUSE_S3_GATEWAY", ROOT / ".local-s3bin" / "versitygw"))
 PID_FILE = STATE_DIR / "server.pid"
+VERSIONS_DIR = STATE_DIR / "versions"
+VERSIONING = os.environ.get("LAKEHOUSE_S3_VERSIONING", "") not in ("", "0")
+REGION = os.environ.get("AWS_REGION", "us-east-1")
+VERSIONING_ENABLED = (
+    b'<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+    b"<Status>Enabled</Status></VersioningConfiguration>"
+)
 LOG_FILE = STATE_DIR / "server.log"
 STATS_PATH = "/_lakehouse/requests"
-# POST {"hold": regex} or {"lose_answer": regex} to arm a fault on the next write whose path
-# matches; GET what is armed and held; POST .../drop to drop what is held (see Faults)
+# POST {"hold": regex} or {"lose_answer": regex} (optionally "agent": regex, "every": n) to arm a
+# fault on the next write whose path matches; GET what is armed and held; POST .../drop to drop
+# what is held (see Faults)
 FAULTS_PATH = "/_lakehouse/faults"
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 20
 BACKEND_TIMEOUT_S = 600
 COPY_BUFFER = 1 << 20
+DELTA_COMMIT = re.compile(r"/_delta_log/\d{20}\.json$")
 # Hop-by-hop headers of the gateway's answer: the front frames its own answer to the client.
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
@@ -75,11 +90,15 @@ class Faults:
     killed. ``lose_answer``: the write is applied, and the client's connection is closed instead
     of answered: what a client sees when the answer is lost on the way (it cannot tell whether the
     write happened).
+
+    Two optional fields narrow or repeat a fault: ``agent``, a pattern the request's User-Agent
+    must match too (one kind of writer: ``object_store`` is delta-rs, ``aws-sdk-java`` S3A), and
+    ``every``: the fault stays armed and fires on every n-th matching write (a fraction of them).
     """
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.armed: list[tuple[str, re.Pattern]] = []
+        self.armed: list[dict] = []
         self.held: list[str] = []
         self.lost: list[str] = []
         self.dropped = threading.Event()
@@ -91,32 +110,61 @@ class Faults:
                     self.armed.clear()
                     self.dropped.set()
             else:
-                ((kind, pattern),) = json.loads(body).items()
-                if kind not in ("hold", "lose_answer"):
-                    raise ValueError(f"unknown fault {kind!r}: hold or lose_answer")
-                with self.lock:
-                    self.armed.append((kind, re.compile(pattern)))
-                    self.held.clear()
-                    self.lost.clear()
-                    self.dropped.clear()
+                self._arm(json.loads(body))
         with self.lock:
             return {
-                "armed": [{kind: p.pattern} for kind, p in self.armed],
+                "armed": [
+                    {
+                        f["kind"]: f["pattern"].pattern,
+                        "agent": f["agent"].pattern,
+                        "every": f["every"],
+                        "fired": f["fired"],
+                    }
+                    for f in self.armed
+                ],
                 "held": list(self.held),
                 "lost": list(self.lost),
             }
 
-    def take(self, method: str, path: str) -> str | None:
-        """The fault armed for this request (now disarmed), if any: "hold" or "lose_answer"."""
+    def _arm(self, fault: dict) -> None:
+        agent, every = fault.pop("agent", ""), int(fault.pop("every", 0))
+        ((kind, pattern),) = fault.items()
+        if kind not in ("hold", "lose_answer"):
+            raise ValueError(f"unknown fault {kind!r}: hold or lose_answer")
+        with self.lock:
+            self.armed.append(
+                {
+                    "kind": kind,
+                    "pattern": re.compile(pattern),
+                    "agent": re.compile(agent),
+                    "every": every,
+                    "seen": 0,
+                    "fired": 0,
+                }
+            )
+            self.held.clear()
+            self.lost.clear()
+            self.dropped.clear()
+
+    def take(self, method: str, path: str, agent: str) -> str | None:
+        """The fault that fires on this request, if any: "hold" or "lose_answer" (a one-time fault
+        is disarmed by it)."""
         if method not in ("PUT", "POST"):
             return None
         with self.lock:
-            match = next((f for f in self.armed if f[1].search(path)), None)
-            if match is None:
+            for fault in self.armed:
+                if fault["pattern"].search(path) and fault["agent"].search(agent):
+                    break
+            else:
                 return None
-            self.armed.remove(match)
-            (self.held if match[0] == "hold" else self.lost).append(path)
-        return match[0]
+            fault["seen"] += 1
+            if not fault["every"]:
+                self.armed.remove(fault)
+            elif fault["seen"] % fault["every"]:
+                return None
+            fault["fired"] += 1
+            (self.held if fault["kind"] == "hold" else self.lost).append(path)
+        return fault["kind"]
 
 
 class Front(BaseHTTPRequestHandler):
@@ -164,7 +212,7 @@ class Front(BaseHTTPRequestHandler):
         self.requests[method] += 1
         if self.headers.get("If-None-Match") == "*":
             self.requests["put-if-absent"] += 1
-        fault = self.faults.take(method, path)
+        fault = self.faults.take(method, path, self.headers.get("User-Agent", ""))
         if fault == "hold":
             self.faults.dropped.wait()
             self.requests["dropped"] += 1
@@ -181,6 +229,10 @@ class Front(BaseHTTPRequestHandler):
             answer = backend.getresponse()
             if answer.status == 412:
                 self.requests["precondition-failed"] += 1
+            if answer.status == 200 and method == "PUT" and DELTA_COMMIT.search(path):
+                # A Delta commit written without put-if-absent could have replaced another.
+                if self.headers.get("If-None-Match") != "*":
+                    self.requests["unconditional-commits"] += 1
             if fault == "lose_answer":
                 answer.read()
                 self.requests["answers-lost"] += 1
@@ -230,19 +282,61 @@ def answers(port: int, path: str = "/") -> bool:
         return False
 
 
+def enable_versioning(port: int, credentials: dict[str, str]) -> None:
+    """Turn the bucket's versioning on (PutBucketVersioning, signed with SigV4 by hand: only the
+    standard library here)."""
+    body = VERSIONING_ENABLED
+    now = datetime.now(UTC)
+    stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    headers = {
+        "host": f"127.0.0.1:{port}",
+        "x-amz-content-sha256": hashlib.sha256(body).hexdigest(),
+        "x-amz-date": stamp,
+    }
+    names = ";".join(headers)  # already in sorted order
+    canonical = "\n".join(
+        ["PUT", f"/{BUCKET}", "versioning=", *(f"{n}:{v}" for n, v in headers.items()), ""]
+        + [names, headers["x-amz-content-sha256"]]
+    )
+    scope = f"{day}/{REGION}/s3/aws4_request"
+    key = ("AWS4" + credentials["ROOT_SECRET_ACCESS_KEY"]).encode()
+    for part in (day, REGION, "s3", "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    signature = hmac.new(
+        key, f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{digest}".encode(), hashlib.sha256
+    ).hexdigest()
+    headers["authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={credentials['ROOT_ACCESS_KEY_ID']}/{scope}, "
+        f"SignedHeaders={names}, Signature={signature}"
+    )
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/{BUCKET}?versioning", data=body, method="PUT", headers=headers
+    )
+    try:
+        urllib.request.urlopen(request, timeout=10).close()
+    except urllib.error.HTTPError as error:
+        sys.exit(f"s3 server: could not enable versioning: {error.code} {error.read()[:300]!r}")
+
+
 def run() -> None:
     if not os.access(GATEWAY, os.X_OK):
         sys.exit(f"s3 server: no gateway at {GATEWAY}; run `make s3-gateway`.")
     (DATA_DIR / BUCKET).mkdir(parents=True, exist_ok=True)  # a bucket is a folder of data/
+    if VERSIONING:
+        VERSIONS_DIR.mkdir(exist_ok=True)
     backend_port = free_loopback_port()
     credentials = {
         "ROOT_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
         "ROOT_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"],
     }
+    # Versioning keeps every object version in versions/ (what `lakehouse audit` reads to find a
+    # commit that replaced another); off by default: the lake's rewritten files would pile up.
+    versioning = ["--versioning-dir", str(VERSIONS_DIR)] if VERSIONING else []
     gateway = subprocess.Popen(
         # posix: an object is a file; --keep-alive: the front's connections need no new handshake
         [str(GATEWAY), "--port", f"127.0.0.1:{backend_port}", "--quiet", "--keep-alive"]
-        + ["posix", str(DATA_DIR)],
+        + ["posix", *versioning, str(DATA_DIR)],
         env={**os.environ, **credentials},
         stdin=subprocess.DEVNULL,
     )
@@ -252,6 +346,8 @@ def run() -> None:
             gateway.kill()
             sys.exit(f"s3 server: the gateway did not start (exit {gateway.poll()})")
         time.sleep(0.1)
+    if VERSIONING:
+        enable_versioning(backend_port, credentials)
     Front.backend_port = backend_port
     ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer((BIND, PORT), Front)

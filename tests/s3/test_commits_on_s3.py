@@ -114,6 +114,26 @@ def test_a_commit_whose_answer_was_lost_is_committed_once(s3_lakehouse, s3_reade
     assert rows == [("first", 0), ("second", 1)]
 
 
+def test_a_delta_rs_commit_whose_answer_was_lost_is_committed_once(s3_lakehouse, s3_server):
+    # delta-rs's client retries the PUT of version 1 and is refused (412): without its transaction
+    # id, delta-rs took that for another writer's commit and committed the same file again at 2.
+    path = f"{s3_lakehouse.root}/tables/lost_answer_delta_rs"
+    schema = pa.schema([("n", pa.int64())])
+    object_storage.write_delta(path, pa.table({"n": [0]}, schema=schema))
+    _, key = object_storage.split(path)
+    commit = f"{key}/_delta_log/{1:020d}.json"
+    s3_faults(s3_server, lose_answer=re.escape(commit) + "$")
+    object_storage.write_delta(path, pa.table({"n": [1]}, schema=schema), mode="append")
+    assert [lost.endswith(commit) for lost in s3_faults(s3_server)["lost"]] == [True]
+
+    log = files.lake_path(path) / "_delta_log"
+    assert sorted(p.name for p in log.iterdir() if p.name.endswith(".json")) == [
+        f"{v:020d}.json" for v in (0, 1)
+    ]
+    rows = object_storage.delta_table(path).to_pyarrow_table().to_pylist()
+    assert sorted(row["n"] for row in rows) == [0, 1]
+
+
 def test_a_second_driver_on_an_s3_checkpoint_is_refused_until_the_first_lease_expires(
     s3_lakehouse, monkeypatch
 ):
