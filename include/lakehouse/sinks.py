@@ -35,6 +35,8 @@ _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 _REPARTITION_BEFORE_MERGE_WRITE = "spark.databricks.delta.merge.repartitionBeforeWrite.enabled"
+# How long an ops table keeps a writer's transaction id: far longer than any retry of a write.
+OPS_TRANSACTION_RETENTION = "interval 7 days"
 
 
 def txn_app_id(table: Table, generation: int, writer: str) -> str:
@@ -86,8 +88,15 @@ def ensure_table(spark: SparkSession, table: Table) -> None:
     partitioned = (
         f" PARTITIONED BY ({', '.join(declared.partition_by)})" if declared.partition_by else ""
     )
+    # An ops table's delta-rs writes on S3 each carry a transaction id of their process
+    # (object_storage.write_delta): kept for good, one per task process, without a retention.
+    properties = (
+        f" TBLPROPERTIES ('delta.setTransactionRetentionDuration' = '{OPS_TRANSACTION_RETENTION}')"
+        if declared.layer == "ops"
+        else ""
+    )
     spark.sql(
-        f"CREATE TABLE IF NOT EXISTS delta.`{table.path}` ({columns}) USING delta{partitioned}"
+        f"CREATE TABLE IF NOT EXISTS delta.`{table.path}` ({columns}) USING delta{partitioned}{properties}"
     )
 
 

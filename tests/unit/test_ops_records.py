@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse import catalog
+from lakehouse import catalog, object_storage
 from lakehouse.config import Lakehouse
 from lakehouse.progress import PROGRESS_TABLE
 from lakehouse.sinks import append_records, ensure_table
@@ -73,6 +73,9 @@ def test_records_read_back_by_spark_exactly_as_appended(spark, lakehouse, local_
         spark.read.format("delta").load(table.path),
         spark.createDataFrame(as_spark, table.spec.spark_schema()),
     )
+    # Each writing process's transaction id (on S3) is kept a week, not for good.
+    properties = object_storage.delta_table(table.path).metadata().configuration
+    assert properties["delta.setTransactionRetentionDuration"] == "interval 7 days"
 
 
 def _append_many(root: str, writer: int, appends: int) -> None:
