@@ -286,16 +286,17 @@ def run(target: Table, args: JobArgs) -> dict:
     )
     run_label = f"sessions run of {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
     reconciled = reconcile(spark, target, run_label)
-    fault_point(f"{table.layer}.before_open_sessions")
-    if (
-        "not_started" not in summary
-        or reconciled.get("dirty_users")
-        or not open_sessions_current(target, checkpoint)
-    ):
-        summary["open_sessions"] = refresh_open_sessions(spark, target, checkpoint, reconciled)
-    summary.update(
-        {k: v for k, v in reconciled.items() if k in ("late_pending", "late_reconciled")}
-    )
+    try:
+        fault_point(f"{table.layer}.before_open_sessions")
+        if (
+            "not_started" not in summary
+            or reconciled.dirty_users is not None
+            or not open_sessions_current(target, checkpoint)
+        ):
+            summary["open_sessions"] = refresh_open_sessions(spark, target, checkpoint, reconciled)
+    finally:
+        reconciled.release()
+    summary.update(reconciled.figures())
     watermark = checkpoint_watermark_ms(checkpoint)
     summary["watermark"] = iso_instant(watermark) if watermark is not None else None
     log.info(
