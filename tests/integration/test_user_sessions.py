@@ -18,6 +18,7 @@ from helpers import (
     START,
     assert_gold_matches_oracle,
     expected_rows,
+    hourly_late_events,
     oracle,
     rows_of,
     run_by_spark_submit,
@@ -141,6 +142,8 @@ def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(
     assert any(row["session_start"].hour != row["session_end"].hour for row in closed)
     late = table(spark, hourly, "ops.late_session_events")
     assert late.count() > 0
+    # The plain-Python count the catch-up test compares with (test_sessions_catch_up.py) is this one.
+    assert late.count() == hourly_late_events(hourly)
     pending = late.where(F.col("reconciled_at").isNull()).select("user_id").collect()
     still_open = {row["user_id"] for row in expected.rows("gold.open_sessions")}
     assert {row.user_id for row in pending} <= still_open, (
