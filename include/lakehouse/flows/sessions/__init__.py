@@ -1,6 +1,7 @@
 """SESSIONS tables: a stateful streaming query keeps each user's open sessions and emits each once, when the watermark closes it.
 
-Incremental mode streams silver's new events (availableNow) through ``transformWithState`` (rows),
+Incremental mode streams silver's new events (availableNow, a run's all in one micro-batch, so a
+backlog's watermark cannot run ahead of its events) through ``transformWithState`` (rows),
 keyed by a bucket of users (``fragments.USER_BUCKETS``; each micro-batch's events reach it as
 session fragments, a run of a user's events each, made by Arrow and passed a bucket at a time):
 the state (RocksDB, in the checkpoint) holds each user's open sessions in their bucket's value,
@@ -173,7 +174,7 @@ def sessions_stream(spark: SparkSession, table: Table) -> DataFrame:
     and late events (kind "late"); open sessions stay in its state."""
     silver = table.upstream_tables()[0]
     events = table.spec.transform(
-        delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY)
+        delta_stream(spark, silver, one_batch=True).withWatermark("event_time", WATERMARK_DELAY)
     )
     return (
         fragments_by_bucket(events)
