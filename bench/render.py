@@ -60,6 +60,21 @@ BENCHMARKS = (
         "the sessions task's cost per hourly run beside silver's, its state and late events",
     ),
     Benchmark(
+        "reconcile_late",
+        "The sessions' late events reconciled on the engine",
+        "make bench-reconcile",
+        "one reconcile of 100,000 pending late events: their users' sessions recomputed from "
+        "silver and replaced, the settled events marked",
+        per_table=False,
+    ),
+    Benchmark(
+        "catch_up",
+        "A backlog of days caught up in one run",
+        "python -m bench.reconcile_late --catch-up-days 30",
+        "a landed backlog of days run through every task once: CPU-s, and the late events the "
+        "sessions recorded beside those hour-by-hour runs of the same files would",
+    ),
+    Benchmark(
         "code_generation",
         "Interpreted or compiled queries: small runs on the warm engine",
         "make bench-codegen",

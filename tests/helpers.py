@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -19,7 +20,8 @@ from lakehouse import catalog, consistency, maintenance, refresh, runner
 from lakehouse.config import Lakehouse
 from lakehouse.spark import release_engine_sessions
 from lakehouse_tools.engine import free_port
-from lakehouse_tools.oracle import Expected, expected_from_landing
+from lakehouse_tools.oracle import WATERMARK_DELAY_MS, Expected, expected_from_landing
+from lakehouse_tools.oracle_lines import file_lines, line_verdict
 
 # Every task of the catalog, in DAG order.
 PIPELINE = tuple(entry.task for entry in catalog.tasks())
@@ -127,6 +129,35 @@ def table_version(spark: SparkSession, lakehouse: Lakehouse, name: str) -> int:
 
 def oracle(lakehouse: Lakehouse) -> Expected:
     return expected_from_landing(lakehouse.landing_events, lakehouse.landing_campaigns)
+
+
+def hourly_late_events(lakehouse: Lakehouse) -> int:
+    """The late events the sessions query records when every landing hour folder is run on its own, in order.
+
+    Plain Python from the landing files, as the oracle reads them: each hour's run admits, in one
+    micro-batch, the valid events first seen in its folder; an event is late when it lies behind
+    the watermark the earlier runs moved (the newest event time they admitted less the delay).
+    """
+    with open(lakehouse.landing_campaigns, newline="", encoding="utf-8") as handle:
+        ads = {row["ad_id"]: row["campaign_id"] for row in csv.DictReader(handle)}
+    folders: dict[Path, list[Path]] = {}
+    for path in sorted(Path(lakehouse.landing_events).rglob("*.jsonl")):
+        folders.setdefault(path.parent, []).append(path)
+    seen: set[str] = set()
+    watermark, late = None, 0
+    for files in folders.values():  # path order: date, then hour
+        admitted = []
+        for path in files:
+            for line in file_lines(path.read_bytes()):
+                reason, event = line_verdict(line, ads)
+                if reason is None and event["event_id"] not in seen:
+                    seen.add(event["event_id"])
+                    admitted.append(int(event["event_time"]))
+        late += sum(1 for ms in admitted if watermark is not None and ms < watermark)
+        if admitted:
+            newest = max(admitted) - WATERMARK_DELAY_MS
+            watermark = newest if watermark is None else max(watermark, newest)
+    return late
 
 
 def rows_of(spark: SparkSession, lakehouse: Lakehouse, name: str) -> Counter:

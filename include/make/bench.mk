@@ -11,6 +11,7 @@
 #   make bench-engine                            # DAG runs on the warm engine vs spark-submit (about 45 minutes)
 #   make bench-sessions                          # the sessions query on hourly runs
 #   make bench-sessions-compare                  # the sessions task beside Spark's session_window, 1M events (about 15 minutes)
+#   make bench-reconcile                         # the sessions' reconcile of 100,000 late events (minutes)
 #   make bench-codegen                           # small runs with queries interpreted vs compiled (about 15 minutes)
 #   make bench-jit                               # the engine's JIT thresholds: HotSpot's vs ten times them (about 25 minutes)
 #   make bench-ops-records                       # ops records appended by Spark vs delta-rs (minutes)
@@ -36,7 +37,7 @@ OPS_RECORDS_ARGS ?= --reps 4 --appends 20
 JIT_ARGS ?= --reps 2 --hours 3 --large-events 1000000
 
 BENCH_OUT := --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
-BENCH_TARGETS := bench bench-smoke bench-driver-start bench-engine bench-compare bench-sessions bench-sessions-compare \
+BENCH_TARGETS := bench bench-smoke bench-driver-start bench-engine bench-compare bench-sessions bench-sessions-compare bench-reconcile \
                  bench-codegen bench-jit bench-ops-records bench-storage bench-lineage benchmarks-md
 
 .PHONY: $(BENCH_TARGETS)
@@ -63,6 +64,9 @@ bench-compare: setup  ## the project's CPU per event beside a minimal Spark job,
 
 bench-sessions: setup  ## the sessions query on hourly runs: cost beside silver, state size, late events
 	python -m bench.sessions_runs $(SESSIONS_BENCH_ARGS) $(BENCH_OUT)
+
+bench-reconcile: setup  ## the sessions' reconcile of 100,000 pending late events, CPU-s (issue 56)
+	python -m bench.reconcile_late $(BENCH_OUT)
 
 bench-codegen: setup  ## small runs on the warm engine: queries interpreted (the jobs' choice) vs compiled
 	python -m bench.code_generation $(CODEGEN_ARGS) --out $(ROOT)/BENCHMARKS.md

@@ -18,6 +18,7 @@ from helpers import (
     START,
     assert_gold_matches_oracle,
     expected_rows,
+    hourly_late_events,
     oracle,
     rows_of,
     run_by_spark_submit,
@@ -141,6 +142,8 @@ def test_hourly_runs_one_run_and_the_batch_form_give_the_oracles_sessions(
     assert any(row["session_start"].hour != row["session_end"].hour for row in closed)
     late = table(spark, hourly, "ops.late_session_events")
     assert late.count() > 0
+    # The plain-Python count the catch-up test compares with (test_sessions_catch_up.py) is this one.
+    assert late.count() == hourly_late_events(hourly)
     pending = late.where(F.col("reconciled_at").isNull()).select("user_id").collect()
     still_open = {row["user_id"] for row in expected.rows("gold.open_sessions")}
     assert {row.user_id for row in pending} <= still_open, (
@@ -254,12 +257,8 @@ def test_a_backfill_recomputes_again_when_the_hourly_run_reconciles_a_late_event
     last_ms = int(touched.session_end.replace(tzinfo=UTC).timestamp() * 1000)
     event.update(event_id=str(uuid.uuid4()), event_time=str(last_ms + 60_000))
 
-    def the_hourly_run_meanwhile(
-        spark_, target, table_, sessions, watermark, start_ms, end_ms, users=None
-    ):
-        if (
-            end_ms is not None and not backfill_replaces
-        ):  # the backfill's first replace (a reconciliation's has no end)
+    def the_hourly_run_meanwhile(spark_, target, table_, sessions, watermark, start_ms, end_ms):
+        if not backfill_replaces:  # the backfill's first replace
             arrival = (
                 Path(lakehouse.landing_events)
                 / f"{START + timedelta(hours=HOURS):%Y-%m-%d/%H}"
@@ -276,11 +275,8 @@ def test_a_backfill_recomputes_again_when_the_hourly_run_reconciles_a_late_event
             assert late.where(F.col("reconciled_at").isNotNull()).count() == 1, (
                 "recorded late and reconciled"
             )
-        if end_ms is not None:
-            backfill_replaces.append(start_ms)
-        return replace_sessions(
-            spark_, target, table_, sessions, watermark, start_ms, end_ms, users
-        )
+        backfill_replaces.append(start_ms)
+        return replace_sessions(spark_, target, table_, sessions, watermark, start_ms, end_ms)
 
     backfill_replaces, replace_sessions = [], session_flow.replace_sessions
     monkeypatch.setattr(session_flow, "replace_sessions", the_hourly_run_meanwhile)

@@ -1,6 +1,7 @@
 """SESSIONS tables: a stateful streaming query keeps each user's open sessions and emits each once, when the watermark closes it.
 
-Incremental mode streams silver's new events (availableNow) through ``transformWithState`` (rows),
+Incremental mode streams silver's new events (availableNow, a run's all in one micro-batch, so a
+backlog's watermark cannot run ahead of its events) through ``transformWithState`` (rows),
 keyed by a bucket of users (``fragments.USER_BUCKETS``; each micro-batch's events reach it as
 session fragments, a run of a user's events each, made by Arrow and passed a bucket at a time):
 the state (RocksDB, in the checkpoint) holds each user's open sessions in their bucket's value,
@@ -173,7 +174,7 @@ def sessions_stream(spark: SparkSession, table: Table) -> DataFrame:
     and late events (kind "late"); open sessions stay in its state."""
     silver = table.upstream_tables()[0]
     events = table.spec.transform(
-        delta_stream(spark, silver).withWatermark("event_time", WATERMARK_DELAY)
+        delta_stream(spark, silver, one_batch=True).withWatermark("event_time", WATERMARK_DELAY)
     )
     return (
         fragments_by_bucket(events)
@@ -286,16 +287,17 @@ def run(target: Table, args: JobArgs) -> dict:
     )
     run_label = f"sessions run of {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
     reconciled = reconcile(spark, target, run_label)
-    fault_point(f"{table.layer}.before_open_sessions")
-    if (
-        "not_started" not in summary
-        or reconciled.get("dirty_users")
-        or not open_sessions_current(target, checkpoint)
-    ):
-        summary["open_sessions"] = refresh_open_sessions(spark, target, checkpoint, reconciled)
-    summary.update(
-        {k: v for k, v in reconciled.items() if k in ("late_pending", "late_reconciled")}
-    )
+    try:
+        fault_point(f"{table.layer}.before_open_sessions")
+        if (
+            "not_started" not in summary
+            or reconciled.dirty_users is not None
+            or not open_sessions_current(target, checkpoint)
+        ):
+            summary["open_sessions"] = refresh_open_sessions(spark, target, checkpoint, reconciled)
+    finally:
+        reconciled.release()
+    summary.update(reconciled.figures())
     watermark = checkpoint_watermark_ms(checkpoint)
     summary["watermark"] = iso_instant(watermark) if watermark is not None else None
     log.info(

@@ -24,7 +24,12 @@ MAX_MARGIN_MS = 32 * 24 * 3_600_000
 
 
 def _silver_events(
-    spark: SparkSession, silver: Table, table: TableSpec, from_ms: int, to_ms: int | None, users
+    spark: SparkSession,
+    silver: Table,
+    table: TableSpec,
+    from_ms: int,
+    to_ms: int | None,
+    users: DataFrame | None,
 ) -> DataFrame:
     rows = spark.read.format("delta").load(silver.path)
     after = utc_datetime(from_ms)
@@ -36,8 +41,8 @@ def _silver_events(
         rows = rows.where(F.col("event_date") <= F.lit(before.date())).where(
             F.unix_millis("event_time") < to_ms
         )
-    if users is not None:
-        rows = rows.where(F.col("user_id").isin(sorted(users)))
+    if users is not None:  # a semi join: broadcast by the planner when the users are few
+        rows = rows.join(users, "user_id", "left_semi")
     return table.transform(rows)
 
 
@@ -48,9 +53,11 @@ def recomputed_sessions(
     watermark_ms: int,
     start_ms: int,
     end_ms: int | None = None,
-    users: set[str] | None = None,
+    users: DataFrame | None = None,
 ) -> DataFrame:
     """Every session (closed or open as of ``watermark_ms``) overlapping [start_ms, end_ms), whole.
+
+    ``users`` (a ``user_id`` column): only theirs.
 
     Silver is read with a margin around the interval, doubled while a session could reach past
     what was read (a session is whole when no event lies within the gap before its first or after
@@ -102,6 +109,11 @@ def _quoted(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _closed_by_then(watermark_ms: int) -> str:
+    """Session.closed_at, as SQL: a stored session closed as of ``watermark_ms``."""
+    return f"session_end <= {_ts(watermark_ms - SESSION_GAP_MS)}"
+
+
 def replace_sessions(
     spark: SparkSession,
     target: Table,
@@ -110,9 +122,8 @@ def replace_sessions(
     watermark_ms: int,
     start_ms: int,
     end_ms: int | None,
-    users: set[str] | None = None,
 ) -> None:
-    """Replace the target's sessions overlapping [start_ms, end_ms) (of ``users``) with the closed ones of ``sessions``.
+    """Replace the target's sessions overlapping [start_ms, end_ms) with the closed ones of ``sessions``.
 
     ``sessions`` are every recomputed session overlapping the interval, closed or open as of
     ``watermark_ms``. One that reaches past its start or end also replaces the rows of its user
@@ -124,8 +135,6 @@ def replace_sessions(
     overlapping = f"session_end >= {_ts(start_ms)}" + (
         f" AND session_start < {_ts(end_ms)}" if end_ms is not None else ""
     )
-    if users is not None:
-        overlapping += f" AND user_id IN ({', '.join(_quoted(user) for user in sorted(users))})"
     reaching_out = F.col("start_ms") < start_ms
     if end_ms is not None:
         reaching_out = reaching_out | (F.col("end_ms") >= end_ms)
@@ -133,10 +142,84 @@ def replace_sessions(
         f"(user_id = {_quoted(row.user_id)} AND session_end >= {_ts(row.start_ms)} AND session_start <= {_ts(row.end_ms)})"
         for row in sessions.where(reaching_out).select("user_id", "start_ms", "end_ms").collect()
     ]
-    # Session.closed_at, as SQL
-    closed_by_then = f"session_end <= {_ts(watermark_ms - SESSION_GAP_MS)}"
-    predicate = f"({' OR '.join([f'({overlapping})', *extents])}) AND {closed_by_then}"
+    predicate = (
+        f"({' OR '.join([f'({overlapping})', *extents])}) AND {_closed_by_then(watermark_ms)}"
+    )
     closed = table_rows(sessions.where(F.col("kind") == "session"))
     with_conflict_retries(
         lambda: replace_where(closed, target, predicate), f"{table.name} sessions"
+    )
+
+
+def replace_users_sessions(
+    spark: SparkSession,
+    target: Table,
+    table: TableSpec,
+    sessions: DataFrame,
+    users: DataFrame,
+    watermark_ms: int,
+    start_ms: int,
+) -> None:
+    """:func:`replace_sessions` for ``users``' sessions ending at or after ``start_ms``, by one MERGE.
+
+    ``users`` is a DataFrame (a ``user_id`` column) of any size: the rows to replace are found by
+    joins, not a predicate listing them. The same rows as :func:`replace_sessions` would replace:
+    the users' stored sessions closed as of ``watermark_ms`` that end at or after ``start_ms`` or
+    overlap a recomputed session reaching before it; those the recomputation does not hold are
+    deleted, the others updated or inserted.
+    """
+    closed = table_rows(sessions.where(F.col("kind") == "session"))
+    reach = sessions.agg(F.min("start_ms").alias("first")).first()["first"]
+    reach_from = min(start_ms, reach) if reach is not None else start_ms
+    stored = (
+        spark.read.format("delta")
+        .load(target.path)
+        .where(f"session_end >= {_ts(reach_from)} AND {_closed_by_then(watermark_ms)}")
+        .join(users, "user_id", "left_semi")
+        .select("session_id", "user_id", "session_start", "session_end")
+    )
+    extents = sessions.where(F.col("start_ms") < start_ms).select(
+        F.col("user_id").alias("x_user"),
+        F.timestamp_millis("start_ms").alias("x_start"),
+        F.timestamp_millis("end_ms").alias("x_end"),
+    )
+    in_extent = stored.join(
+        extents,
+        (F.col("user_id") == F.col("x_user"))
+        & (F.col("session_end") >= F.col("x_start"))
+        & (F.col("session_start") <= F.col("x_end")),
+        "left_semi",
+    )
+    replaced = (
+        stored.where(f"session_end >= {_ts(start_ms)}")
+        .unionByName(in_extent)
+        .select("session_id")
+        .distinct()
+    )
+    stale = replaced.join(closed.select("session_id"), "session_id", "left_anti")
+    columns = closed.columns
+    source = closed.withColumn("stale", F.lit(False)).unionByName(
+        stale.select(
+            *[
+                F.col(c)
+                if c == "session_id"
+                else F.lit(None).cast(closed.schema[c].dataType).alias(c)
+                for c in columns
+            ],
+            F.lit(True).alias("stale"),
+        )
+    )
+    updates = ", ".join(f"t.{c} = s.{c}" for c in columns)
+    merge = (
+        f"MERGE INTO delta.`{target.path}` AS t USING {{source}} AS s "
+        # The reach bound lets Delta skip files by their statistics; no row it leaves out has a
+        # recomputed session's id (a session ends after its start, which is at or after it).
+        f"ON t.session_id = s.session_id AND t.session_end >= {_ts(reach_from)} "
+        "WHEN MATCHED AND s.stale THEN DELETE "
+        f"WHEN MATCHED AND t.{_closed_by_then(watermark_ms)} THEN UPDATE SET {updates} "
+        f"WHEN NOT MATCHED AND NOT s.stale THEN INSERT ({', '.join(columns)}) "
+        f"VALUES ({', '.join(f's.{c}' for c in columns)})"
+    )
+    with_conflict_retries(
+        lambda: spark.sql(merge, source=source).collect(), f"{table.name} sessions of late users"
     )

@@ -4,10 +4,17 @@ An event behind the sessions query's watermark cannot join its session in the st
 records it in ``ops.late_session_events`` (:func:`late_rows`), and every run recomputes the
 sessions of the users with unreconciled late events from silver (:func:`reconcile`), marking a
 late event reconciled once a closed session holds it.
+
+All of it runs on the engine, whatever the number of late events: the pending events and their
+users stay DataFrames (never collected), silver is read for those users by a semi join, a late
+event is matched with its user's recomputed sessions by a join, and one MERGE marks the settled
+ones. A 30-day catch-up once recorded 591,131 late events; matching them in the client's Python
+would have run for hours (issue 56).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from pyspark.sql import DataFrame, SparkSession
@@ -15,72 +22,109 @@ from pyspark.sql import functions as F
 
 from lakehouse import delta_log
 from lakehouse.config import Table
-from lakehouse.flows.sessions.batch_form import recomputed_sessions, replace_sessions, utc_datetime
+from lakehouse.flows.sessions.batch_form import (
+    recomputed_sessions,
+    replace_users_sessions,
+    utc_datetime,
+)
 from lakehouse.flows.sessions.state import watermark_for
 from lakehouse.runtime import log
 from lakehouse.tables.gold_user_sessions import SESSION_GAP_MS
 
 
-def reconcile(spark: SparkSession, target: Table, run_label: str) -> dict:
-    """Recompute the sessions of users with unreconciled late events; mark those whose session has closed."""
+@dataclass
+class Reconciled:
+    """What a reconciliation did, and what ``gold.open_sessions`` needs of it.
+
+    ``dirty_users`` (one column, ``user_id``) are the users with pending late events, whose open
+    sessions the query's state does not know fully; ``open_truth`` their recomputed open sessions
+    (``OUTPUT_SCHEMA``). Both are cached DataFrames (None with no pending event): the caller
+    calls :meth:`release` once it has rewritten the open sessions.
+    """
+
+    late_pending: int = 0
+    late_reconciled: int = 0
+    dirty_users: DataFrame | None = None
+    open_truth: DataFrame | None = None
+    cached: list[DataFrame] = field(default_factory=list)
+
+    def figures(self) -> dict:
+        """The counts a run's summary carries."""
+        return {"late_pending": self.late_pending, "late_reconciled": self.late_reconciled}
+
+    def release(self) -> None:
+        """Drop the cached frames."""
+        for frame in self.cached:
+            frame.unpersist()
+        self.cached.clear()
+
+
+def reconcile(spark: SparkSession, target: Table, run_label: str) -> Reconciled:
+    """Recompute the sessions of users with unreconciled late events; mark those whose session has closed.
+
+    Costs a few Spark jobs (joins and aggregates, O(n log n) in the late events), whatever their number.
+    """
     table = target.spec
     late_table = target.side("late")
     if not delta_log.may_hold_nulls(late_table.path, "reconciled_at"):  # from the log: no Spark job
-        return {"late_pending": 0, "late_reconciled": 0}
+        return Reconciled()
     pending = (
         spark.read.format("delta")
         .load(late_table.path)
         .where(F.col("reconciled_at").isNull())
         .select("event_id", "user_id", F.unix_millis("event_time").alias("event_ms"))
-        .collect()
+        .persist()
     )
-    if not pending:
-        return {"late_pending": 0, "late_reconciled": 0}
-    users = {row.user_id for row in pending}
-    start_ms = min(row.event_ms for row in pending) - SESSION_GAP_MS
-    watermark = watermark_for(spark, target)
-    silver = target.upstream_tables()[0]
-    sessions = recomputed_sessions(spark, silver, table, watermark, start_ms, None, users)
+    figures = pending.agg(
+        F.count("*").alias("pending"),
+        F.min("event_ms").alias("earliest"),
+        F.countDistinct("user_id").alias("users"),
+    ).first()
+    if not figures.pending:
+        pending.unpersist()
+        return Reconciled()
+    result = Reconciled(cached=[pending])
     try:
-        replace_sessions(spark, target, table, sessions, watermark, start_ms, None, users)
-        recomputed = sessions.collect()  # a few sessions per user with a late event
-    finally:
-        sessions.unpersist()
-    # Each late event against its own user's closed sessions only (not every session: that was
-    # quadratic in the client), then one MERGE marks them all.
-    closed: dict[str, list] = {}
-    for row in recomputed:
-        if row.kind == "session":
-            closed.setdefault(row.user_id, []).append(row)
-    settled = [
-        late.event_id
-        for late in pending
-        if any(s.start_ms <= late.event_ms <= s.end_ms for s in closed.get(late.user_id, ()))
-    ]
-    open_truth = [row for row in recomputed if row.kind == "open"]
-    if settled:
-        ids = spark.createDataFrame([(event_id,) for event_id in settled], "event_id string")
-        spark.sql(
-            f"MERGE INTO delta.`{late_table.path}` AS t USING {{ids}} AS s "
+        # Cached and counted: the planner knows its size, so the joins below broadcast it when small.
+        users = pending.select("user_id").distinct()
+        start_ms = figures.earliest - SESSION_GAP_MS
+        watermark = watermark_for(spark, target)
+        silver = target.upstream_tables()[0]
+        sessions = recomputed_sessions(spark, silver, table, watermark, start_ms, None, users)
+        result.cached.append(sessions)
+        replace_users_sessions(spark, target, table, sessions, users, watermark, start_ms)
+        # A late event is settled once a closed session of its user holds it: a join on the user.
+        closed = sessions.where(F.col("kind") == "session").select(
+            F.col("user_id").alias("s_user"), "start_ms", "end_ms"
+        )
+        settled = pending.join(
+            closed,
+            (F.col("user_id") == F.col("s_user"))
+            & F.col("event_ms").between(F.col("start_ms"), F.col("end_ms")),
+            "left_semi",
+        ).select("event_id")
+        merged = spark.sql(
+            f"MERGE INTO delta.`{late_table.path}` AS t USING {{settled}} AS s "
             "ON t.event_id = s.event_id AND t.reconciled_at IS NULL "
             "WHEN MATCHED THEN UPDATE SET reconciled_at = current_timestamp(), "
             f"reconciled_by = '{run_label}'",
-            ids=ids,
-        ).collect()
-    still = len(pending) - len(settled)
-    log.info(
-        "%s: %d late event(s) of %d user(s) reconciled (%d wait for their session to close)",
-        table.name,
-        len(settled),
-        len(users),
-        still,
-    )
-    return {
-        "late_pending": still,
-        "late_reconciled": len(settled),
-        "dirty_users": users,
-        "open_truth": open_truth,
-    }
+            settled=settled,
+        ).first()
+        reconciled = int(merged["num_updated_rows"]) if merged is not None else 0
+        still = figures.pending - reconciled
+        log.info(
+            "%s: %d late event(s) of %d user(s) reconciled (%d wait for their session to close)",
+            table.name,
+            reconciled,
+            figures.users,
+            still,
+        )
+    except BaseException:
+        result.release()
+        raise
+    result.late_pending, result.late_reconciled = still, reconciled
+    result.dirty_users, result.open_truth = users, sessions.where(F.col("kind") == "open")
+    return result
 
 
 def late_rows(

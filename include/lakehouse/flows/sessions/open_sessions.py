@@ -12,7 +12,8 @@ from lakehouse.config import Lakehouse, Table
 from lakehouse.errors import ConfigError
 from lakehouse.files import lake_path
 from lakehouse.flows.sessions.batch_form import iso_instant
-from lakehouse.flows.sessions.processor import OUTPUT_SCHEMA, table_rows
+from lakehouse.flows.sessions.late import Reconciled
+from lakehouse.flows.sessions.processor import table_rows
 from lakehouse.flows.sessions.state import checkpoint_watermark_ms, open_sessions_in_state
 from lakehouse.sinks import ensure_table
 from lakehouse.spark import build_spark_session
@@ -34,9 +35,11 @@ def open_sessions_current(sessions: Table, checkpoint: str) -> bool:
 
 
 def refresh_open_sessions(
-    spark: SparkSession, sessions: Table, checkpoint: str, reconciled: dict
+    spark: SparkSession, sessions: Table, checkpoint: str, reconciled: Reconciled
 ) -> int:
     """Rewrite ``gold.open_sessions``: the state's open sessions, the recomputed ones for users with late events.
+
+    The users with late events replace theirs by a join (``reconciled.dirty_users``), never a list.
 
     The commit is tagged with the batch whose state it holds (:func:`open_sessions_current`).
     """
@@ -47,11 +50,10 @@ def refresh_open_sessions(
         if (lake_path(checkpoint) / "state").is_dir()
         else None
     )
-    dirty = reconciled.get("dirty_users")
-    if opened is not None and dirty:
-        opened = opened.where(~F.col("user_id").isin(sorted(dirty)))
-    if dirty:
-        truth = spark.createDataFrame(reconciled["open_truth"], OUTPUT_SCHEMA)
+    dirty, truth = reconciled.dirty_users, reconciled.open_truth
+    if opened is not None and dirty is not None:
+        opened = opened.join(dirty, "user_id", "left_anti")
+    if truth is not None:
         opened = truth if opened is None else opened.unionByName(truth)
     if opened is None:
         return 0
