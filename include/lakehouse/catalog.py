@@ -43,6 +43,7 @@ __all__ = [
     "CatalogError",
     "Column",
     "Expectation",
+    "Retention",
     "ExpectationFailed",
     "Grain",
     "TableSpec",
@@ -67,6 +68,19 @@ __all__ = [
 ]
 
 TABLES_PACKAGE = "lakehouse.tables"
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long maintenance keeps an ops table's rows (and its log), by one timestamp column.
+
+    ``keep``: a SQL condition (window functions allowed) on rows past the retention that stay,
+    e.g. the newest failed check of an hour, which still gates it.
+    """
+
+    column: str
+    days: int
+    keep: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +123,8 @@ class TableSpec:
     operation: str | None = None
     # data-quality rules checked after each run that writes it
     expectations: tuple[Expectation, ...] = ()
+    # rows older than this are trimmed by maintenance (ops tables; None: kept)
+    retention: Retention | None = None
 
     def __post_init__(self) -> None:
         # A table addressed by period is of hours unless it says otherwise (a spec built by hand too).
@@ -270,9 +286,15 @@ def side_table(
 
 
 def ops_table(
-    name: str, *, operation: str, schema: str, partition_by: list[str] | tuple[str, ...] = ()
+    name: str,
+    *,
+    operation: str,
+    schema: str,
+    partition_by: list[str] | tuple[str, ...] = (),
+    retention: Retention | None = None,
 ) -> TableSpec:
-    """Declare an ops table that ``operation`` (a job that is not a table's query) appends its records to."""
+    """Declare an ops table that ``operation`` (a job that is not a table's query) appends its
+    records to; ``retention``: how long maintenance keeps its rows."""
     return _declare(
         TableSpec(
             name=name,
@@ -281,6 +303,7 @@ def ops_table(
             task=operation,
             partition_by=tuple(partition_by),
             operation=operation,
+            retention=retention,
         )
     )
 

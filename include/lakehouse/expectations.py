@@ -130,6 +130,8 @@ def still_failing(lakehouse: Lakehouse, spec: TableSpec) -> list[datetime]:
     """The hours of ``spec`` whose last check of one of its current ``fail`` rules failed.
 
     Read with delta-rs, not Spark: every run of a gated task asks, and most runs find nothing.
+    Only the failed results and the results of their hours are read (by predicate), not every
+    check ever made.
     """
     path = lakehouse.table(RESULTS_TABLE).path
     gating = {
@@ -137,9 +139,19 @@ def still_failing(lakehouse: Lakehouse, spec: TableSpec) -> list[datetime]:
     }
     if not gating or not delta_log.is_delta_table(path):
         return []
-    results = object_storage.delta_table(path).to_pyarrow_table(
+    table = object_storage.delta_table(path)
+    # The failed results first (few: each is an hour to fix), then only those hours' results:
+    # what a run reads does not grow with the checks that passed before.
+    failed = table.to_pyarrow_table(
+        columns=["hour_start"],
+        filters=[("table_name", "=", spec.name), ("passed", "=", False)],
+    )
+    hours = sorted({h for h in failed.column("hour_start").to_pylist() if h is not None})
+    if not hours:
+        return []
+    results = table.to_pyarrow_table(
         columns=["rule", "hour_start", "checked_at", "passed"],
-        filters=[("table_name", "=", spec.name)],
+        filters=[("table_name", "=", spec.name), ("hour_start", "in", hours)],
     )
     newest: dict[tuple[str, datetime], bool] = {}
     for result in sorted(results.to_pylist(), key=lambda r: r["checked_at"]):
