@@ -11,6 +11,7 @@ import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from lakehouse.flows.ingest import _caught_up, _new_bytes
 from lakehouse.landing import (
     LandedIndex,
     changed_files,
@@ -156,3 +157,69 @@ def test_the_source_log_is_read_from_the_batches_since_the_last_record(tmp_path)
     assert (checkpoint / "sources" / "0" / "9.compact").exists()
     assert index.state["recorded_batch"] == 11
     assert index.state["newest_read"] == _hour(11)
+
+
+def _source_entry(checkpoint: Path, name: str, batch: int, *files: Path) -> None:
+    """A source log file as Spark's file source writes it, without its offsets or commit."""
+    lines = [f'{{"path":"{spark_uri(f)}","timestamp":0,"batchId":{batch}}}' for f in files]
+    (checkpoint / "sources" / "0" / name).write_text(
+        "v1\n" + "".join(f"{line}\n" for line in lines)
+    )
+
+
+def _commit(checkpoint: Path, batch: int) -> None:
+    (checkpoint / "offsets" / str(batch)).write_text(f'v1\n{{}}\n{{"logOffset":{batch}}}\n')
+    (checkpoint / "commits" / str(batch)).write_text("v1\n{}\n")
+
+
+def test_a_file_listed_for_a_batch_whose_driver_died_before_planning_it_is_still_new(tmp_path):
+    landing, checkpoint = tmp_path / "events", tmp_path / "gen=0"
+    folder = landing / "2026-11-20" / "10"
+    folder.mkdir(parents=True)
+    for log in ("offsets", "commits", "sources/0"):
+        (checkpoint / log).mkdir(parents=True)
+    first, second = folder / "a.jsonl", folder / "b.jsonl"
+    first.write_text("x" * 1000)
+    (folder / ".a.jsonl.crc").write_text("hidden")
+    (folder / "_tmp.jsonl").write_text("hidden")
+    # No batch planned yet: every landed file is new, and nothing is caught up.
+    plan = plan_new_files(str(checkpoint), landing)
+    assert (_new_bytes(str(checkpoint), plan), _caught_up(str(checkpoint), plan)) == (1000, None)
+    _source_entry(checkpoint, "0", 0, first)
+    _commit(checkpoint, 0)
+    plan = plan_new_files(str(checkpoint), landing)
+    assert _caught_up(str(checkpoint), plan) == (
+        "no new file among the 1 landed in the 1 hour folder(s) listed"
+    )
+    # The next file lands; the source lists it for batch 1, and the driver dies before offsets/1.
+    second.write_text("y" * 24)
+    _source_entry(checkpoint, "1", 1, second)
+    plan = plan_new_files(str(checkpoint), landing)
+    assert (_new_bytes(str(checkpoint), plan), _caught_up(str(checkpoint), plan)) == (24, None)
+    # Batch 1 planned, not committed: it must be replayed whatever it read, so the size is unknown.
+    (checkpoint / "offsets" / "1").write_text('v1\n{}\n{"logOffset":1}\n')
+    plan = plan_new_files(str(checkpoint), landing)
+    assert (_new_bytes(str(checkpoint), plan), _caught_up(str(checkpoint), plan)) == (None, None)
+    # Batch 1 committed: nothing new again.
+    _commit(checkpoint, 1)
+    plan = plan_new_files(str(checkpoint), landing)
+    assert _caught_up(str(checkpoint), plan) == (
+        "no new file among the 2 landed in the 1 hour folder(s) listed"
+    )
+
+
+def test_a_batch_in_no_log_file_leaves_its_files_new(tmp_path):
+    landing, checkpoint = tmp_path / "events", tmp_path / "gen=0"
+    folder = landing / "2026-11-20" / "10"
+    folder.mkdir(parents=True)
+    for log in ("offsets", "commits", "sources/0"):
+        (checkpoint / log).mkdir(parents=True)
+    files = [folder / f"{n}.jsonl" for n in range(3)]
+    for file in files:
+        file.write_text("z")
+    # Compacted past the committed batch (19 compacts 10-19, the entries before it gone): batch 9
+    # is in no file, so nothing is recorded and every file is new (the query decides).
+    _source_entry(checkpoint, "19.compact", 19, *files)
+    _commit(checkpoint, 9)
+    plan = plan_new_files(str(checkpoint), landing)
+    assert plan.new_files == 3 and _caught_up(str(checkpoint), plan) is None

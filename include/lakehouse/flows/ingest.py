@@ -147,7 +147,8 @@ def _pending(checkpoint: str) -> bool:
 
 def _caught_up(checkpoint: str, plan: ReadPlan) -> str | None:
     """Why the source has nothing new (every file the run's checks listed is read), or None."""
-    if plan.new_files or _pending(checkpoint) or not checkpoint_log.newest(checkpoint, "commits"):
+    committed = checkpoint_log.newest(checkpoint, "commits")
+    if plan.new_files or _pending(checkpoint) or committed is None:
         return None
     listed = "" if plan.folders is None else f" in the {len(plan.folders)} hour folder(s) listed"
     return f"no new file among the {len(plan.manifest)} landed{listed}"

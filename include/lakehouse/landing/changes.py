@@ -24,7 +24,6 @@ from lakehouse.landing.listing import (
 from lakehouse.landing.manifest import (
     LandedIndex,
     folder_of,
-    identity,
     mtime_ms,
     record_ingested_files,
     sha256_of,
@@ -95,7 +94,7 @@ def late_files(index: LandedIndex, root: str | Path, listed: Iterable[str]) -> l
         known = index.get(uri) or {}
         original = None
         if known.get("sha256") and known.get("size") is not None:
-            original = index.originals(known["size"]).get(identity(known))
+            original = index.original(known)
         copy = (
             f"; the same bytes as {relative_name(landed_path(original), root)}, so its lines are "
             "in bronze twice (silver counts the second as duplicates)"

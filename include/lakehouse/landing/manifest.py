@@ -107,8 +107,8 @@ class LandedIndex:
     * ``folders/<hash of the folder's URI>.json``: ``{uri: record}`` of the files of one folder
       (an hour folder, in the producer's layout): size, mtime, SHA-256, ``batch`` (the source log
       batch that read it; absent: a decision for a file not read yet), ``copy_of``, ``gzip_payload``;
-    * ``sizes/<size>.json``: ``{"<payload 0|1>:<sha256>": uri}``, the originals of that size, for
-      the copy check of a new file of that size;
+    * ``originals/<size>/<payload 0|1>-<sha256>``: the URI of the file read first with those
+      bytes (not a copy), for the copy check of a new file (a size with no folder: no hash needed);
     * ``state.json``: the source log batch recorded through, the newest ``<date>/<hour>`` read,
       where the turn of older folders is, and the files read while still being written.
 
@@ -120,7 +120,8 @@ class LandedIndex:
         self.checkpoint = checkpoint
         self.path = manifest_path(checkpoint)
         self._folders: dict[str, dict] = {}
-        self._sizes: dict[int, dict] = {}
+        self._sizes: dict[int, bool] = {}  # is there an original of that size?
+        self._originals: dict[str, str | None] = {}  # identity -> its original's URI
         self._dirty: set[tuple[str, object]] = set()
         self.loaded_bytes = 0  # what this index read from storage (the benchmark reports it)
         self.recorded_now: list[str] = []  # the files :func:`record_ingested_files` just added
@@ -154,13 +155,17 @@ class LandedIndex:
                 self.add_original(uri, known)
         self._legacy = _legacy_path(self.checkpoint)
 
-    def _read(self, path) -> dict:
+    def _read_text(self, path) -> str:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError:
-            return {}
+            return ""
         self.loaded_bytes += len(text)
-        return json.loads(text)
+        return text
+
+    def _read(self, path) -> dict:
+        text = self._read_text(path)
+        return json.loads(text) if text else {}
 
     def folder(self, folder: str) -> dict[str, dict]:
         """The records of the files of ``folder`` (a URI, :func:`folder_of`), by URI."""
@@ -188,17 +193,29 @@ class LandedIndex:
         if self.folder(folder).pop(uri, None) is not None:
             self._dirty.add(("folder", folder))
 
-    def originals(self, size: int) -> dict[str, str]:
-        """The files read of ``size`` bytes that are not copies, by identity (:func:`identity`)."""
+    def has_size(self, size: int) -> bool:
+        """Has bronze read an original (not a copy) of ``size`` bytes? (No hash needed if not.)"""
         if size not in self._sizes:
-            self._sizes[size] = self._read(self.path / "sizes" / f"{size}.json")
-        return self._sizes[size]
+            self._sizes[size] = (self.path / "originals" / str(size)).is_dir()
+        return bool(self._sizes[size])
+
+    def original(self, record: dict) -> str | None:
+        """The original read with the same bytes as ``record`` (size, SHA-256, payload), or None."""
+        key = identity(record)
+        if key not in self._originals:
+            if self._sizes.get(record["size"]) is False:
+                return None
+            found = self._read_text(self.path / "originals" / str(record["size"]) / key)
+            self._originals[key] = found or None
+        return self._originals[key]
 
     def add_original(self, uri: str, record: dict) -> None:
+        """Remember ``uri`` as the original of its bytes, unless another file is already."""
         if record.get("sha256") and not record.get("copy_of") and record.get("size") is not None:
-            found = self.originals(record["size"])
-            if found.setdefault(identity(record), uri) == uri:
-                self._dirty.add(("size", record["size"]))
+            if self.original(record) is None:
+                self._originals[identity(record)] = uri
+                self._sizes[record["size"]] = True
+                self._dirty.add(("original", (record["size"], identity(record))))
 
     def records(self, folders) -> dict[str, dict]:
         """The records of the files of ``folders`` (URIs), by URI."""
@@ -223,7 +240,8 @@ class LandedIndex:
                     json.dumps({"folder": key, "files": self._folders[key]}, sort_keys=True),
                 )
             else:
-                write_atomic(self.path / "sizes" / f"{key}.json", json.dumps(self._sizes[key]))
+                size, key = key
+                write_atomic(self.path / "originals" / str(size) / key, self._originals[key])
         write_atomic(self.path / "state.json", json.dumps(self.state, sort_keys=True))
         self._dirty.clear()
         if self._legacy is not None:
@@ -233,7 +251,7 @@ class LandedIndex:
 
 def identity(record: dict) -> str:
     """What makes two files the same: gzip payload or not, and their bytes' SHA-256."""
-    return f"{int(bool(record.get('gzip_payload')))}:{record['sha256']}"
+    return f"{int(bool(record.get('gzip_payload')))}-{record['sha256']}"
 
 
 def committed_log_batch(checkpoint: str) -> int | None:

@@ -140,10 +140,9 @@ def plan_new_files(
                 continue
         payload = path.name.endswith(EVENTS_SUFFIX) and starts_with_gzip(path)
         entry = None
-        if stat.st_size and (new_sizes[stat.st_size] > 1 or index.originals(stat.st_size)):
+        if stat.st_size and (new_sizes[stat.st_size] > 1 or index.has_size(stat.st_size)):
             entry = _entry(path, stat, payload)
-            key = identity(entry)
-            original = index.originals(stat.st_size).get(key) or fresh.setdefault(key, uri)
+            original = index.original(entry) or fresh.setdefault(identity(entry), uri)
             if original != uri:
                 copies[uri] = original
                 index.put(uri, {**entry, "copy_of": original})
