@@ -103,6 +103,13 @@ def test_a_run_lists_new_and_recent_hour_folders_and_older_ones_in_turn(tmp_path
     assert second.folders == (*recent, *after)
 
 
+def test_a_first_run_lists_every_folder(tmp_path):
+    landing = tmp_path / "events"
+    _land(landing, range(RECENT_HOURS + OLDER_PER_RUN + 10))
+    plan = plan_new_files(str(tmp_path / "gen=0"), landing)
+    assert plan.folders == tuple(_hour(n) for n in range(RECENT_HOURS + OLDER_PER_RUN + 9, -1, -1))
+
+
 def test_a_catch_up_lists_every_folder_newer_than_the_newest_read(tmp_path):
     landing, checkpoint, _ = _history(tmp_path, 10)
     _land(landing, range(10, 100))  # a backlog of 90 hours

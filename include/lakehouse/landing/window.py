@@ -45,12 +45,15 @@ class Window:
 def _entries(folder: Path | S3Path, chain: tuple[str, ...]) -> tuple[list, list, list]:
     """A folder's visible sub-folders (by name) and files, and the links the source cannot follow."""
     folders, files, links = [], [], []
-    if isinstance(folder, S3Path):
-        for path in folder.iterdir():
-            if path.name.startswith((".", "_")):
-                continue
-            (folders if path.is_dir() else files).append(path)
-        return sorted(folders), sorted(files), links
+    if isinstance(folder, S3Path):  # one listing by delimiter: prefixes are the folders
+        listing = folder._store().list_with_delimiter(f"{folder.key}/" if folder.key else None)
+        folders = [S3Path(folder.bucket, p.rstrip("/")) for p in listing["common_prefixes"]]
+        files = [S3Path(folder.bucket, item["path"]) for item in listing["objects"]]
+        return (
+            sorted(p for p in folders if not p.name.startswith((".", "_"))),
+            sorted(p for p in files if not p.name.startswith((".", "_"))),
+            links,
+        )
     try:
         with os.scandir(folder) as scan:
             entries = sorted(scan, key=lambda entry: entry.name)
@@ -113,8 +116,8 @@ def select_folders(
 
     listed = []
     for item in newest_first(None):
-        if len(listed) >= recent and (newest_read is None or item[0] <= newest_read):
-            break
+        if newest_read is not None and len(listed) >= recent and item[0] <= newest_read:
+            break  # None: nothing read yet, every folder can hold new files
         listed.append(item)
     taken = {key for key, _, _ in listed}
     audited = []
