@@ -41,6 +41,7 @@ DEFAULT_RETAIN_HOURS = 168  # Delta's own default (delta.deletedFileRetentionDur
 MARGIN_HOURS = 1  # a reader may be starting while VACUUM lists files
 VACUUM_PARALLELISM = 8  # tasks listing a table's files: our tables have few partition folders
 RECORDS = "ops.table_maintenance"
+OPS_CHECKPOINT_INTERVAL = 10  # commits between two checkpoints of an ops table's log
 log = logging.getLogger(
     "lakehouse"
 )  # not lakehouse.runtime's: the DAG file imports this module, and no Spark
@@ -257,17 +258,25 @@ def _trim(spark, spec, path: str, run_id: str | None) -> dict:
 def _trim_log(name: str, path: str, days: int, run_id: str | None) -> dict:
     """Checkpoint the table's log and delete the commits older than its retention (delta-rs).
 
-    Ops tables are appended by delta-rs, which writes no checkpoint: without one, every reader
-    replays every commit (+7 a run for ops.query_progress).
+    Ops tables are appended by delta-rs, which checkpoints every 100 commits by default: until
+    then every reader replays every commit (+7 a run for ops.query_progress). The table is set to
+    checkpoint every :data:`OPS_CHECKPOINT_INTERVAL` commits and to keep its log as long as its rows.
     """
     from lakehouse import object_storage
 
     before = _log_size(path)
     started, clock = datetime.now(UTC), time.monotonic()
     table = object_storage.delta_table(path)
-    if table.metadata().configuration.get("delta.logRetentionDuration") != f"interval {days} days":
-        table.alter.set_table_properties({"delta.logRetentionDuration": f"interval {days} days"})
-    table = object_storage.delta_table(path)
+    # delta-rs appends checkpoint the log every checkpointInterval commits (100 unless set): at 10,
+    # a reader between two maintenance runs replays at most 10 commits.
+    wanted = {
+        "delta.logRetentionDuration": f"interval {days} days",
+        "delta.checkpointInterval": str(OPS_CHECKPOINT_INTERVAL),
+    }
+    configuration = table.metadata().configuration
+    if any(configuration.get(key) != value for key, value in wanted.items()):
+        table.alter.set_table_properties(wanted)
+        table = object_storage.delta_table(path)
     table.create_checkpoint()
     table.cleanup_metadata()
     after = _log_size(path)
