@@ -11,8 +11,10 @@ from lakehouse.expectations import RESULTS_TABLE, still_failing
 from lakehouse.maintenance import main as maintain
 from lakehouse.sinks import append_records, ensure_table
 
+GATING_RULE = "every event has a campaign"  # silver.ad_events' fail rule
 
-def _result(checked_at: datetime, hour: datetime, passed: bool, rule: str = "no nulls") -> dict:
+
+def _result(checked_at: datetime, hour: datetime, passed: bool, rule: str = GATING_RULE) -> dict:
     return {
         "checked_at": checked_at,
         "table_name": "silver.ad_events",

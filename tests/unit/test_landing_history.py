@@ -230,3 +230,16 @@ def test_a_batch_in_no_log_file_leaves_its_files_new(tmp_path):
     _commit(checkpoint, 9)
     plan = plan_new_files(str(checkpoint), landing)
     assert plan.new_files == 3 and _caught_up(str(checkpoint), plan) is None
+
+
+def test_a_checkpoint_gone_back_is_recorded_anew(tmp_path):
+    landing, checkpoint = tmp_path / "events", tmp_path / "gen=0"
+    first, second = _land(landing, range(0, 1)), _land(landing, range(1, 2))
+    _read(checkpoint, 0, first)
+    _read(checkpoint, 1, second)
+    record_ingested_files(str(checkpoint), root=landing)
+    for log in ("offsets", "commits", "sources/0"):  # batch 1 forgotten: the source reads it again
+        (checkpoint / log / "1").unlink()
+    plan = plan_new_files(str(checkpoint), landing)
+    assert plan.new_files == len(second)
+    assert sorted(LandedIndex(str(checkpoint)).every_record()) == sorted(map(spark_uri, first))

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from lakehouse import checkpoint_log
-from lakehouse.files import S3Path, lake_path, write_atomic
+from lakehouse.files import S3Path, delete_tree, lake_path, write_atomic
 from lakehouse.landing.listing import landed_path, spark_uri
 from lakehouse.landing.read_back import bytes_read
 
@@ -116,9 +116,11 @@ class LandedIndex:
     not depend on how many files bronze has read before. Writes replace whole small files.
     """
 
-    def __init__(self, checkpoint: str) -> None:
+    def __init__(self, checkpoint: str, fresh: bool = False) -> None:
+        """``fresh``: ignore what is stored (it is replaced whole at the next :meth:`save`)."""
         self.checkpoint = checkpoint
         self.path = manifest_path(checkpoint)
+        self._replace = fresh
         self._folders: dict[str, dict] = {}
         self._sizes: dict[int, bool] = {}  # is there an original of that size?
         self._originals: dict[str, str | None] = {}  # identity -> its original's URI
@@ -126,7 +128,11 @@ class LandedIndex:
         self.loaded_bytes = 0  # what this index read from storage (the benchmark reports it)
         self.recorded_now: list[str] = []  # the files :func:`record_ingested_files` just added
         try:
-            self.state = json.loads((self.path / "state.json").read_text(encoding="utf-8"))
+            self.state = (
+                {"version": 1}
+                if fresh
+                else json.loads((self.path / "state.json").read_text(encoding="utf-8"))
+            )
         except (OSError, ValueError):
             self.state = {}
         self.state.setdefault("recorded_batch", -1)
@@ -156,6 +162,8 @@ class LandedIndex:
         self._legacy = _legacy_path(self.checkpoint)
 
     def _read_text(self, path) -> str:
+        if self._replace:
+            return ""
         try:
             text = path.read_text(encoding="utf-8")
         except OSError:
@@ -224,7 +232,7 @@ class LandedIndex:
     def every_record(self) -> dict[str, dict]:
         """Every record: a whole look (``lakehouse status``), never a run's."""
         shards = self.path / "folders"
-        if shards.is_dir():
+        if not self._replace and shards.is_dir():
             for shard in shards.iterdir():
                 if shard.name.endswith(".json"):
                     stored = self._read(shard)
@@ -233,6 +241,9 @@ class LandedIndex:
 
     def save(self) -> None:
         """Write the shards changed and the state (a reader sees each file old or new)."""
+        if self._replace:
+            delete_tree(self.path)
+            self._replace = False
         for kind, key in sorted(self._dirty, key=str):
             if kind == "folder":
                 write_atomic(
@@ -346,8 +357,12 @@ def record_ingested_files(
     from lakehouse.landing.window import folder_key
 
     index = LandedIndex(checkpoint)
-    state = index.state
     through = committed_log_batch(checkpoint)
+    if through is not None and through < index.state["recorded_batch"]:
+        # The checkpoint went back (batches forgotten): records of later batches would call files
+        # read that the source reads again. Recorded anew from the whole log, once.
+        index = LandedIndex(checkpoint, fresh=True)
+    state = index.state
     entries = (
         source_entries(checkpoint, state["recorded_batch"], through)
         if through is not None and through > state["recorded_batch"]
