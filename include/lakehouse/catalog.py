@@ -266,10 +266,12 @@ def side_table(
     partition_by: list[str] | tuple[str, ...] = (),
     write: Write = Write.APPEND,
     expect: list[Expectation] | tuple[Expectation, ...] = (),
+    retention: Retention | None = None,
 ) -> TableSpec:
     """Declare a table that ``written_by``'s query writes beside its own (e.g. its quarantine).
 
-    ``write``: APPEND (rows added once per micro-batch) or OVERWRITE (replaced by every run).
+    ``write``: APPEND (rows added once per micro-batch) or OVERWRITE (replaced by every run);
+    ``retention``: how long maintenance keeps its rows (a record of each batch, say).
     """
     return _declare(
         TableSpec(
@@ -281,6 +283,7 @@ def side_table(
             written_by=written_by,
             role=role,
             expectations=tuple(expect),
+            retention=retention,
         )
     )
 

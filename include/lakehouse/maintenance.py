@@ -18,7 +18,9 @@ An ops table (``ops.query_progress``, ``ops.expectation_results``, ``ops.table_m
 grows by every run; its declaration says how long its rows are kept (:class:`lakehouse.catalog.
 Retention`). Its maintenance first deletes the rows past that (``trim``: rows deleted), and last
 writes a checkpoint of its log and deletes the log's commits past the same retention (``log``:
-log files and bytes before and after), so that what a run reads of it stays the same size.
+log files and bytes before and after), so that what a run reads of it stays the same size. A
+streamed table's batch notes older than the batches Spark keeps in its checkpoint are deleted
+(``batch notes``).
 """
 
 from __future__ import annotations
@@ -190,6 +192,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
         needed_by=needed and needed.reader,
     )
     records.append(vacuumed)
+    notes = trim_batch_notes(lakehouse.table(args.table).checkpoint())
+    if notes is not None:
+        records.append(
+            {**_empty_record(args.table, "batch notes", datetime.now(UTC), run_id, path), **notes}
+        )
     if declared_spec.retention is not None:
         records.append(_trim_log(args.table, path, declared_spec.retention.days, run_id))
 
@@ -253,6 +260,35 @@ def _trim(spark, spec, path: str, run_id: str | None) -> dict:
     deleted = metrics.get("numDeletedRows", metrics.get("numTargetRowsDeleted", 0))
     record.update(rows_deleted=int(deleted), retention_hours=retention.days * 24)
     return record
+
+
+def trim_batch_notes(checkpoint: str) -> dict | None:
+    """Delete the notes of the batches Spark no longer keeps in the checkpoint; what it freed.
+
+    A query's micro-batch function leaves a note per batch beside its checkpoint
+    (``gen=N.batches/<batch>.json``, read by key for the run's own batches). Spark keeps the
+    newest ``minBatchesToRetain`` (100) batches' offsets; a note older than the oldest of them is
+    read by nothing (recovery replays only a retained batch). None: the table has no such notes.
+    """
+    from lakehouse.runtime.locks import _notes_dir  # the notes' one home
+
+    notes, kept = _notes_dir(checkpoint), checkpoint_log.batches(checkpoint, "offsets")
+    if not kept or not notes.is_dir():
+        return None
+    found = [(p, int(p.name.split(".")[0])) for p in notes.iterdir() if p.name[0].isdigit()]
+    before = (len(found), sum(p.stat().st_size for p, _ in found))
+    started = time.monotonic()
+    gone = [(p, p.stat().st_size) for p, batch in found if batch < kept[0]]
+    for note, _ in gone:
+        note.unlink(missing_ok=True)
+    return {
+        "seconds": round(time.monotonic() - started, 3),
+        "files_before": before[0],
+        "files_after": before[0] - len(gone),
+        "bytes_before": before[1],
+        "bytes_after": before[1] - sum(size for _, size in gone),
+        "files_deleted": len(gone),
+    }
 
 
 def _trim_log(name: str, path: str, days: int, run_id: str | None) -> dict:
