@@ -1,12 +1,15 @@
-"""What bronze has read: the file source's log of files, and bronze's manifest of their bytes.
+"""What bronze has read: the file source's log of files, and bronze's index of their bytes.
 
 Spark's file source logs each file it reads (URI, modification time) in its checkpoint
 (:func:`ingested_files`); bronze adds what a later look needs to tell a changed file from a
-touched one or a copy (size, SHA-256) in an index beside the checkpoint (:class:`LandedIndex`, ``gen=N.landed_files/``,
-kept by folder and by size so that a run reads only the records it looks up), from the source
-log's entries of the batches since the last record (:func:`record_ingested_files`); for a file that
-changed between Spark's listing and the record, from bronze's rows
-(:mod:`lakehouse.landing.read_back`).
+touched one or a copy (size, SHA-256) in an index beside the checkpoint (:class:`LandedIndex`,
+``gen=N.landed_files/``, kept by folder and by identity so that a run reads only the records it
+looks up), from the source log's entries of the batches since the last record
+(:func:`record_ingested_files`); for a file that changed between Spark's listing and the record,
+from bronze's rows (:mod:`lakehouse.landing.read_back`). It is an index of small JSON files, not
+a Delta table: it lives beside the checkpoint on local disk or S3 alike, needs no engine, and a
+run's few lookups are a few small reads, where a table would add a commit (and a log to trim)
+to every run.
 """
 
 from __future__ import annotations
