@@ -239,7 +239,9 @@ class LandedIndex:
             for shard in shards.iterdir():
                 if shard.name.endswith(".json"):
                     stored = self._read(shard)
-                    self._folders.setdefault(stored.get("folder", shard.name), stored["files"])
+                    self._folders.setdefault(
+                        stored.get("folder", shard.name), stored.get("files", {})
+                    )
         return {uri: known for files in self._folders.values() for uri, known in files.items()}
 
     def save(self) -> None:
