@@ -95,6 +95,14 @@ BENCHMARKS = (
         per_table=False,
     ),
     Benchmark(
+        "landing_history",
+        "Bronze's checks against a year of landed files",
+        "make bench-history",
+        "bronze's Python checks of one hourly run after 36 and 35,040 landed files, the code "
+        "before and now, and what bronze's records and the source log grow by per run",
+        per_table=False,
+    ),
+    Benchmark(
         "driver_start",
         "Driver JVM options for short runs",
         "make bench-driver-start",

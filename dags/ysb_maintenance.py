@@ -6,8 +6,11 @@ micro-batch adds) and then **VACUUM** (deletes the files no version within the r
 The retention is `retain_hours` (Delta's default, 7 days), raised for any table whose streaming
 reader still needs older files: a downstream query that has not run for a while reads from the
 version its checkpoint reached, and VACUUM must not delete the files it will read
-(delta-io/delta#577). Each operation's files and bytes before and after, the retention used and
-the reader that set it go to `ops.table_maintenance`.
+(delta-io/delta#577). An ops table is first trimmed to the retention its declaration states
+(rows past it deleted, but the newest failed check of an hour, which still gates it), and last
+its log is checkpointed and its commits past that retention deleted. Each operation's files and
+bytes (or rows) before and after, the retention used and the reader that set it go to
+`ops.table_maintenance`; each task's last log line says the bytes it freed.
 
 One task per table, one at a time (the tables share the engine with the hourly runs); a task that
 fails leaves the others to run.

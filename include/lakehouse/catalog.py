@@ -47,6 +47,7 @@ __all__ = [
     "CatalogError",
     "Column",
     "Expectation",
+    "Retention",
     "ExpectationFailed",
     "Grain",
     "TableSpec",
@@ -72,6 +73,19 @@ __all__ = [
 ]
 
 TABLES_PACKAGE = "lakehouse.tables"
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long maintenance keeps an ops table's rows (and its log), by one timestamp column.
+
+    ``keep``: a SQL condition (window functions allowed) on rows past the retention that stay,
+    e.g. the newest failed check of an hour, which still gates it.
+    """
+
+    column: str
+    days: int
+    keep: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +131,8 @@ class TableSpec:
     # the code version a developer declares in place of its code's hash (lakehouse.code_versions):
     # kept across a refactor that does not change output, bumped to mark its periods stale
     version: str | None = None
+    # rows older than this are trimmed by maintenance (ops tables; None: kept)
+    retention: Retention | None = None
 
     def __post_init__(self) -> None:
         # A table addressed by period is of hours unless it says otherwise (a spec built by hand too).
@@ -262,10 +278,12 @@ def side_table(
     partition_by: list[str] | tuple[str, ...] = (),
     write: Write = Write.APPEND,
     expect: list[Expectation] | tuple[Expectation, ...] = (),
+    retention: Retention | None = None,
 ) -> TableSpec:
     """Declare a table that ``written_by``'s query writes beside its own (e.g. its quarantine).
 
-    ``write``: APPEND (rows added once per micro-batch) or OVERWRITE (replaced by every run).
+    ``write``: APPEND (rows added once per micro-batch) or OVERWRITE (replaced by every run);
+    ``retention``: how long maintenance keeps its rows (a record of each batch, say).
     """
     return _declare(
         TableSpec(
@@ -277,14 +295,21 @@ def side_table(
             written_by=written_by,
             role=role,
             expectations=tuple(expect),
+            retention=retention,
         )
     )
 
 
 def ops_table(
-    name: str, *, operation: str, schema: str, partition_by: list[str] | tuple[str, ...] = ()
+    name: str,
+    *,
+    operation: str,
+    schema: str,
+    partition_by: list[str] | tuple[str, ...] = (),
+    retention: Retention | None = None,
 ) -> TableSpec:
-    """Declare an ops table that ``operation`` (a job that is not a table's query) appends its records to."""
+    """Declare an ops table that ``operation`` (a job that is not a table's query) appends its
+    records to; ``retention``: how long maintenance keeps its rows."""
     return _declare(
         TableSpec(
             name=name,
@@ -293,6 +318,7 @@ def ops_table(
             task=operation,
             partition_by=tuple(partition_by),
             operation=operation,
+            retention=retention,
         )
     )
 

@@ -130,6 +130,8 @@ def still_failing(lakehouse: Lakehouse, spec: TableSpec) -> list[datetime]:
     """The hours of ``spec`` whose last check of one of its current ``fail`` rules failed.
 
     Read with delta-rs, not Spark: every run of a gated task asks, and most runs find nothing.
+    Only this table's results are read (by predicate), and maintenance keeps a month of them
+    (and each hour's newest failure): what a run reads does not grow with history.
     """
     path = lakehouse.table(RESULTS_TABLE).path
     gating = {
@@ -137,6 +139,10 @@ def still_failing(lakehouse: Lakehouse, spec: TableSpec) -> list[datetime]:
     }
     if not gating or not delta_log.is_delta_table(path):
         return []
+    # By the table's name (its files' stats prune the others); not by ``passed``: delta-rs 1.6
+    # drops every file Spark wrote when filtering on a boolean (Spark keeps no min/max for it),
+    # so a failure rewritten by maintenance would vanish. The rows read are bounded by the
+    # table's declared retention (ops_expectation_results.py), not by every check ever made.
     results = object_storage.delta_table(path).to_pyarrow_table(
         columns=["rule", "hour_start", "checked_at", "passed"],
         filters=[("table_name", "=", spec.name)],

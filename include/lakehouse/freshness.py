@@ -3,7 +3,8 @@
 An hourly run that finds nothing new should cost next to nothing: each check below reads a few
 small files (a checkpoint's logs, a Delta log, a directory listing) and says why a query has
 nothing to do, or None when it may have. None is always the safe answer: the query then runs
-and finds out itself. A pending batch (planned, not committed) is never skipped: it must be
+and finds out itself. (Bronze's file source is answered by its plan of new files, from the hour
+folders that can hold them: :mod:`lakehouse.landing`.) A pending batch (planned, not committed) is never skipped: it must be
 replayed. The same files say about how much a job will read (``*_bytes``), by which its queries
 are interpreted or compiled (:func:`lakehouse.spark.fit_code_generation`).
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse import checkpoint_log, delta_log
@@ -58,93 +58,10 @@ def delta_source_caught_up(checkpoint: str, upstream_path: str) -> str | None:
     return None
 
 
-def _files_read(checkpoint: str) -> set[str] | None:
-    """The files a file-source query has read: its source log's entries up to the newest committed batch.
-
-    The source lists a batch's files in its log (``sources/0/N``) before the batch's offsets file
-    is written: a driver that died in between leaves files listed that no batch has read (Connect-mode
-    fault trial 39: a landing file of 91 lines skipped). None when its newest batch is not committed
-    (or there is none), or the log does not hold each entry up to that batch.
-    """
-    sources = _committed_offsets(checkpoint)
-    if not sources:
-        return None
-    try:
-        committed = int(json.loads(sources[0])["logOffset"])
-        entries = {
-            int(p.name.split(".")[0]): p
-            for p in (lake_path(checkpoint) / "sources" / "0").iterdir()
-            if p.name.split(".")[0].isdigit()
-        }
-    except (FileNotFoundError, KeyError, TypeError, ValueError):
-        return None
-    # A compacted entry holds every file up to its batch; the entries after it, one batch each.
-    first = max(
-        (n for n, p in entries.items() if p.name.endswith(".compact") and n <= committed), default=0
-    )
-    if any(n not in entries for n in range(first, committed + 1)):
-        return None  # compacted past the committed batch, or damaged: the query decides
-    seen: set[str] = set()
-    for n in range(first, committed + 1):
-        for line in entries[n].read_text(encoding="utf-8").splitlines()[1:]:
-            seen.add(json.loads(line)["path"])
-    return seen
-
-
-def _landed(pattern_root: str, pattern: str) -> dict[str, Path]:
-    """The non-hidden files ``pattern`` matches under ``pattern_root``, by URI (as the source logs
-    them), through symbolic links as the source lists them."""
-    from lakehouse.landing import hidden, matching_files, spark_uri
-
-    root = lake_path(pattern_root)
-    return {
-        spark_uri(p): p
-        for p in matching_files(root, pattern)
-        if p.is_file() and not hidden(p.relative_to(root))
-    }
-
-
-def file_source_caught_up(checkpoint: str, pattern_root: str, pattern: str) -> str | None:
-    """Why a file-source query (``pattern`` under ``pattern_root``) has nothing new, or None.
-
-    Every non-hidden file the pattern matches is in the source's log of files read.
-    """
-    seen = _files_read(checkpoint)
-    if seen is None:
-        return None
-    landed = _landed(pattern_root, pattern)
-    if landed.keys() <= seen:
-        return f"no new file among the {len(landed)} landed"
-    return None
-
-
-def file_source_new_bytes(checkpoint: str, pattern_root: str, pattern: str) -> int | None:
-    """Bytes of the landed files a file-source query has not read (all of them before its first batch).
-
-    None when unsure (a batch planned and not committed).
-    """
-    seen = _files_read(checkpoint) if _started(checkpoint) else set()
-    if seen is None:
-        return None
-    try:
-        return sum(
-            path.stat().st_size
-            for uri, path in _landed(pattern_root, pattern).items()
-            if uri not in seen
-        )
-    except FileNotFoundError:  # a file moved away meanwhile
-        return None
-
-
 def job_input_bytes(table: Table) -> int | None:
     """At most how many bytes of Delta tables a table's job reads: its upstream tables and itself,
     whole (a batch reads whole event periods of them); None when unsure."""
     return delta_log.data_bytes(*(t.path for t in (*table.upstream_tables(), table)))
-
-
-def _started(checkpoint: str) -> bool:
-    """Has the query planned a batch (its checkpoint's offset log holds one)?"""
-    return bool(checkpoint_log.batches(checkpoint, "offsets"))
 
 
 def file_fingerprint(path: str) -> str:

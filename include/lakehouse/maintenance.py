@@ -1,4 +1,5 @@
-"""Table maintenance: compact small files (OPTIMIZE) and delete files no reader needs (VACUUM).
+"""Table maintenance: trim ops tables to their retention, compact small files (OPTIMIZE), delete
+files no reader needs (VACUUM), and checkpoint and trim an ops table's log.
 
 Usage:
     spark-submit --jars "$(ls .jars/*.jar | paste -sd,)" jobs/maintenance.py --table silver.ad_events \
@@ -12,6 +13,14 @@ last reached, even if OPTIMIZE has removed it since: VACUUM with a shorter reten
 reader's next run with a missing file (delta-io/delta#577). So the retention used is never below
 the age of the oldest version a reader still needs (plus a margin), whatever was asked for; the
 record of each operation says which reader set it.
+
+An ops table (``ops.query_progress``, ``ops.expectation_results``, ``ops.table_maintenance``)
+grows by every run; its declaration says how long its rows are kept (:class:`lakehouse.catalog.
+Retention`). Its maintenance first deletes the rows past that (``trim``: rows deleted), and last
+writes a checkpoint of its log and deletes the log's commits past the same retention (``log``:
+log files and bytes before and after), so that what a run reads of it stays the same size. A
+streamed table's batch notes older than the batches Spark keeps in its checkpoint are deleted
+(``batch notes``).
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from lakehouse import catalog, checkpoint_log, delta_log
 from lakehouse.config import Lakehouse
@@ -34,6 +43,7 @@ DEFAULT_RETAIN_HOURS = 168  # Delta's own default (delta.deletedFileRetentionDur
 MARGIN_HOURS = 1  # a reader may be starting while VACUUM lists files
 VACUUM_PARALLELISM = 8  # tasks listing a table's files: our tables have few partition folders
 RECORDS = "ops.table_maintenance"
+OPS_CHECKPOINT_INTERVAL = 10  # commits between two checkpoints of an ops table's log
 log = logging.getLogger(
     "lakehouse"
 )  # not lakehouse.runtime's: the DAG file imports this module, and no Spark
@@ -123,7 +133,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     spark = build_spark_session(f"maintenance {args.table}")
     run_id = os.environ.get("AIRFLOW_CTX_DAG_RUN_ID")
+    declared_spec = catalog.get(args.table)
+    trimmed = []
+    if declared_spec.retention is not None:
+        trimmed.append(_trim(spark, declared_spec, path, run_id))
     records = [
+        *trimmed,
         _record(
             spark,
             args.table,
@@ -177,13 +192,20 @@ def main(argv: list[str] | None = None) -> list[dict]:
         needed_by=needed and needed.reader,
     )
     records.append(vacuumed)
+    notes = trim_batch_notes(lakehouse.table(args.table).checkpoint())
+    if notes is not None:
+        records.append(
+            {**_empty_record(args.table, "batch notes", datetime.now(UTC), run_id, path), **notes}
+        )
+    if declared_spec.retention is not None:
+        records.append(_trim_log(args.table, path, declared_spec.retention.days, run_id))
 
     table = lakehouse.table(RECORDS)
     declared = catalog.get(RECORDS)
     ensure_table(spark, table)
     spark.createDataFrame(
         [tuple(r[c] for c in declared.column_names) for r in records], declared.spark_schema()
-    ).write.format("delta").mode("append").save(table.path)
+    ).write.format("delta").mode("append").option("mergeSchema", "true").save(table.path)
     for record in records:
         log.info(
             "%s %s: %d -> %d file(s), %d -> %d byte(s)%s in %.1f s",
@@ -195,10 +217,141 @@ def main(argv: list[str] | None = None) -> list[dict]:
             record["bytes_after"],
             f", {record['files_deleted']} deleted (retention {hours} h)"
             if record["operation"] == "vacuum"
+            else f", {record['rows_deleted']} row(s) older than {record['retention_hours']} h"
+            if record["operation"] == "trim"
             else "",
             record["seconds"],
         )
+    freed = sum(
+        r["bytes_before"] - r["bytes_after"] for r in records if r["operation"] != "optimize"
+    )
+    log.info("%s: maintenance freed %d byte(s)", args.table, max(freed, 0))
     return records
+
+
+def _trim(spark, spec, path: str, run_id: str | None) -> dict:
+    """Delete the rows of an ops table past its declared retention (but those it says to keep)."""
+    retention = spec.retention
+    cutoff = datetime.now(UTC) - timedelta(days=retention.days)
+    old = f"{retention.column} < TIMESTAMP '{cutoff:%Y-%m-%d %H:%M:%S.%f}+00:00'"
+    if retention.keep is None:
+        statement = f"DELETE FROM delta.`{path}` WHERE {old}"
+    else:
+        # DELETE takes no window function: the rows to delete are found first, then merged away.
+        on = " AND ".join(f"t.`{c}` <=> d.`{c}`" for c in spec.column_names)
+        statement = (
+            f"MERGE INTO delta.`{path}` AS t USING (SELECT DISTINCT * EXCEPT (_keep) FROM "
+            f"(SELECT *, {retention.keep} AS _keep FROM delta.`{path}`) WHERE {old} AND NOT _keep)"
+            f" AS d ON {on} WHEN MATCHED THEN DELETE"
+        )
+
+    def trim() -> None:
+        from lakehouse.sinks import with_conflict_retries
+
+        with_conflict_retries(lambda: spark.sql(statement).collect(), f"trim {spec.name}")
+
+    version = delta_log.latest_version(path)
+    record = _record(spark, spec.name, path, "trim", run_id, trim)
+    metrics = (
+        delta_log.latest_commit_info(path).get("operationMetrics", {})
+        if delta_log.latest_version(path) != version
+        else {}
+    )
+    deleted = metrics.get("numDeletedRows", metrics.get("numTargetRowsDeleted", 0))
+    record.update(rows_deleted=int(deleted), retention_hours=retention.days * 24)
+    return record
+
+
+def trim_batch_notes(checkpoint: str) -> dict | None:
+    """Delete the notes of the batches Spark no longer keeps in the checkpoint; what it freed.
+
+    A query's micro-batch function leaves a note per batch beside its checkpoint
+    (``gen=N.batches/<batch>.json``, read by key for the run's own batches). Spark keeps the
+    newest ``minBatchesToRetain`` (100) batches' offsets; a note older than the oldest of them is
+    read by nothing (recovery replays only a retained batch). None: the table has no such notes.
+    """
+    from lakehouse.runtime.locks import _notes_dir  # the notes' one home
+
+    notes, kept = _notes_dir(checkpoint), checkpoint_log.batches(checkpoint, "offsets")
+    if not kept or not notes.is_dir():
+        return None
+    found = [(p, int(p.name.split(".")[0])) for p in notes.iterdir() if p.name[0].isdigit()]
+    before = (len(found), sum(p.stat().st_size for p, _ in found))
+    started = time.monotonic()
+    gone = [(p, p.stat().st_size) for p, batch in found if batch < kept[0]]
+    for note, _ in gone:
+        note.unlink(missing_ok=True)
+    return {
+        "seconds": round(time.monotonic() - started, 3),
+        "files_before": before[0],
+        "files_after": before[0] - len(gone),
+        "bytes_before": before[1],
+        "bytes_after": before[1] - sum(size for _, size in gone),
+        "files_deleted": len(gone),
+    }
+
+
+def _trim_log(name: str, path: str, days: int, run_id: str | None) -> dict:
+    """Checkpoint the table's log and delete the commits older than its retention (delta-rs).
+
+    Ops tables are appended by delta-rs, which checkpoints every 100 commits by default: until
+    then every reader replays every commit (+7 a run for ops.query_progress). The table is set to
+    checkpoint every :data:`OPS_CHECKPOINT_INTERVAL` commits and to keep its log as long as its rows.
+    """
+    from lakehouse import object_storage
+
+    before = _log_size(path)
+    started, clock = datetime.now(UTC), time.monotonic()
+    table = object_storage.delta_table(path)
+    # delta-rs appends checkpoint the log every checkpointInterval commits (100 unless set): at 10,
+    # a reader between two maintenance runs replays at most 10 commits.
+    wanted = {
+        "delta.logRetentionDuration": f"interval {days} days",
+        "delta.checkpointInterval": str(OPS_CHECKPOINT_INTERVAL),
+    }
+    configuration = table.metadata().configuration
+    if any(configuration.get(key) != value for key, value in wanted.items()):
+        table.alter.set_table_properties(wanted)
+        table = object_storage.delta_table(path)
+    table.create_checkpoint()
+    table.cleanup_metadata()
+    after = _log_size(path)
+    return {
+        **_empty_record(name, "log", started, run_id, path),
+        "seconds": round(time.monotonic() - clock, 3),
+        "files_before": before[0],
+        "files_after": after[0],
+        "bytes_before": before[1],
+        "bytes_after": after[1],
+        "files_deleted": max(before[0] - after[0], 0),
+        "retention_hours": days * 24,
+    }
+
+
+def _log_size(path: str) -> tuple[int, int]:
+    """How many files the table's log holds, and their bytes."""
+    files = [p for p in (lake_path(path) / "_delta_log").iterdir() if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def _empty_record(name: str, operation: str, started, run_id: str | None, path: str) -> dict:
+    return {
+        "table_name": name,
+        "operation": operation,
+        "started_at": started,
+        "seconds": None,
+        "files_before": None,
+        "files_after": None,
+        "bytes_before": None,
+        "bytes_after": None,
+        "files_deleted": None,
+        "retention_hours": None,
+        "oldest_needed_version": None,
+        "needed_by": None,
+        "table_version": delta_log.latest_version(path),
+        "run_id": run_id,
+        "rows_deleted": None,
+    }
 
 
 def _record(spark, name: str, path: str, operation: str, run_id: str | None, run) -> dict:
@@ -208,20 +361,12 @@ def _record(spark, name: str, path: str, operation: str, run_id: str | None, run
     run()
     after = _detail(spark, path)
     return {
-        "table_name": name,
-        "operation": operation,
-        "started_at": started,
+        **_empty_record(name, operation, started, run_id, path),
         "seconds": round(time.monotonic() - clock, 3),
         "files_before": before["numFiles"],
         "files_after": after["numFiles"],
         "bytes_before": before["sizeInBytes"],
         "bytes_after": after["sizeInBytes"],
-        "files_deleted": None,
-        "retention_hours": None,
-        "oldest_needed_version": None,
-        "needed_by": None,
-        "table_version": delta_log.latest_version(path),
-        "run_id": run_id,
     }
 
 

@@ -21,6 +21,8 @@
 #   make bench                                   # YSB throughput per layer, incremental vs batch, growth, overhead (about 40 minutes)
 #   make bench BENCH_ARGS='--sizes 2M,10M'       # other sizes / repetitions / stages
 #   make bench-lineage                           # OpenLineage off/on/in a thread on runs with nothing new (minutes)
+#   make bench-history                          # bronze's Python checks after 36 vs 35,040 landed files,
+#                                                # before and now; records and log growth per run (minutes)
 #   make bench-smoke                             # the benchmark code on tiny data (tests/bench)
 #
 # bench.engine_runs builds its Airflow homes with the tests' tests/airflow_env.py and
@@ -38,7 +40,7 @@ JIT_ARGS ?= --reps 2 --hours 3 --large-events 1000000
 
 BENCH_OUT := --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
 BENCH_TARGETS := bench bench-smoke bench-driver-start bench-engine bench-compare bench-sessions bench-sessions-compare bench-reconcile \
-                 bench-codegen bench-jit bench-ops-records bench-storage bench-lineage benchmarks-md
+                 bench-codegen bench-jit bench-ops-records bench-storage bench-lineage bench-history benchmarks-md
 
 .PHONY: $(BENCH_TARGETS)
 
@@ -88,3 +90,7 @@ bench-storage: setup s3-gateway s3-jars  ## the whole hourly run on S3 (a privat
 LINEAGE_BENCH_ARGS ?= --reps 3
 bench-lineage: setup lineage-jars  ## OpenLineage's cost on hourly runs with nothing new: off, on, on in a thread
 	python -m bench.lineage_overhead $(LINEAGE_BENCH_ARGS) $(BENCH_OUT)
+
+HISTORY_BENCH_ARGS ?= --hours 9,8760 --baseline 07870b4
+bench-history: setup  ## bronze's Python checks per run after a short and a year-long landing history, before and now
+	python -m bench.landing_history $(HISTORY_BENCH_ARGS) $(BENCH_OUT)

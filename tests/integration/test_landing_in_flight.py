@@ -5,7 +5,6 @@ rewrite is still refused by name."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import threading
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import run_job, table, view_line
 
-from lakehouse.landing import manifest_path, spark_uri
+from lakehouse.landing import LandedIndex, spark_uri
 from lakehouse.landing.manifest import sha256_of
 from lakehouse_tools import observe, status
 from lakehouse_tools.generator import campaign_dimension, write_campaigns
@@ -82,9 +81,7 @@ def test_a_file_whose_last_write_lands_after_spark_listed_it_is_recorded_as_read
         summary = run_job("bronze_ad_events", lakehouse)
     assert _bronze_lines(spark, lakehouse) == sorted(lines)
     assert summary["changed_files"] == []  # before: rewritten_after_ingestion, "not read"
-    record = json.loads(
-        manifest_path(lakehouse.table("bronze.ad_events").checkpoint(0)).read_text()
-    )
+    record = LandedIndex(lakehouse.table("bronze.ad_events").checkpoint(0)).every_record()
     assert record[spark_uri(part)]["size"] == part.stat().st_size
     assert record[spark_uri(part)]["sha256"] == sha256_of(part)
     run_job("silver_ad_events", lakehouse)

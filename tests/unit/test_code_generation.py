@@ -6,8 +6,6 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse.freshness import file_source_new_bytes
-from lakehouse.landing import spark_uri
 from lakehouse.spark import GENERATED_CODE_FROM_BYTES, fit_code_generation
 
 CODEGEN = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
@@ -58,38 +56,4 @@ def test_the_input_size_chooses_interpreted_or_generated_code_and_both_give_the_
     rows = [(campaign, events_, total) for campaign, (events_, total) in expected.items()]
     assertDataFrameEqual(
         counted, spark.createDataFrame(rows, "campaign long, events long, total long")
-    )
-
-
-def test_new_file_bytes_are_the_landed_files_not_yet_read(tmp_path):
-    landing = tmp_path / "landing" / "ad_events" / "ingest_date=2026-11-20"
-    landing.mkdir(parents=True)
-    (landing / "a.jsonl").write_text("x" * 1000)
-    (landing / "b.jsonl").write_text("y" * 24)
-    (landing / ".a.jsonl.crc").write_text("hidden")
-    (landing / "_tmp.jsonl").write_text("hidden")
-    checkpoint = tmp_path / "checkpoint"
-    # No batch planned yet: every landed file is new.
-    assert (
-        file_source_new_bytes(str(checkpoint), str(tmp_path / "landing" / "ad_events"), "*/*.jsonl")
-        == 1024
-    )
-    # Batch 0 planned and committed, having read a.jsonl: b.jsonl is what is new.
-    (checkpoint / "offsets").mkdir(parents=True)
-    (checkpoint / "commits").mkdir()
-    (checkpoint / "sources" / "0").mkdir(parents=True)
-    (checkpoint / "offsets" / "0").write_text('v1\n{}\n{"logOffset":0}\n')
-    (checkpoint / "commits" / "0").write_text("v1\n{}\n")
-    (checkpoint / "sources" / "0" / "0").write_text(
-        f'v1\n{{"path":"{spark_uri(landing / "a.jsonl")}","timestamp":0,"batchId":0}}\n'
-    )
-    assert (
-        file_source_new_bytes(str(checkpoint), str(tmp_path / "landing" / "ad_events"), "*/*.jsonl")
-        == 24
-    )
-    # Batch 1 planned, not committed: it must be replayed whatever it read, so the size is unknown.
-    (checkpoint / "offsets" / "1").write_text('v1\n{}\n{"logOffset":1}\n')
-    assert (
-        file_source_new_bytes(str(checkpoint), str(tmp_path / "landing" / "ad_events"), "*/*.jsonl")
-        is None
     )

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from lakehouse.config import Lakehouse
 from lakehouse.landing import (
+    LandedIndex,
     changed_files,
     copied_files,
     ingested_files,
     landing_report,
-    manifest_path,
     plan_new_files,
     spark_uri,
 )
@@ -39,17 +39,19 @@ def test_a_uri_is_quoted_as_hadoop_quotes_it():
     )
 
 
-def _ingested(checkpoint: Path, *files: Path) -> None:
-    """A checkpoint whose committed batch 0 read ``files``, as Spark's file source records it."""
+def _ingested(checkpoint: Path, *files: Path, batch: int = 0) -> None:
+    """A checkpoint whose committed ``batch`` read ``files``, as Spark's file source records it."""
     for folder in ("offsets", "commits", "sources/0"):
         (checkpoint / folder).mkdir(parents=True, exist_ok=True)
     entries = [
-        json.dumps({"path": spark_uri(f), "timestamp": f.stat().st_mtime_ns // 10**6, "batchId": 0})
+        json.dumps(
+            {"path": spark_uri(f), "timestamp": f.stat().st_mtime_ns // 10**6, "batchId": batch}
+        )
         for f in files
     ]
-    (checkpoint / "sources" / "0" / "0").write_text("v1\n" + "\n".join(entries) + "\n")
-    (checkpoint / "offsets" / "0").write_text('v1\n{}\n{"logOffset":0}\n')
-    (checkpoint / "commits" / "0").write_text("v1\n{}\n")
+    (checkpoint / "sources" / "0" / str(batch)).write_text("v1\n" + "\n".join(entries) + "\n")
+    (checkpoint / "offsets" / str(batch)).write_text(f'v1\n{{}}\n{{"logOffset":{batch}}}\n')
+    (checkpoint / "commits" / str(batch)).write_text("v1\n{}\n")
 
 
 def test_appended_rewritten_and_touched_files(tmp_path):
@@ -62,9 +64,7 @@ def test_appended_rewritten_and_touched_files(tmp_path):
     _ingested(checkpoint, *files.values())
     assert set(ingested_files(str(checkpoint))) == {spark_uri(p) for p in files.values()}
     assert changed_files(str(checkpoint), landing) == []
-    assert set(json.loads(manifest_path(str(checkpoint)).read_text())) == set(
-        ingested_files(str(checkpoint))
-    )
+    assert set(LandedIndex(str(checkpoint)).every_record()) == set(ingested_files(str(checkpoint)))
 
     with files["a"].open("a") as handle:
         handle.write("a-2\n")
@@ -118,7 +118,7 @@ def test_copies_are_planned_by_their_bytes_and_a_committed_decision_stays(tmp_pa
     ]
     # A retry after a crash in which the copy c2 was read (committed) and its original c was not:
     # c2's decision stays, and c, no longer matched by a committed original, is read.
-    _ingested(checkpoint, landing / "d" / "10" / "c2.jsonl")
+    _ingested(checkpoint, landing / "d" / "10" / "c2.jsonl", batch=1)
     again = plan_new_files(str(checkpoint), landing)
     assert uri["d/10/c.jsonl"] not in again.copies
     assert again.manifest[uri["d/10/c2.jsonl"]]["copy_of"] == uri["d/10/c.jsonl"]

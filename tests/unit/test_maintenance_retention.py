@@ -71,3 +71,21 @@ def test_a_needed_version_gone_from_the_log_stops_the_vacuum_with_the_fix():
         ConfigError, match="gold.campaign_hourly still reads from version 2.*Run that table's query"
     ):
         safe_retention_hours(0, needed, NOW)
+
+
+def test_batch_notes_older_than_the_batches_spark_keeps_are_deleted(tmp_path):
+    from lakehouse.maintenance import trim_batch_notes
+
+    checkpoint = tmp_path / "gen=0"
+    (checkpoint / "offsets").mkdir(parents=True)
+    notes = tmp_path / "gen=0.batches"
+    notes.mkdir()
+    for batch in range(150):
+        (notes / f"{batch}.json").write_text("{}")
+    for batch in range(50, 150):  # Spark kept the newest 100 batches
+        (checkpoint / "offsets" / str(batch)).write_text("v1\n{}\n")
+    freed = trim_batch_notes(str(checkpoint))
+    assert sorted(int(p.stem) for p in notes.iterdir()) == list(range(50, 150))
+    assert (freed["files_before"], freed["files_after"], freed["files_deleted"]) == (150, 100, 50)
+    assert (freed["bytes_before"], freed["bytes_after"]) == (300, 200)
+    assert trim_batch_notes(str(tmp_path / "never-ran")) is None

@@ -28,10 +28,10 @@ import argparse
 
 from pyspark.errors import StreamingQueryException
 
+from lakehouse import checkpoint_log
 from lakehouse.catalog import TableSpec
 from lakehouse.config import Table
 from lakehouse.errors import ConfigError
-from lakehouse.freshness import file_source_caught_up, file_source_new_bytes
 from lakehouse.kafka_settings import (
     DEFAULT_MAX_OFFSETS_PER_TRIGGER,
     DEFAULT_TOPIC,
@@ -41,13 +41,13 @@ from lakehouse.kafka_settings import (
     validate_topic,
 )
 from lakehouse.landing import (
-    READ_SUFFIXES,
     ReadPlan,
     changed_files,
     copied_files,
     ignored_files,
+    late_files,
     plan_new_files,
-    readable_files,
+    record_ingested_files,
 )
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, log, run_available_now
@@ -60,9 +60,6 @@ from lakehouse.sources import (
     require_kafka_topic,
 )
 from lakehouse.spark import build_spark_session, fit_code_generation
-
-# The files the source reads under the landing folder, for the checks made from files (any depth).
-READ_FILES = tuple(f"**/*{suffix}" for suffix in READ_SUFFIXES)
 
 
 def source_options() -> argparse.ArgumentParser:
@@ -107,7 +104,7 @@ def run(target: Table, args: JobArgs) -> dict:
         .option("mergeSchema", "true")
         .partitionBy(*table.partition_by)
     )
-    landed = None if source.source == "kafka" else _new_bytes(checkpoint, landing)
+    landed = None if source.source == "kafka" else _new_bytes(checkpoint, plan)
     log.info("%s: %s", table.name, fit_code_generation(spark, landed))
     try:
         # The Delta sink's transaction app id is the query id: the check compares the checkpoint's.
@@ -117,7 +114,7 @@ def run(target: Table, args: JobArgs) -> dict:
             name=table.name,
             writes=[Written(target)],
             progress_log=ProgressLog(spark, args.lakehouse),
-            caught_up=None if source.source == "kafka" else lambda: _caught_up(checkpoint, landing),
+            caught_up=None if source.source == "kafka" else lambda: _caught_up(checkpoint, plan),
         )
     except StreamingQueryException as error:
         if source.source != "kafka":
@@ -125,7 +122,7 @@ def run(target: Table, args: JobArgs) -> dict:
         _explain_kafka_failure(error, table, target, servers, topic, checkpoint)
         raise
     if source.source != "kafka":
-        summary.update(landing_problems(checkpoint, landing, target.path))
+        summary.update(landing_problems(checkpoint, landing, target.path, plan))
     return summary
 
 
@@ -142,36 +139,56 @@ def _plan(checkpoint: str, landing_dir: str) -> ReadPlan:
     return plan
 
 
-def _caught_up(checkpoint: str, landing_dir: str) -> str | None:
-    """Why the source has nothing new (every file it reads is in its log), or None."""
-    if any(file_source_caught_up(checkpoint, landing_dir, files) is None for files in READ_FILES):
+def _pending(checkpoint: str) -> bool:
+    """Has the query planned a batch it has not committed (the next run replays it)?"""
+    planned = checkpoint_log.newest(checkpoint, "offsets")
+    return planned is not None and planned != checkpoint_log.newest(checkpoint, "commits")
+
+
+def _caught_up(checkpoint: str, plan: ReadPlan) -> str | None:
+    """Why the source has nothing new (every file the run's checks listed is read), or None."""
+    committed = checkpoint_log.newest(checkpoint, "commits")
+    if plan.new_files or _pending(checkpoint) or committed is None:
         return None
-    return f"no new file among the {len(readable_files(landing_dir))} landed"
+    listed = "" if plan.folders is None else f" in the {len(plan.folders)} hour folder(s) listed"
+    return f"no new file among the {len(plan.manifest)} landed{listed}"
 
 
-def _new_bytes(checkpoint: str, landing_dir: str) -> int | None:
-    found = [file_source_new_bytes(checkpoint, landing_dir, files) for files in READ_FILES]
-    return None if None in found else sum(found)
+def _new_bytes(checkpoint: str, plan: ReadPlan) -> int | None:
+    """Bytes of the listed files the source has not read (None: a batch to replay, unsure)."""
+    return None if _pending(checkpoint) else plan.new_bytes
 
 
-def landing_problems(checkpoint: str, landing_dir: str, table_path: str | None = None) -> dict:
+def landing_problems(
+    checkpoint: str, landing_dir: str, table_path: str | None = None, plan: ReadPlan | None = None
+) -> dict:
     """What the landing zone holds that this run did not read as events, logged and for the summary.
 
     ``ignored_files``: names or payloads the source does not read (or reads with a caveat);
     ``changed_files``: files appended to or rewritten after bronze read them, never read again;
     ``copied_files``: files with the same bytes as one bronze has read (renamed, moved, copied),
-    not read again. Each names the file, the reason and what to do (:mod:`lakehouse.landing`).
-    Nothing here stops the run: the other files are read as usual. ``table_path``: bronze's
-    table, whose rows record a file still being written when Spark listed it.
+    not read again; ``late_files``: files this run read from hour folders its checks did not list
+    (landed late in an old hour). Each names the file, the reason and what to do
+    (:mod:`lakehouse.landing`). Nothing here stops the run: the other files are read as usual.
+    ``table_path``: bronze's table, whose rows record a file still being written when Spark
+    listed it. ``plan``: the run's plan, whose folders are the ones looked at (None: all).
     """
-    changed = [
-        problem.as_dict() for problem in changed_files(checkpoint, landing_dir, True, table_path)
-    ]
-    manifest = plan_new_files(checkpoint, landing_dir, write=False).manifest
+    index = record_ingested_files(checkpoint, False, table_path, landing_dir)
+    folders = None if plan is None or plan.folders is None else plan.folder_uris
+    changed = changed_files(checkpoint, landing_dir, True, table_path, folders, index)
+    records = index.every_record() if folders is None else index.records(folders)
     found = {
-        "ignored_files": [problem.as_dict() for problem in ignored_files(landing_dir)],
-        "changed_files": changed,
-        "copied_files": [problem.as_dict() for problem in copied_files(landing_dir, manifest)],
+        "ignored_files": [
+            problem.as_dict()
+            for problem in ignored_files(landing_dir, plan.listing if plan else None)
+        ],
+        "changed_files": [problem.as_dict() for problem in changed],
+        "copied_files": [problem.as_dict() for problem in copied_files(landing_dir, records)],
+        "late_files": [
+            problem.as_dict() for problem in late_files(index, landing_dir, folders or ())
+        ]
+        if folders is not None
+        else [],
     }
     for problems in found.values():
         for problem in problems:

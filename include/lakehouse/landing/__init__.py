@@ -14,8 +14,12 @@ back to a folder it is in) is reported by name.
 
 A landed file is immutable once read (Spark's file source and Auto Loader assume the same): the
 source never reads a path twice. Bronze records each file it has read (size, modification time,
-SHA-256) in a manifest beside its checkpoint; a file appended to or rewritten afterwards is
-reported by name with the exact fix (:func:`changed_files`), never read again in part or twice.
+SHA-256) in an index beside its checkpoint, kept by folder and size; a file appended to or
+rewritten afterwards is reported by name with the exact fix (:func:`changed_files`), never read
+again in part or twice. A run's checks list only the hour folders that can hold new files and a
+few older ones in turn (:mod:`~lakehouse.landing.window`): their cost does not grow with the
+landing zone; a file landed late in an older folder is read and named after the read
+(:func:`late_files`).
 
 Before each run, bronze plans how the source reads its new files (:func:`plan_new_files`): a file
 whose bytes equal those of a file bronze has read, or of another new file (renamed, moved to
@@ -30,14 +34,15 @@ The modules, by concept:
 * :mod:`~lakehouse.landing.listing`: which files the source reads, their URIs as Spark logs them;
 * :mod:`~lakehouse.landing.problems`: a file not read as events (:class:`LandingProblem`, its
   :class:`Problem` code), and the files ignored by their name or read with a caveat;
-* :mod:`~lakehouse.landing.manifest`: what bronze has read (the source's log, bronze's manifest);
+* :mod:`~lakehouse.landing.window`: the hour folders a run's checks list (not the whole zone);
+* :mod:`~lakehouse.landing.manifest`: what bronze has read (the source's log, bronze's index);
 * :mod:`~lakehouse.landing.read_back`: what bronze read of a file still being written (its rows);
 * :mod:`~lakehouse.landing.plan`: a run's new files planned (copies, gzip payloads, broken gzip);
 * :mod:`~lakehouse.landing.changes`: files changed after bronze read them, refused with the fix;
 * :mod:`~lakehouse.landing.report`: all of it for ``lakehouse status``.
 """
 
-from lakehouse.landing.changes import changed_files
+from lakehouse.landing.changes import changed_files, late_files
 from lakehouse.landing.listing import (
     EVENTS_SUFFIX,
     GZIP_EVENTS_SUFFIX,
@@ -52,7 +57,12 @@ from lakehouse.landing.listing import (
     readable_files,
     spark_uri,
 )
-from lakehouse.landing.manifest import ingested_files, manifest_path, record_ingested_files
+from lakehouse.landing.manifest import (
+    LandedIndex,
+    ingested_files,
+    manifest_path,
+    record_ingested_files,
+)
 from lakehouse.landing.plan import ReadPlan, copied_files, plan_new_files
 from lakehouse.landing.problems import LandingProblem, Problem, ignored_files
 from lakehouse.landing.report import landing_report
@@ -64,11 +74,13 @@ __all__ = [
     "LAYOUT_DEPTH",
     "READ_NAMES_GLOB",
     "READ_SUFFIXES",
+    "LandedIndex",
     "LandingProblem",
     "Problem",
     "ReadPlan",
     "UnreadableLink",
     "changed_files",
+    "late_files",
     "copied_files",
     "hidden",
     "ignored_files",

@@ -9,6 +9,7 @@ mid-write, whole) move to a new file; a rewritten file's original content is put
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 from pathlib import Path
 
 from lakehouse.files import S3Path, lake_path
@@ -20,27 +21,46 @@ from lakehouse.landing.listing import (
     spark_uri,
     stem,
 )
-from lakehouse.landing.manifest import mtime_ms, record_ingested_files, sha256_of, write_manifest
+from lakehouse.landing.manifest import (
+    LandedIndex,
+    folder_of,
+    mtime_ms,
+    record_ingested_files,
+    sha256_of,
+)
 from lakehouse.landing.problems import LandingProblem, Problem
 
 
 def changed_files(
-    checkpoint: str, root: str | Path, write: bool = True, table_path: str | None = None
+    checkpoint: str,
+    root: str | Path,
+    write: bool = True,
+    table_path: str | None = None,
+    folders: Iterable[str] | None = None,
+    index: LandedIndex | None = None,
 ) -> list[LandingProblem]:
     """The files bronze has read that were appended to or rewritten since, each with its fix.
 
     A file whose modification time alone changed (``touch``, a copy with the same bytes) is fine:
-    its size and SHA-256 are compared, and the manifest then keeps its new time. A file moved away
-    or deleted is not reported here (bronze keeps its lines). ``write=False``: the manifest beside
+    its size and SHA-256 are compared, and the index then keeps its new time. A file moved away
+    or deleted is not reported here (bronze keeps its lines). ``write=False``: the index beside
     the checkpoint is read, never written (bronze's job writes it). ``table_path``: bronze's table,
     whose rows say what was read of a file still being written when Spark listed it
     (:func:`record_ingested_files`); without it such a file is reported as rewritten.
+    ``folders``: the folders (as in the files' URIs) a run's checks listed: only their files (and
+    the ones read while still being written) are looked at; None: every file (a whole look).
+    ``index``: bronze's index as the caller has just recorded it (else recorded here).
     """
-    manifest = record_ingested_files(checkpoint, write, table_path)
+    index = index or record_ingested_files(checkpoint, False, table_path, root)
+    if folders is None:
+        records = index.every_record()
+    else:
+        records = index.records({*folders, *map(folder_of, index.state["unsettled"])})
     root = lake_path(root)
     problems = []
-    touched = False
-    for uri, known in sorted(manifest.items()):
+    for uri, known in sorted(records.items()):
+        if "batch" not in known:
+            continue  # a decision about a file not read yet
         path = landed_path(uri)
         try:
             stat = path.stat()
@@ -50,12 +70,49 @@ def changed_files(
             continue
         size, sha = known.get("size"), known.get("sha256")
         if size is not None and stat.st_size == size and sha256_of(path) == sha:
-            known["mtime_ms"] = mtime_ms(stat)  # touched: the same bytes
-            touched = True
+            index.put(uri, {**known, "mtime_ms": mtime_ms(stat)})  # touched: the same bytes
             continue
         problems.append(_changed(path, root, known, stat.st_size))
-    if touched and write:
-        write_manifest(checkpoint, manifest)
+    if write:
+        index.save()
+    return problems
+
+
+def late_files(index: LandedIndex, root: str | Path, listed: Iterable[str]) -> list[LandingProblem]:
+    """The files this run read (``index.recorded_now``) from folders its checks did not list.
+
+    The source reads any new file, wherever it landed; the checks before the run (copies, gzip
+    payloads) list only the hour folders that can hold new files (:mod:`lakehouse.landing.window`),
+    so such a file is named here, after the read, and recorded like any other.
+    """
+    root = lake_path(root)
+    listed = set(listed)
+    problems = []
+    for uri in sorted(index.recorded_now):
+        if folder_of(uri) in listed:
+            continue
+        known = index.get(uri) or {}
+        original = None
+        if known.get("sha256") and known.get("size") is not None:
+            original = index.original(known)
+        copy = (
+            f"; the same bytes as {relative_name(landed_path(original), root)}, so its lines are "
+            "in bronze twice (silver counts the second as duplicates)"
+            if original and original != uri
+            else ""
+        )
+        problems.append(
+            LandingProblem(
+                relative_name(landed_path(uri), root),
+                Problem.LATE_IN_OLD_FOLDER,
+                "landed in an hour folder older than the ones bronze's checks list each run: read "
+                f"by the file source, checked after the read{copy}",
+                "nothing if it is a late delivery of that hour; land new files in the current "
+                "hour's folder so that they are checked before they are read",
+                True,
+                copy_of=relative_name(landed_path(original), root) if copy else None,
+            )
+        )
     return problems
 
 

@@ -21,6 +21,7 @@ from lakehouse.files import S3Path, lake_path, read_head
 from lakehouse.landing.listing import (
     EVENTS_SUFFIX,
     GZIP_EVENTS_SUFFIX,
+    Listing,
     UnreadableLink,
     landed_path,
     list_landing,
@@ -29,25 +30,35 @@ from lakehouse.landing.listing import (
     starts_with_gzip,
 )
 from lakehouse.landing.manifest import (
-    ingested_files,
+    LandedIndex,
+    folder_of,
+    identity,
     mtime_ms,
-    read_manifest,
     record_ingested_files,
     sha256_of,
-    write_manifest,
 )
 from lakehouse.landing.problems import LandingProblem, Problem
+from lakehouse.landing.window import select_folders
 
 
 @dataclass(frozen=True)
 class ReadPlan:
-    """How the source reads a run's new files (by :func:`spark_uri`); every other file, line by line."""
+    """How the source reads a run's new files (by :func:`spark_uri`); every other file, line by line.
+
+    ``manifest``: bronze's records of the files in the folders listed (every file, on a whole look).
+    """
 
     copies: dict[str, str]  # not read: the same bytes as an original (URI) bronze reads or read
     gzip_payloads: dict[str, bytes]  # a gzip payload under a .jsonl name: only this first line kept
     manifest: dict[str, dict]  # bronze's manifest with this plan's decisions
     broken_gzip: dict[str, str] = field(default_factory=dict)  # a .jsonl.gz that does not unzip
     link_loops: tuple[UnreadableLink, ...] = ()  # a link to a folder it is in: read many times
+    listing: Listing | None = None  # what the checks listed (the same walk serves every check)
+    folders: tuple[str, ...] | None = None  # the hour folders listed (None: the whole folder)
+    new_bytes: int = 0  # the bytes of the files listed that the source has not read
+    new_files: int = 0  # how many of them there are
+    folder_uris: frozenset[str] = frozenset()  # the folders of the files listed, as in their URIs
+    index: LandedIndex | None = None  # bronze's records, as loaded for this plan
 
     def refusal(self, root: str | Path) -> str | None:
         """Why the run must not start (a broken .jsonl.gz would fail it half-way, a link loop
@@ -80,39 +91,44 @@ class ReadPlan:
 
 
 def plan_new_files(
-    checkpoint: str, root: str | Path, write: bool = True, table_path: str | None = None
+    checkpoint: str,
+    root: str | Path,
+    write: bool = True,
+    table_path: str | None = None,
+    whole: bool = False,
 ) -> ReadPlan:
     """Before a run: which new files are copies of a file bronze has read (or of another new file),
-    and which ``*.jsonl`` files hold a gzip payload; the decisions recorded in the manifest.
+    and which ``*.jsonl`` files hold a gzip payload; the decisions recorded in bronze's index.
 
-    A file's identity is its size and SHA-256 (and whether it is a gzip payload); only a file of a
-    size another file has is hashed here. Of identical new files, the first by URI is the original.
-    Decisions on files no committed batch has read are made again each run (a planned file may be
-    gone or changed since); a committed one stays, so a run retried after a crash that read a copy
-    before its original still reads the original. ``write=False``: a read-only look (status).
-    ``table_path``: bronze's table, for the record of a file read while still being written
+    The hour folders that can hold new files are listed, and a few older ones in turn
+    (:func:`lakehouse.landing.window.select_folders`); ``whole=True`` lists everything (a whole
+    look: ``lakehouse status``). A file's identity is its size and SHA-256 (and whether it is a
+    gzip payload); only a file of a size another file has is hashed here. Of identical new files,
+    the first by URI is the original. Decisions on files no committed batch has read are made
+    again each run (a planned file may be gone or changed since); a committed one stays, so a run
+    retried after a crash that read a copy before its original still reads the original.
+    ``write=False``: a read-only look (status). ``table_path``: bronze's table, for the record of
+    a file read while still being written
     (:func:`lakehouse.landing.manifest.record_ingested_files`).
     """
-    committed = set(ingested_files(checkpoint))
-    manifest = {
-        uri: known
-        for uri, known in record_ingested_files(checkpoint, False, table_path).items()
-        if uri in committed
-    }
-    originals: dict[tuple, str] = {}
-    for uri, known in sorted(manifest.items()):
-        if known.get("sha256") and not known.get("copy_of"):
-            originals.setdefault(_identity(known), uri)
-    known_sizes = {size for _, size, _ in originals}
-    listing = list_landing(root)
+    index = record_ingested_files(checkpoint, False, table_path, root)
+    state = index.state
+    if whole:
+        listing, folders, next_audit = list_landing(root), None, state["audit_after"]
+    else:
+        window = select_folders(root, state["newest_read"], state["audit_after"])
+        listing, folders, next_audit = window.listing, window.folders, window.next_audit
     new = {}
+    folder_uris = set()
     for uri, path in readable_in(listing, root).items():
-        if uri not in committed:
+        folder_uris.add(folder_of(uri))
+        if not index.read(uri):
             try:
                 new[uri] = (path, path.stat())
             except OSError:  # gone meanwhile
                 continue
     new_sizes = Counter(stat.st_size for _, stat in new.values())
+    fresh: dict[str, str] = {}  # identity -> the first new file of it
     copies, payloads = {}, {}
     broken = {}
     for uri, (path, stat) in sorted(new.items()):
@@ -120,23 +136,40 @@ def plan_new_files(
             why = _gzip_error(path)
             if why:
                 broken[uri] = why
+                index.drop(uri)
                 continue
         payload = path.name.endswith(EVENTS_SUFFIX) and starts_with_gzip(path)
         entry = None
-        if stat.st_size and (stat.st_size in known_sizes or new_sizes[stat.st_size] > 1):
+        if stat.st_size and (new_sizes[stat.st_size] > 1 or index.has_size(stat.st_size)):
             entry = _entry(path, stat, payload)
-            original = originals.setdefault(_identity(entry), uri)
+            original = index.original(entry) or fresh.setdefault(identity(entry), uri)
             if original != uri:
                 copies[uri] = original
-                manifest[uri] = {**entry, "copy_of": original}
+                index.put(uri, {**entry, "copy_of": original})
                 continue
         if payload:
             payloads[uri] = _first_line(path)
-            manifest[uri] = entry or _entry(path, stat, payload)
-    if write and manifest != read_manifest(checkpoint):
-        write_manifest(checkpoint, manifest)
+            index.put(uri, entry or _entry(path, stat, payload))
+        else:
+            index.drop(uri)
+    if write:
+        state["audit_after"] = next_audit
+        index.save()
     loops = tuple(link for link in listing.links if link.loop)
-    return ReadPlan(copies, payloads, manifest, broken, loops)
+    manifest = index.every_record() if whole else index.records(folder_uris)
+    return ReadPlan(
+        copies,
+        payloads,
+        manifest,
+        broken,
+        loops,
+        listing=listing,
+        folders=folders,
+        new_bytes=sum(stat.st_size for _, stat in new.values()),
+        new_files=len(new),
+        folder_uris=frozenset(folder_uris),
+        index=index,
+    )
 
 
 def _gzip_error(path: Path | S3Path) -> str | None:
@@ -157,10 +190,6 @@ def _entry(path: Path | S3Path, stat, payload: bool) -> dict:
         "sha256": sha256_of(path),
         "gzip_payload": payload,
     }
-
-
-def _identity(known: dict) -> tuple:
-    return (bool(known.get("gzip_payload")), known["size"], known["sha256"])
 
 
 def _first_line(path: Path | S3Path) -> bytes:

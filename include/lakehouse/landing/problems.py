@@ -19,6 +19,7 @@ from lakehouse.landing.listing import (
     GZIP_EVENTS_SUFFIX,
     LAYOUT_DEPTH,
     READ_SUFFIXES,
+    Listing,
     UnreadableLink,
     list_landing,
     starts_with_gzip,
@@ -55,19 +56,21 @@ class Problem:
     BROKEN_GZIP = "broken_gzip"  # a new .jsonl.gz that does not decompress: bronze refuses to run
     LINK_LOOP = "symlink_loop"  # a link to a folder it is in: bronze refuses to run
     BROKEN_LINK = "broken_symlink"  # a link to nothing: nothing under it read until it resolves
+    LATE_IN_OLD_FOLDER = "late_in_old_folder"  # read, but checked only after the read
 
 
-def ignored_files(root: str | Path) -> list[LandingProblem]:
+def ignored_files(root: str | Path, listing: Listing | None = None) -> list[LandingProblem]:
     """The visible files under the landing folder ``root`` that the source will not read as events.
 
     Hidden names (a producer still writing) are not listed: they are read once renamed. Symbolic
-    links the source cannot read through are (:func:`link_problem`).
+    links the source cannot read through are (:func:`link_problem`). ``listing``: the files a
+    run's checks listed (:mod:`lakehouse.landing.window`); None: the whole landing folder.
     """
     root = lake_path(root)
     problems = []
     if not root.is_dir():
         return problems
-    listing = list_landing(root)
+    listing = listing or list_landing(root)
     for path in listing.files:
         relative = path.relative_to(root).as_posix()
         name = path.name

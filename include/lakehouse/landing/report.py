@@ -24,16 +24,17 @@ def landing_report(
 ) -> dict:
     """What the landing zone holds that bronze will not read as events, for ``lakehouse status``.
 
-    ``{"ignored": [...], "changed": [...], "copies": [...]}``, each a list of
-    :class:`LandingProblem` dicts (file under the landing folder, reason code, detail, what to do,
-    whether bronze reads it; a copy's original). Copies include the new files the next run will
-    recognise as copies. Reads files only, writes nothing, starts no Spark. ``generation``:
-    bronze's checkpoint generation (default: the current one).
+        ``{"ignored": [...], "changed": [...], "copies": [...]}``, each a list of
+        :class:`LandingProblem` dicts (file under the landing folder, reason code, detail, what to do,
+        whether bronze reads it; a copy's original). Copies include the new files the next run will
+        recognise as copies. Reads files only, writes nothing, starts no Spark. A whole look: every
+    folder and every record (a run's checks list only the folders that can hold new files). ``generation``:
+        bronze's checkpoint generation (default: the current one).
     """
     bronze = lakehouse.table("bronze.ad_events")
     root = lakehouse.landing(source)
     checkpoint = bronze.checkpoint() if generation is None else bronze.checkpoint(generation)
-    plan = plan_new_files(checkpoint, root, write=False, table_path=bronze.path)
+    plan = plan_new_files(checkpoint, root, write=False, table_path=bronze.path, whole=True)
     broken = [
         LandingProblem(
             relative_name(landed_path(uri), lake_path(root)),
@@ -50,7 +51,9 @@ def landing_report(
         "ignored": [problem.as_dict() for problem in (*ignored_files(root), *broken)],
         "changed": [
             problem.as_dict()
-            for problem in changed_files(checkpoint, root, write=False, table_path=bronze.path)
+            for problem in changed_files(
+                checkpoint, root, write=False, table_path=bronze.path, index=plan.index
+            )
         ],
         "copies": [problem.as_dict() for problem in copied_files(root, plan.manifest)],
     }

@@ -1,6 +1,6 @@
 """ops.query_progress: one row per micro-batch of every streaming query (Spark's progress report, kept)."""
 
-from lakehouse.catalog import ops_table
+from lakehouse.catalog import Retention, ops_table
 
 SCHEMA = (
     "table_name STRING NOT NULL, query_id STRING NOT NULL, query_run_id STRING, batch_id BIGINT NOT NULL, "
@@ -10,4 +10,9 @@ SCHEMA = (
     "state_memory_bytes BIGINT, rows_dropped_by_watermark BIGINT, table_version BIGINT"
 )
 
-ops_table("ops.query_progress", operation="every streaming query", schema=SCHEMA)
+ops_table(
+    "ops.query_progress",
+    operation="every streaming query",
+    schema=SCHEMA,
+    retention=Retention("batch_started_at", days=30),
+)

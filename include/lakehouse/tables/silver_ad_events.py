@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakehouse.catalog import Write, column_names, expect, side_table, table
+from lakehouse.catalog import Retention, Write, column_names, expect, side_table, table
 from lakehouse.contract import (
     AD_TYPES,
     EVENT_TIME_FLOOR,
@@ -352,6 +352,7 @@ side_table(
     written_by="silver.ad_events",
     role="metrics",
     schema=BATCH_METRICS_SCHEMA,
+    retention=Retention("recorded_at", days=30),  # one row a batch: kept a month
     # The generator's producer spoils 0.5 % of lines; far more means a producer or contract change.
     expect=[
         expect(

@@ -1,0 +1,55 @@
+"""Bronze after a long landing history: its checks list the hour folders that can hold new files,
+and a file landed late in an old hour folder is still read, once, and named in the summary."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from helpers import run_job, table, view_line
+
+from lakehouse.landing.window import OLDER_PER_RUN, RECENT_HOURS
+
+START = datetime(2026, 11, 1)
+HOURS = RECENT_HOURS + OLDER_PER_RUN + 8  # some folders no check lists in the next run
+
+
+def _folder(n: int) -> str:
+    return f"{START + timedelta(hours=n):%Y-%m-%d/%H}"
+
+
+def _land(root: Path, n: int, name: str, event_id: str) -> None:
+    path = root / _folder(n) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    millis = int((START + timedelta(hours=n, minutes=1)).timestamp() * 1000)
+    path.write_text(view_line(event_id, "ad-1", millis) + "\n")
+
+
+def _bronze_files(spark, lakehouse) -> list[str]:
+    root = Path(lakehouse.landing_events)
+    rows = table(spark, lakehouse, "bronze.ad_events").select("source_file").collect()
+    return sorted(
+        Path(unquote(urlsplit(r.source_file).path)).relative_to(root).as_posix() for r in rows
+    )
+
+
+def test_a_late_file_in_an_old_hour_folder_is_read_once_and_reported(spark, lakehouse):
+    root = Path(lakehouse.landing_events)
+    for n in range(HOURS):
+        _land(root, n, "part-0.jsonl", f"e-{n}")
+    first = run_job("bronze_ad_events", lakehouse)
+    assert first["late_files"] == []  # a catch-up lists its whole backlog: nothing is late
+
+    _land(root, HOURS, "part-0.jsonl", "e-new")  # the next hour
+    _land(root, 0, "late.jsonl", "e-late")  # hour 0 again: neither recent nor this run's turn
+    second = run_job("bronze_ad_events", lakehouse)
+    assert [(p["file"], p["reason"], p["read"]) for p in second["late_files"]] == [
+        (f"{_folder(0)}/late.jsonl", "late_in_old_folder", True)
+    ]
+    assert _bronze_files(spark, lakehouse) == sorted(
+        [f"{_folder(n)}/part-0.jsonl" for n in range(HOURS + 1)] + [f"{_folder(0)}/late.jsonl"]
+    )
+    third = run_job("bronze_ad_events", lakehouse)  # nothing new: nothing read, nothing late
+    assert third.get("late_files", []) == []
+    assert len(_bronze_files(spark, lakehouse)) == HOURS + 2
