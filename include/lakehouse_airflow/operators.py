@@ -200,16 +200,16 @@ class SparkJobOperator(BaseOperator):
 
         Airflow builds a succeeding task's asset events from its outlets at that moment (the task
         runner's ``ti.task.outlets``), so the tables left out get none; the DAG still declares them all.
-        A table with event periods gets one event per period, its partition key (``add_partitions``:
-        an hour, or a day of a day table); one without (bronze, the dimension) a single event
-        without a key.
+        Each gets one event, its periods in the extra; a table a DAG is scheduled on by its
+        partitions (:func:`assets.partitioned`) one event per period instead, its partition key
+        (``add_partitions``: an hour, or a day of a day table).
         """
         kept = [outlet for outlet in self.outlets if getattr(outlet, "name", None) in written]
         for outlet in kept:
             events = context["outlet_events"][outlet]
             events.extra = written[outlet.name]
             extra = written[outlet.name]
-            if extra.get("periods"):
+            if extra.get("periods") and assets.partitioned(outlet.name):
                 events.add_partitions(assets.partition_keys(extra["periods"], extra.get("grain")))
         left = [o.name for o in self.outlets if o not in kept]
         if left:
