@@ -20,4 +20,4 @@ from lakehouse_airflow.exports import export_dag
 
 # The producer's day keys are already days: the mapper reads them as such.
 mapper = StartOfDayMapper(input_format=DAY_KEY_FORMAT)
-dag = export_dag("ysb_daily_export", "gold.campaign_daily", mapper, __doc__)
+dag = export_dag("ysb_daily_export", mapper, __doc__)

@@ -20,4 +20,4 @@ from airflow.sdk import StartOfHourMapper
 from lakehouse_airflow.exports import export_dag
 
 # StartOfHourMapper: the producer's key 2026-11-20T02:00:00 becomes this DAG's 2026-11-20T02.
-dag = export_dag("ysb_hourly_export", "gold.campaign_hourly", StartOfHourMapper(), __doc__)
+dag = export_dag("ysb_hourly_export", StartOfHourMapper(), __doc__)

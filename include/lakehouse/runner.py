@@ -19,7 +19,7 @@ from datetime import datetime
 from lakehouse import catalog, code_versions, expectations, metastore
 from lakehouse.catalog import TableSpec, Write
 from lakehouse.config import Table
-from lakehouse.errors import ConfigError
+from lakehouse.errors import ConfigError, disk_full
 from lakehouse.flows import ingest, merge, recompute, sessions, snapshot
 from lakehouse.periods import Periods
 from lakehouse.runtime import airflow_run, log, parse_job_args
@@ -41,6 +41,14 @@ FLOW_JOBS = {
 def flow_job(spec: TableSpec):
     """The module that runs tables of ``spec``'s write kind."""
     return FLOW_JOBS[spec.write]
+
+
+def disk_folders(lakehouse) -> dict[str, str]:
+    """Where a job writes, for a full disk's message: the lakehouse and the temp folder (Spark's
+    scratch space by default)."""
+    import tempfile
+
+    return {"the lakehouse": lakehouse.root, "the temp folder": tempfile.gettempdir()}
 
 
 def register_names(table: Table) -> None:
@@ -88,7 +96,14 @@ def run(task: str, argv: list[str]) -> dict:
     args = parse_job_args(description, argv, batch=spec.batch, source=source)
     table = args.lakehouse.table(spec.name)
     try:
-        summary = job.run(table, args)
+        try:
+            summary = job.run(table, args)
+        except Exception as error:
+            # A full disk surfaces as a Spark or Hadoop trace of a hundred lines: say it in one.
+            full = disk_full(error, spec.name, disk_folders(args.lakehouse))
+            if full is None:
+                raise
+            raise full from None
         periods = Periods()
         if flow.periodic:
             # The periods written: the Airflow task's asset events carry them, the rules measure them.

@@ -11,11 +11,14 @@ wrote (:func:`written`), and each event's extra says how many rows and which eve
 task's outlets are read when it succeeds, not when the DAG was parsed (Airflow 3.3's task runner
 builds them from the running task), while the DAG keeps declaring every table for lineage.
 
-Each event period a run wrote is also a partition of the table's Asset (Airflow's partitioned asset
-events): the operator adds one partition key per period of the table's grain (:func:`partition_keys`:
-an hour of an hour table, a day of a day table), so a DAG scheduled by ``PartitionedAssetTimetable``
-runs once per period written, a late one included; a consumer of an hour table may roll its hours
-up to days with ``StartOfDayMapper``.
+A run publishes one event per table it wrote, its periods in the extra. A table that a DAG
+schedules on by its partitions (:data:`PARTITION_CONSUMERS`: the export DAGs) gets instead one event
+per period written (Airflow's partitioned asset events carry one key each): the operator adds a
+partition key per period of the table's grain (:func:`partition_keys`: an hour of an hour table, a
+day of a day table), so a DAG scheduled by ``PartitionedAssetTimetable`` runs once per period
+written, a late one included. Keys on every table would only multiply the events (a run touching
+four hours made four per table, its side tables and ops records included) for no consumer, and
+hide them from a plain asset-scheduled DAG, which Airflow does not queue for an event with a key.
 
 No Spark here: the DAG files import this module at parse time.
 """
@@ -38,6 +41,12 @@ GROUPS = {"ops": "lakehouse_ops"}  # any other layer: "lakehouse"
 PARTITION_KEY_FORMAT = "%Y-%m-%dT%H:%M:%S"
 # A day table's periods as partition keys: what StartOfDayMapper makes of an hour's key.
 DAY_KEY_FORMAT = "%Y-%m-%d"
+# The DAGs scheduled by a table's partitions, and the table: the only tables whose events carry
+# partition keys. A DAG of your own scheduled by a table's partitions is declared here too.
+PARTITION_CONSUMERS = {
+    "ysb_hourly_export": "gold.campaign_hourly",
+    "ysb_daily_export": "gold.campaign_daily",
+}
 STREAMING_QUERIES, EXPECTATIONS, MAINTENANCE, PERIOD_WRITES = (
     "every streaming query",
     "expectations",
@@ -49,6 +58,11 @@ STREAMING_QUERIES, EXPECTATIONS, MAINTENANCE, PERIOD_WRITES = (
 def asset(table: TableSpec) -> Asset:
     """The table's Asset: named by the table, in its layer's group."""
     return Asset(name=table.name, uri=table.asset_uri, group=GROUPS.get(table.layer, "lakehouse"))
+
+
+def partitioned(table_name: str) -> bool:
+    """Whether a DAG is scheduled by the partitions of ``table_name`` (its events carry keys)."""
+    return table_name in PARTITION_CONSUMERS.values()
 
 
 def operation_table(operation: str) -> TableSpec:

@@ -75,14 +75,17 @@ def export_period(lakehouse: Lakehouse, table: str, key: str) -> dict:
     return {"table": table, grain.value: start.isoformat(), "rows": rows.num_rows, "report": path}
 
 
-def export_dag(dag_id: str, table: str, mapper, doc_md: str):
-    """The DAG that writes a report of ``table`` for each period its asset events name: scheduled
-    by the table's partitions (``mapper`` makes the producer's key this DAG's), one task."""
+def export_dag(dag_id: str, mapper, doc_md: str):
+    """The DAG that writes a report of its table (``assets.PARTITION_CONSUMERS[dag_id]``) for each
+    period its asset events name: scheduled by the table's partitions (``mapper`` makes the
+    producer's key this DAG's), one task, which names the table as its inlet (the Asset's page
+    lists it as a consuming task)."""
     import pendulum
     from airflow.sdk import DAG, PartitionedAssetTimetable, task
 
-    from lakehouse_airflow.assets import asset
+    from lakehouse_airflow.assets import PARTITION_CONSUMERS, asset
 
+    table = PARTITION_CONSUMERS[dag_id]
     with DAG(
         dag_id=dag_id,
         schedule=PartitionedAssetTimetable(
@@ -94,7 +97,7 @@ def export_dag(dag_id: str, table: str, mapper, doc_md: str):
         tags=["ysb", "lakehouse", "export"],
     ) as dag:
 
-        @task(task_id=f"export_{table.split('.')[1]}")
+        @task(task_id=f"export_{table.split('.')[1]}", inlets=[asset(catalog.get(table))])
         def export(dag_run=None) -> dict:
             """The run's period of the table as a CSV report in the outbox."""
             return export_period(Lakehouse.from_env(), table, dag_run.partition_key)

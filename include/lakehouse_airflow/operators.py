@@ -48,6 +48,8 @@ from lakehouse_airflow.summaries import summary_lines
 CONNECT = "spark_connect"
 # Where jobs/run.py writes its summary when spark-submit runs it (a client-mode driver: this machine).
 SUMMARY_FILE_ENV = "LAKEHOUSE_SUMMARY_FILE"
+# The title of the task log's group that holds the job's progress lines.
+PROGRESS_GROUP = "progress (a line per micro-batch: rows, seconds)"
 
 
 @cache
@@ -157,14 +159,22 @@ class SparkJobOperator(BaseOperator):
 
     def execute(self, context) -> Any:
         started = time.monotonic()
-        if spark_connection(self.conn_id).conn_type == CONNECT:
-            summary = self.run_on_engine(lineage_parent(context))
-        else:
-            summary = self.spark_submit(lineage_parent(context))
-            if summary is None:
-                # No summary came back (a job other than run.py, or a driver on another machine):
-                # every outlet gets its event, without partitions.
-                return None
+        # The job's own lines (a line per micro-batch as it finishes, with rows and seconds) go in a
+        # group of the log, open while the task runs; the UI folds it, as it folds Airflow's "Pre
+        # Execute" group, so a finished task's log leads with the project's summary below it.
+        on_engine = spark_connection(self.conn_id).conn_type == CONNECT
+        self.log.info("::group::%s: %s", self.task_id, PROGRESS_GROUP)
+        try:
+            if on_engine:
+                summary = self.run_on_engine(lineage_parent(context))
+            else:
+                summary = self.spark_submit(lineage_parent(context))
+        finally:
+            self.log.info("::endgroup::")
+        if summary is None and not on_engine:
+            # No summary came back (a job other than run.py, or a driver on another machine):
+            # every outlet gets its event, without partitions.
+            return None
         written = self.written(summary)
         self._lineage_written = sorted(written)
         for line in summary_lines(self.task_id, summary, written, time.monotonic() - started):
@@ -190,16 +200,16 @@ class SparkJobOperator(BaseOperator):
 
         Airflow builds a succeeding task's asset events from its outlets at that moment (the task
         runner's ``ti.task.outlets``), so the tables left out get none; the DAG still declares them all.
-        A table with event periods gets one event per period, its partition key (``add_partitions``:
-        an hour, or a day of a day table); one without (bronze, the dimension) a single event
-        without a key.
+        Each gets one event, its periods in the extra; a table a DAG is scheduled on by its
+        partitions (:func:`assets.partitioned`) one event per period instead, its partition key
+        (``add_partitions``: an hour, or a day of a day table).
         """
         kept = [outlet for outlet in self.outlets if getattr(outlet, "name", None) in written]
         for outlet in kept:
             events = context["outlet_events"][outlet]
             events.extra = written[outlet.name]
             extra = written[outlet.name]
-            if extra.get("periods"):
+            if extra.get("periods") and assets.partitioned(outlet.name):
                 events.add_partitions(assets.partition_keys(extra["periods"], extra.get("grain")))
         left = [o.name for o in self.outlets if o not in kept]
         if left:

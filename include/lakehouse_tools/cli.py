@@ -74,9 +74,14 @@ def _json_value(value):
     return value
 
 
+# A table written to a pipe or a file: lines as wide as a wide terminal's (a quarantined raw line
+# would otherwise make every row hundreds of characters wide); --wide keeps every value whole.
+PIPE_WIDTH = 120
+
+
 def screen_width() -> int | None:
     """The terminal's width in characters (``$COLUMNS`` first); None when the output goes to a file
-    or a pipe, which get every value whole."""
+    or a pipe."""
     if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
         return shutil.get_terminal_size().columns
     return None
@@ -86,8 +91,11 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def run_query(lakehouse: Lakehouse, sql: str, limit: int | None, as_json: bool) -> str:
-    """The output of ``lakehouse query``: at most ``limit`` rows (None: all), as JSON or a table."""
+def run_query(
+    lakehouse: Lakehouse, sql: str, limit: int | None, as_json: bool, wide: bool = False
+) -> str:
+    """The output of ``lakehouse query``: at most ``limit`` rows (None: all), as JSON or a table
+    cut to the terminal's width (``PIPE_WIDTH`` to a pipe or a file; ``wide``: values whole)."""
     result = execute(lakehouse, sql)
     columns = [d[0] for d in result.description]
     rows = result.fetchall() if limit is None else result.fetchmany(limit + 1)
@@ -97,16 +105,19 @@ def run_query(lakehouse: Lakehouse, sql: str, limit: int | None, as_json: bool) 
         return json.dumps(
             [{c: _json_value(v) for c, v in zip(columns, row)} for row in rows], indent=1
         )
-    width = screen_width()
-    if width is None:
-        text, hidden = table_text(columns, rows), []
-    else:
+    terminal = screen_width()
+    width = None if wide else terminal or PIPE_WIDTH
+    text, hidden = table_text(columns, rows), []
+    cut = width is not None and max(map(len, text.splitlines()), default=0) > width
+    if cut:
         text, hidden = fitted_table_text(columns, rows, width)
     footer = (
         f"({_plural(len(rows), 'row')} shown; more exist: --limit N shows N, --all every row)"
         if more
         else f"({_plural(len(rows), 'row')})"
     )
+    if cut and terminal is None:
+        footer += f"\n(cut to {width} characters a line: --wide shows every value whole, or --json)"
     if hidden:
         footer += (
             f"\n({_plural(len(hidden), 'more column')} did not fit: {', '.join(hidden)}; "
@@ -249,6 +260,11 @@ def _parser() -> argparse.ArgumentParser:
         help=f"show at most N rows (default: {DEFAULT_LIMIT} as a table, all as --json)",
     )
     rows.add_argument("--all", action="store_true", help="show every row")
+    q.add_argument(
+        "--wide",
+        action="store_true",
+        help=f"every value whole (default: cut to the terminal, or to {PIPE_WIDTH} characters to a pipe)",
+    )
     for name, text in (
         ("status", "one row per hour: counts per table and a state"),
         ("repair", "backfill the hours status marks missing or stale"),
@@ -305,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(problem)
         if args.command == "query":
             limit = args.limit or (None if args.all or args.json else DEFAULT_LIMIT)
-            print(run_query(lakehouse, args.sql, limit, args.json))
+            print(run_query(lakehouse, args.sql, limit, args.json, args.wide))
             return 0
         if args.command == "rollback":
             return _rollback(lakehouse, args.to, args.dry_run)

@@ -25,7 +25,7 @@ REQUIRED = (
 EVENT_TYPES = {"view", "click", "purchase"}
 AD_TYPES = {"banner", "modal", "sponsored-search", "mail", "mobile"}
 MAX_LINE_BYTES = 1024 * 1024
-MAX_FUTURE_SKEW_US = 86_400_000_000  # an event over a day ahead of its ingestion is quarantined
+MAX_FUTURE_SKEW_US = 300_000_000  # an event over 5 minutes ahead of its ingestion is quarantined
 # No producer means an event before this UTC date (seconds taken for millis land in 1970).
 EVENT_TIME_FLOOR_MS = (
     datetime.fromisoformat(os.environ.get("LAKEHOUSE_EVENT_TIME_FLOOR", "2000-01-01"))

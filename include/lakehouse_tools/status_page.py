@@ -80,9 +80,32 @@ def views_chart(
             {
                 "colour": colour,
                 "campaign": campaign,
+                "legend": f"#{rank} {short_id(campaign)}: {sum(views[campaign].values()):,} views",
                 "points": " ".join(f"{x(h)},{y(views[campaign].get(h, 0))}" for h in hours),
             }
-            for colour, campaign in zip(LINE_COLOURS, top)
+            for rank, (colour, campaign) in enumerate(zip(LINE_COLOURS, top), start=1)
         ],
-        "labels": [{"x": x(h), "text": f"{h:%d %H:00}"} for h in hours[:: max(1, len(hours) // 8)]],
+        "labels": [
+            # The last label ends at the axis' end: centred there, half of it fell off the chart.
+            {"x": x(hours[i]), "text": f"{hours[i]:%d %H:00}", "anchor": anchor}
+            for i, anchor in label_positions(len(hours))
+        ],
     }
+
+
+def short_id(campaign: str) -> str:
+    """A campaign id as a legend shows it: a UUID's first 8 characters (as a short Git hash), the
+    whole id in the entry's tooltip."""
+    return f"{campaign[:8]}…" if len(campaign) > 12 else campaign
+
+
+def label_positions(count: int, at_most: int = 8) -> list[tuple[int, str]]:
+    """Which of ``count`` hours get an axis label, and its text anchor: about ``at_most`` evenly
+    spaced, the last hour always (ending at the axis' end), none crowding it."""
+    step = max(1, -(-count // at_most))
+    chosen = list(range(0, count, step))
+    if chosen[-1] != count - 1:
+        if len(chosen) > 1:
+            chosen.pop()  # closer than a step to the last hour's label: they would overlap
+        chosen.append(count - 1)
+    return [(i, "end" if i == count - 1 and count > 1 else "middle") for i in chosen]

@@ -1,8 +1,9 @@
 """Event hours as Airflow partitions: the keys a task publishes, the DAG that consumes them, its report.
 
 - the export DAG parses (DagBag) and is scheduled by the hour partitions of gold.campaign_hourly;
-- a task's written tables become asset events, one per event hour and table, as Airflow's task
-  runner serializes them; a table the run did not write gets none;
+- a task's written tables become asset events, as Airflow's task runner serializes them: one per
+  table and run, except a table a DAG is scheduled on by partitions, one per event period (its
+  key); a table the run did not write gets none;
 - the export writes exactly the rows of its hour.
 """
 
@@ -20,7 +21,7 @@ from airflow_env import PROJECT_DIR
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
 from lakehouse.object_storage import write_delta
-from lakehouse_airflow.assets import asset, partition_keys, written
+from lakehouse_airflow.assets import PARTITION_CONSUMERS, asset, partition_keys, written
 from lakehouse_airflow.exports import export_hour, report_path
 
 H0, H1, H23 = "2026-11-20T00:00:00+00:00", "2026-11-20T01:00:00+00:00", "2026-11-19T23:00:00+00:00"
@@ -59,8 +60,11 @@ def test_partition_keys_are_utc_hours_sorted_without_repeats():
     assert partition_keys([]) == []
 
 
-def events_of(task_id: str, summary: dict, dag_bag: DagBag) -> list[tuple[str, str | None]]:
-    """The asset events the task runner would send for this summary: (asset, partition key)."""
+def events_of(
+    task_id: str, summary: dict, dag_bag: DagBag, extra: bool = False
+) -> list[tuple[str, str | None]]:
+    """The asset events the task runner would send for this summary: (asset, partition key), and
+    each event's periods with ``extra``."""
     operator = dag_bag.get_dag("ysb_hourly").get_task(task_id)
     declared = operator.outlets  # the operator keeps only the written ones: put them back after
     events = OutletEventAccessors()
@@ -73,6 +77,7 @@ def events_of(task_id: str, summary: dict, dag_bag: DagBag) -> list[tuple[str, s
         operator.outlets = declared
     return sorted(
         (event["dest_asset_key"]["name"], event.get("partition_key"))
+        + ((tuple(event["extra"]["periods"]),) if extra else ())
         for event in _serialize_outlet_events(events)
     )
 
@@ -87,12 +92,55 @@ def test_a_late_hour_is_a_partition_of_every_table_the_run_wrote(dag_bag):
         "grain": "hour",
         "periods": [H23, H1],  # the runner's: every batch's periods
     }
-    assert events_of("gold_campaign_hourly", summary, dag_bag) == [
-        ("gold.campaign_hourly", "2026-11-19T23:00:00"),
-        ("gold.campaign_hourly", "2026-11-20T01:00:00"),
-        ("ops.query_progress", "2026-11-19T23:00:00"),
-        ("ops.query_progress", "2026-11-20T01:00:00"),
+    # The export DAG is scheduled by this table's partitions: an event per hour; its query's record
+    # one event for the run, the hours in its extra.
+    assert events_of("gold_campaign_hourly", summary, dag_bag, extra=True) == [
+        ("gold.campaign_hourly", "2026-11-19T23:00:00", (H23, H1)),
+        ("gold.campaign_hourly", "2026-11-20T01:00:00", (H23, H1)),
+        ("ops.query_progress", None, (H23, H1)),
     ]
+
+
+def test_a_table_no_dag_is_scheduled_on_by_partitions_gets_one_event_per_run_with_its_hours(
+    dag_bag,
+):
+    hours = [H23, H0, H1, "2026-11-20T02:00:00+00:00"]
+    note = {
+        "batch_id": 0,
+        "lines": 10,
+        "valid_lines": 8,
+        "inserted": 8,
+        "quarantined": 2,
+        "quarantined_by_reason": {"malformed_json": 2},
+        "periods": hours,
+    }
+    summary = {
+        "table": "silver.ad_events",
+        "micro_batches": 1,
+        "input_rows": 10,
+        "batches": [note],
+        "grain": "hour",
+        "periods": hours,
+        "expectations": {"checked": 4, "failed_warn": []},
+    }
+    # Four hours, five tables: five events, not twenty.
+    assert events_of("silver_ad_events", summary, dag_bag, extra=True) == [
+        (name, None, tuple(hours))
+        for name in (
+            "ops.expectation_results",
+            "ops.query_progress",
+            "ops.silver_batch_metrics",
+            "silver.ad_events",
+            "silver.quarantine_ad_events",
+        )
+    ]
+
+
+def test_the_export_dags_name_their_table_as_inlet_so_the_asset_lists_them(dag_bag):
+    """The Asset page's consuming tasks are the tasks with the Asset as inlet."""
+    for dag_id, table in PARTITION_CONSUMERS.items():
+        [export] = dag_bag.get_dag(dag_id).tasks
+        assert export.inlets == [asset(catalog.get(table))], dag_id
 
 
 def test_a_table_without_event_time_gets_one_event_without_a_key_and_nothing_new_gets_none(
@@ -200,8 +248,7 @@ def test_a_day_table_publishes_day_keys_and_the_daily_export_runs_per_day(dag_ba
     assert events_of("gold_campaign_daily", summary, dag_bag) == [
         ("gold.campaign_daily", "2026-11-19"),
         ("gold.campaign_daily", "2026-11-20"),
-        ("ops.query_progress", "2026-11-19"),
-        ("ops.query_progress", "2026-11-20"),
+        ("ops.query_progress", None),
     ]
     dag = dag_bag.get_dag("ysb_daily_export")
     timetable = DagSerialization.from_dict(DagSerialization.to_dict(dag)).timetable

@@ -176,7 +176,8 @@ def task_logs_read_in_a_browser(services, airflow_home, runs: dict[str, str]) ->
                 "ysb_hourly",
                 run_id,
                 "silver_ad_events",
-                "silver_ad_events done: ",
+                # The summary's headline: the job's own lines are in a group the UI folds.
+                "silver.ad_events: ",
                 screenshot=services.log_dir / f"{run_id.split('__')[0]}-silver-log.png",
             )
             own = [line for line in page.splitlines() if "silver.ad_events: " in line]

@@ -210,6 +210,40 @@ def test_the_status_page_shows_each_hours_state_and_the_top_campaigns_views():
     )  # self-contained
 
 
+def test_the_chart_labels_its_last_hour_inside_it_and_its_legend_reads_as_ranks_and_short_ids():
+    from lakehouse_tools.status_page import LINE_COLOURS, label_positions, status_page, views_chart
+
+    uuids = [f"{n:08x}-6f1e-4c1b-9b1e-2d3c4b5a6f70" for n in range(1, 4)]
+    hours = [H0 + timedelta(hours=h) for h in range(10)]
+    views = {campaign: {h: n + 1 for h in hours} for n, campaign in enumerate(uuids)}
+    chart = views_chart(views)
+    assert [(label["text"], label["anchor"]) for label in chart["labels"]] == [
+        ("20 00:00", "middle"),
+        ("20 02:00", "middle"),
+        ("20 04:00", "middle"),
+        ("20 06:00", "middle"),
+        ("20 09:00", "end"),  # 08:00's label, a step short of it, would overlap it
+    ]
+    # The last hour always, never closer than a step to the label before it.
+    assert [i for i, _ in label_positions(15)] == [0, 2, 4, 6, 8, 10, 12, 14]
+    assert [i for i, _ in label_positions(16)] == [0, 2, 4, 6, 8, 10, 12, 15]
+    assert [i for i, _ in label_positions(17)] == [0, 3, 6, 9, 12, 16]
+    assert label_positions(1) == [(0, "middle")]
+    assert chart["labels"][-1]["x"] == f"{chart['right']:.1f}"
+    assert [line["legend"] for line in chart["lines"]] == [
+        "#1 00000003…: 30 views",
+        "#2 00000002…: 20 views",
+        "#3 00000001…: 10 views",
+    ]
+    grid = status.grade(observed(hour_counts={"silver.t": {H0: 8}, "gold.t": {H0: 3}}))
+    page = status_page(grid, views, T)
+    assert (
+        f"<span class=key style='border-color:{LINE_COLOURS[0]};border-width:0 0 3px'"
+        f" title='{uuids[2]}'>#1 00000003…: 30 views</span>"
+    ) in page
+    assert "text-anchor=end>20 09:00</text>" in page
+
+
 def test_an_hour_recomputed_without_rows_is_complete_and_one_deleted_since_is_missing():
     counts = {
         "silver.t": {H0: 8, H1: 9},

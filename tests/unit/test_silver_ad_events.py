@@ -174,7 +174,12 @@ BAD_LINES = [
     (event(event_time="١٢٣"), "invalid_event_time", "١٢٣"),  # Arabic-Indic digits
     (event(event_time="9" * 16), "invalid_event_time", "9" * 16),
     (event(event_time="9" * 400), "invalid_event_time", "9" * 400),
-    (event(event_time="9" * 15), "event_time_in_future", "9" * 15),  # year 33658, no overflow
+    (  # year 33658, no overflow
+        event(event_time="9" * 15),
+        "event_time_in_future",
+        "9" * 15 + " ms is 998204829399 s ahead of its ingestion at 2026-11-20 10:30:00 UTC;"
+        " at most 300 s is accepted",
+    ),
     # Digits that no producer means: before the contract's floor (2000-01-01), 10 digits flagged.
     (
         event(event_time="1763596800"),  # 2025-11-20 in seconds: read as millis, 1970-01-21
@@ -191,7 +196,14 @@ BAD_LINES = [
     (
         event(event_time=str(TEN_AM_MS + 3 * 86_400_000)),
         "event_time_in_future",
-        str(TEN_AM_MS + 3 * 86_400_000),
+        f"{TEN_AM_MS + 3 * 86_400_000} ms is 257400 s ahead of its ingestion at 2026-11-20 10:30:00"
+        " UTC; at most 300 s is accepted",
+    ),
+    (  # an hour ahead of its ingestion: a producer clock bug (the bound is 5 minutes)
+        event(event_time=str(TEN_AM_MS + 90 * 60_000)),
+        "event_time_in_future",
+        f"{TEN_AM_MS + 90 * 60_000} ms is 3600 s ahead of its ingestion at 2026-11-20 10:30:00"
+        " UTC; at most 300 s is accepted",
     ),
     (event(event_type="hover"), "unknown_event_type", "hover"),
     (event(ad_type="popup"), "unknown_ad_type", "popup"),

@@ -181,20 +181,41 @@ def run_available_now(
 
 
 PROGRESS_EVERY_S = 30  # a line in the task log at least this often while a query runs
+POLL_S = 2  # how often a running query is asked for the micro-batches it has finished
 
 
 def _await_with_progress(query, name: str) -> None:
-    """Wait for the query to stop, logging how far it got every ``PROGRESS_EVERY_S`` seconds."""
-    started = time.monotonic()
-    while not query.awaitTermination(PROGRESS_EVERY_S):
+    """Wait for the query to stop, logging each micro-batch as it finishes (its rows and seconds),
+    and how far it got every ``PROGRESS_EVERY_S`` seconds when no batch finished meanwhile."""
+    started = last_line = time.monotonic()
+    logged: set[int] = set()
+    while True:
+        stopped = query.awaitTermination(POLL_S)
         done = [p for p in query.recentProgress if p.batchId is not None]
-        log.info(
-            "%s: running for %.0f s; %d micro-batch(es) done, %d input row(s) so far",
-            name,
-            time.monotonic() - started,
-            len(done),
-            sum(p.numInputRows for p in done),
-        )
+        for progress in done:
+            if progress.batchId in logged or not (progress.numInputRows or progress.stateOperators):
+                continue
+            logged.add(progress.batchId)
+            seconds = (progress.durationMs or {}).get("triggerExecution", 0) / 1000
+            log.info(
+                "%s: micro-batch %d done: %s row(s) in %.1f s",
+                name,
+                progress.batchId,
+                f"{progress.numInputRows:,}",
+                seconds,
+            )
+            last_line = time.monotonic()
+        if stopped:
+            return
+        if time.monotonic() - last_line >= PROGRESS_EVERY_S:
+            log.info(
+                "%s: running for %.0f s; %d micro-batch(es) done, %d input row(s) so far",
+                name,
+                time.monotonic() - started,
+                len(done),
+                sum(p.numInputRows for p in done),
+            )
+            last_line = time.monotonic()
 
 
 # On the engine a foreachBatch query starts a Python worker that must connect back to the server

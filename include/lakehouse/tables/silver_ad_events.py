@@ -47,8 +47,13 @@ BATCH_METRICS_SCHEMA = """
 # most this far apart are one event. Each micro-batch's MERGE reads this many hours of silver either
 # side of the hours it writes; copies further apart would both be kept.
 DUPLICATE_WINDOW_HOURS = 24
-# An event more than this far ahead of its ingestion time is a producer clock bug, not data.
-MAX_FUTURE_SKEW = "1 day"
+# How far ahead of its ingestion an event may be: more is a producer clock bug, not data, and is
+# quarantined (event_time_in_future). The reference is the line's own ingested_at, recorded by bronze,
+# so the stream and a backfill classify a line alike whatever else is in its batch (a batch's own
+# newest event would be the outlier itself). Kept under the sessions' watermark delay (10 minutes;
+# the session gap is 30): an accepted event moves the sessions' watermark at most this far past the
+# ingestion clock, so one skewed event can no longer close every user's session early.
+MAX_FUTURE_SKEW_SECONDS = 5 * 60
 # Epoch millis as the producer writes them: ASCII digits only (no sign, point or zone), at most 15
 # of them (year 33658 at most: timestamp_millis cannot overflow). \A and \z, not ^ and $: Java's $
 # also matches before a final line break, and the cast would then read "123\n" as 123.
@@ -158,8 +163,9 @@ def classify_ad_events(
       the producer promises millis and anything else is a producer bug to be seen;
     * it is not before the contract's floor (``event_time_too_old``: ``EVENT_TIME_FLOOR``, default
       2000-01-01; a value of 10 digits is flagged as likely epoch seconds in the detail);
-    * it is at most a day ahead of ingestion (``event_time_in_future``), and its event type, ad
-      type and ad id are known.
+    * it is at most ``MAX_FUTURE_SKEW_SECONDS`` (5 minutes) ahead of the line's ingestion
+      (``event_time_in_future``; the detail says how far ahead), and its event type, ad type and
+      ad id are known.
 
     Fields beyond the contract (schema drift) are kept, as JSON, in ``rescued_data``.
 
@@ -193,7 +199,9 @@ def classify_ad_events(
     millis = F.when(
         F.col("_event_time").rlike(EVENT_TIME_PATTERN), F.col("_event_time").try_cast("long")
     )
-    latest_accepted = F.try_add(F.col("ingested_at"), F.expr(f"INTERVAL {MAX_FUTURE_SKEW}"))
+    latest_accepted = F.try_add(
+        F.col("ingested_at"), F.expr(f"INTERVAL {MAX_FUTURE_SKEW_SECONDS} SECONDS")
+    )
     # A column of its own, so that it is computed once per row, not once per use.
     checked = enriched.withColumn("_millis", millis).withColumn(
         "_event_ts", F.timestamp_millis("_millis")
@@ -222,7 +230,14 @@ def classify_ad_events(
                     ),
                 ).otherwise(F.lit("")),
             ),
-            Reason.FUTURE_EVENT_TIME: F.col("_event_time"),
+            Reason.FUTURE_EVENT_TIME: F.concat(
+                F.col("_event_time"),
+                F.lit(" ms is "),
+                F.expr("(_millis - unix_millis(ingested_at)) div 1000").cast("string"),
+                F.lit(" s ahead of its ingestion at "),
+                F.date_format("ingested_at", "yyyy-MM-dd HH:mm:ss"),
+                F.lit(f" UTC; at most {MAX_FUTURE_SKEW_SECONDS} s is accepted"),
+            ),
             Reason.UNKNOWN_EVENT_TYPE: F.col("_event_type"),
             Reason.UNKNOWN_AD_TYPE: F.col("_ad_type"),
             Reason.UNKNOWN_AD: F.col("_ad_id"),
