@@ -97,6 +97,7 @@ def test_a_late_hour_is_a_partition_of_every_table_the_run_wrote(dag_bag):
     assert events_of("gold_campaign_hourly", summary, dag_bag, extra=True) == [
         ("gold.campaign_hourly", "2026-11-19T23:00:00", (H23, H1)),
         ("gold.campaign_hourly", "2026-11-20T01:00:00", (H23, H1)),
+        ("ops.code_versions", None, (H23, H1)),
         ("ops.query_progress", None, (H23, H1)),
     ]
 
@@ -123,10 +124,11 @@ def test_a_table_no_dag_is_scheduled_on_by_partitions_gets_one_event_per_run_wit
         "periods": hours,
         "expectations": {"checked": 4, "failed_warn": []},
     }
-    # Four hours, five tables: five events, not twenty.
+    # Four hours, six tables: six events, not twenty-four.
     assert events_of("silver_ad_events", summary, dag_bag, extra=True) == [
         (name, None, tuple(hours))
         for name in (
+            "ops.code_versions",
             "ops.expectation_results",
             "ops.query_progress",
             "ops.silver_batch_metrics",
@@ -173,6 +175,7 @@ def test_a_backfill_publishes_the_hours_it_replaced(dag_bag):
     assert events_of("gold_campaign_hourly", summary, dag_bag) == [
         ("gold.campaign_hourly", "2026-11-20T00:00:00"),
         ("gold.campaign_hourly", "2026-11-20T01:00:00"),
+        ("ops.code_versions", None),
     ]
 
 
@@ -248,6 +251,7 @@ def test_a_day_table_publishes_day_keys_and_the_daily_export_runs_per_day(dag_ba
     assert events_of("gold_campaign_daily", summary, dag_bag) == [
         ("gold.campaign_daily", "2026-11-19"),
         ("gold.campaign_daily", "2026-11-20"),
+        ("ops.code_versions", None),
         ("ops.query_progress", None),
     ]
     dag = dag_bag.get_dag("ysb_daily_export")
