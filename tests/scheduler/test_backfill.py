@@ -140,7 +140,7 @@ def test_backfill_recomputes_its_hours_beside_an_incremental_run(
         task_logs_read_in_a_browser(
             services,
             airflow_home,
-            {"backfill__2026-11-20T02:00:00+00:00": "recomputed", quiet: "nothing new"},
+            {"backfill__2026-11-20T02:00:00+00:00": "batch over 1 hour(s)", quiet: "nothing new"},
         )
     assert_tables_match_oracle(spark, lakehouse)
     assert not cli.grade(cli.observe(lakehouse)).needs_action
