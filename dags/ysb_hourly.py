@@ -154,7 +154,7 @@ with DAG(
 
         from lakehouse_airflow.operators import spark_problems
         from lakehouse_airflow.preflight import preflight as check
-        from lakehouse_airflow.preflight import run_plan, source_problems
+        from lakehouse_airflow.preflight import run_plan, source_problems, stale_note
 
         log = logging.getLogger("airflow.task")
         problems = (
@@ -170,6 +170,8 @@ with DAG(
             # line ("Task exited"). retries=0 makes the failure final, as AirflowFailException did.
             raise SystemExit(f"preflight: {len(problems)} problem(s), see the lines above")
         log.info(run_plan(dict(params), dag_run.run_type, logical_date))
+        if note := stale_note():
+            log.warning(note)
 
     @task.branch
     def choose_path(params=None, dag_run=None, logical_date=None) -> str:

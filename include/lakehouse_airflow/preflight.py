@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from lakehouse import files, metastore, object_storage
+from lakehouse import code_versions, files, metastore, object_storage
 from lakehouse.config import Lakehouse, jar_paths
 from lakehouse.errors import ConfigError
 from lakehouse.kafka_settings import (
@@ -150,6 +150,29 @@ def run_plan(params: Mapping[str, Any], run_type: str, logical_date: datetime | 
         "Incremental run"
         + (f", after a full refresh of {refresh}" if refresh != "none" else "")
         + "."
+    )
+
+
+def stale_note(lakehouse: Lakehouse | None = None) -> str | None:
+    """After a deploy: how many periods older code wrote, and what recomputes them (None: none).
+
+    A note, not a problem: the hourly run goes on and writes new periods with today's code.
+    """
+    from deltalake.exceptions import DeltaError
+
+    try:
+        lakehouse = lakehouse or Lakehouse.from_env()
+        found = code_versions.stale(lakehouse)
+    except (ConfigError, OSError, DeltaError) as error:  # the run's own tasks say what is wrong
+        return f"Could not read which code wrote each period: {error}"
+    if not found:
+        return None
+    periods = sum(len(p) for p in found.values())
+    return (
+        f"{periods} period(s) of {len(found)} table(s) were written by older code "
+        f"({', '.join(f'{name}: {len(p)}' for name, p in found.items())}): `lakehouse repair "
+        "--stale`, or a run of the ysb_repair_stale DAG, recomputes them (docs/operations.md, "
+        "Deploying a change)."
     )
 
 

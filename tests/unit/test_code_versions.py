@@ -133,3 +133,27 @@ def test_a_refactor_keeps_a_declared_version_and_changes_an_undeclared_one(tmp_p
     assert before == same
     assert before[0] != after[0]  # the code's hash follows the refactor
     assert before[1] == after[1] == "declared 2"  # the declared version does not
+
+
+def test_preflight_notes_what_older_code_wrote_and_what_recomputes_it(tmp_path):
+    import pyarrow as pa
+
+    from lakehouse import object_storage
+    from lakehouse.config import Lakehouse
+    from lakehouse_airflow.preflight import stale_note
+
+    lakehouse = Lakehouse(root=str(tmp_path / "lakehouse"))
+    assert stale_note(lakehouse) is None  # nothing recorded yet
+    silver = catalog.get("silver.ad_events")
+    records = lakehouse.table(code_versions.RECORDS).path
+    rows = code_versions.records(silver, [H0, H0 + HOUR], batch=True, run="r", now=T0)
+    object_storage.write_delta(records, pa.Table.from_pylist(rows), mode="append")
+    assert stale_note(lakehouse) is None  # today's code replaced both hours
+    # Then a worker still on an older deploy added rows to hour 00.
+    older = {**rows[0], "code_version": "0ld", "whole": False, "written_at": T0 + HOUR}
+    object_storage.write_delta(records, pa.Table.from_pylist([older]), mode="append")
+    assert stale_note(lakehouse) == (
+        "1 period(s) of 1 table(s) were written by older code (silver.ad_events: 1): `lakehouse "
+        "repair --stale`, or a run of the ysb_repair_stale DAG, recomputes them "
+        "(docs/operations.md, Deploying a change)."
+    )
