@@ -14,7 +14,6 @@ every local user).
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -24,10 +23,13 @@ import pyarrow as pa
 from helpers import s3_faults, s3_requests
 
 from lakehouse import object_storage
-from lakehouse.config import jar_paths
-from lakehouse.spark import fast_start_java_options
 from lakehouse_tools import audit
-from lakehouse_tools.fault_harness.launch import job_environment, kill_group, log_tail
+from lakehouse_tools.fault_harness.launch import (
+    job_environment,
+    kill_group,
+    log_tail,
+    short_driver,
+)
 
 APPENDS = 5  # per writer: 1 + 4 * 5 commits
 LOSE_EVERY = 3  # of each kind of writer's commit PUTs (their retries included)
@@ -56,17 +58,7 @@ def spark_submit(table: str, writer: str, lakehouse, go: Path) -> subprocess.Pop
     """A driver appending to ``table`` as ``writer`` once ``go`` exists, started by spark-submit
     as a task's driver is (local[2], the fast-start JVM options); its output in ``go``.log."""
     command = [
-        str(Path(sys.executable).parent / "spark-submit"),
-        "--master",
-        "local[2]",
-        "--jars",
-        ",".join(jar_paths(lakehouse.root)),
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.sql.shuffle.partitions=2",
-        "--driver-java-options",
-        fast_start_java_options(),
+        *short_driver(lakehouse),
         str(SPARK_APPENDS),
         table,
         writer,

@@ -29,13 +29,11 @@ JOBS_DIR = PROJECT_DIR / "jobs"
 OPERATIONS = {"full_refresh": JOBS_DIR / "full_refresh.py"}
 
 
-def spark_submit_command(job: str, lakehouse: Lakehouse, *args: str) -> list[str]:
-    """The spark-submit line of a job (a task, or an operation: full_refresh), as the DAG's tasks run it (local[2]).
-
-    The driver JVM starts with the fast-start options (C1 JIT, the class-data-sharing archive of
-    ``make driver-cds`` when built): a trial is eight short drivers, and these halve their CPU time
-    without touching what is under test (the query, its checkpoint and its Delta commits).
-    """
+def short_driver(lakehouse: Lakehouse) -> list[str]:
+    """spark-submit with what a short driver of this project starts with, before its application:
+    local[2], the lakehouse's jars, no UI, and the fast-start JVM options (C1 JIT, the
+    class-data-sharing archive of ``make driver-cds`` when built), which halve a short driver's
+    CPU time without touching what it runs."""
     local = Path(sys.executable).parent / "spark-submit"
     return [
         str(local) if local.exists() else (shutil.which("spark-submit") or "spark-submit"),
@@ -49,6 +47,14 @@ def spark_submit_command(job: str, lakehouse: Lakehouse, *args: str) -> list[str
         "spark.sql.shuffle.partitions=2",
         "--driver-java-options",
         fast_start_java_options(),
+    ]
+
+
+def spark_submit_command(job: str, lakehouse: Lakehouse, *args: str) -> list[str]:
+    """The spark-submit line of a job (a task, or an operation: full_refresh), as the DAG's tasks
+    run it (:func:`short_driver`): a fault trial is eight short drivers."""
+    return [
+        *short_driver(lakehouse),
         *([str(OPERATIONS[job])] if job in OPERATIONS else [str(JOBS_DIR / "run.py"), job]),
         "--lakehouse-root",
         lakehouse.root,
