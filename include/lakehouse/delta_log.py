@@ -148,6 +148,22 @@ def latest_data_commit_info(path: str) -> dict:
     return {}
 
 
+def rows_added_since(path: str, version: int | None, operation: str) -> int:
+    """Rows that the commits of ``operation`` after ``version`` (None: from the first) added to
+    the table at ``path``, from their ``numOutputRows`` metric."""
+    found = _log(path)
+    if found is None:
+        return 0
+    log, names = found
+    start = -1 if version is None else version
+    infos = (_commit_info(log, v) or {} for v in _commit_versions(names) if v > start)
+    return sum(
+        int(info.get("operationMetrics", {}).get("numOutputRows", 0))
+        for info in infos
+        if info.get("operation") == operation
+    )
+
+
 def tagged_commit_info(path: str, user_metadata: str) -> dict | None:
     """The ``commitInfo`` of the newest commit whose ``userMetadata`` is ``user_metadata``, with its ``version`` (None: none).
 

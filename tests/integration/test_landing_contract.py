@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
 import json
 import re
 import subprocess
@@ -151,7 +152,15 @@ def test_files_the_source_will_not_read_are_reported_with_what_to_do(spark, lake
     (folder / "notes.txt").write_text(event("e-txt", ad) + "\n")
     (folder / "part-1.json").write_text(event("e-json", ad) + "\n")
     (folder / "part-2.jsonl.bz2").write_bytes(bz2.compress((event("e-bz2", ad) + "\n").encode()))
-    (folder / "packed.jsonl").write_bytes(gzip.compress((event("e-packed", ad) + "\n").encode()))
+    # Many events packed: the payload's bytes hold newlines, which the source reads as "lines".
+    packed = gzip.compress(
+        "".join(
+            event(hashlib.sha256(b"%d" % n).hexdigest(), ad) + "\n" for n in range(50)
+        ).encode(),
+        mtime=0,
+    )
+    assert packed.count(b"\n") > 1
+    (folder / "packed.jsonl").write_bytes(packed)
     (folder.parent / "shallow.jsonl").write_text(event("e-shallow", ad) + "\n")
     (folder / "retry").mkdir()
     (folder / "retry" / "deep.jsonl").write_text(event("e-deep", ad) + "\n")
@@ -175,6 +184,8 @@ def test_files_the_source_will_not_read_are_reported_with_what_to_do(spark, lake
     assert "part-1.jsonl" in fixes["2026-11-20/10/part-1.json"]
     read = {name for name, _ in _bronze_by_file(spark, lakehouse)}
     assert read == {"part-0.jsonl", "packed.jsonl", "shallow.jsonl", "deep.jsonl"}
+    # Counted as bronze's rows (the payload is one), not as the binary lines the source read.
+    assert summary["rows_written"] == 4
     # The same report for lakehouse status, from files alone.
     assert landing_report(lakehouse)["ignored"] == summary["ignored_files"]
 

@@ -28,7 +28,7 @@ import argparse
 
 from pyspark.errors import StreamingQueryException
 
-from lakehouse import checkpoint_log
+from lakehouse import checkpoint_log, delta_log
 from lakehouse.catalog import TableSpec
 from lakehouse.config import Table
 from lakehouse.errors import ConfigError
@@ -105,6 +105,7 @@ def run(target: Table, args: JobArgs) -> dict:
         .partitionBy(*table.partition_by)
     )
     landed = None if source.source == "kafka" else _new_bytes(checkpoint, plan)
+    before = delta_log.latest_version(target.path)
     log.info("%s: %s", table.name, fit_code_generation(spark, landed))
     try:
         # The Delta sink's transaction app id is the query id: the check compares the checkpoint's.
@@ -121,6 +122,9 @@ def run(target: Table, args: JobArgs) -> dict:
             raise
         _explain_kafka_failure(error, table, target, servers, topic, checkpoint)
         raise
+    # The rows bronze gained, which the source's input rows overstate when the plan keeps only some
+    # of what it reads (a gzip payload's binary "lines", a copy's lines).
+    summary["rows_written"] = delta_log.rows_added_since(target.path, before, "STREAMING UPDATE")
     if source.source != "kafka":
         summary.update(landing_problems(checkpoint, landing, target.path, plan))
     return summary

@@ -1,4 +1,7 @@
-"""APPEND: new rows appended once per micro-batch (bronze from its landing folder or topic)."""
+"""APPEND: new rows appended once per micro-batch (bronze from its landing folder or topic).
+
+A summary's count is the rows the table gained (``rows_written``), not the source's input rows:
+those count every line read, also lines the plan then drops (a gzip payload read as one line)."""
 
 from __future__ import annotations
 
@@ -12,5 +15,5 @@ class Append(Flow):
 
     def counts(self, spec, summary, batch, sides):
         counts = {}
-        count(counts, spec.name, summary.get("input_rows"))
+        count(counts, spec.name, summary.get("rows_written", summary.get("input_rows")))
         return counts, set()
