@@ -83,3 +83,86 @@ def test_maintenance_trims_ops_rows_past_their_retention_and_says_what_it_freed(
         ("trim", 3),
         ("vacuum", None),
     ]
+
+
+def _version_row(period: datetime, version: str, whole: bool, at: datetime) -> dict:
+    return {
+        "table_name": "gold.campaign_hourly",
+        "period_start": period,
+        "grain": "hour",
+        "code_version": version,
+        "whole": whole,
+        "written_at": at,
+        "airflow_run_id": None,
+    }
+
+
+def test_code_version_records_keep_what_judges_a_period_and_no_repeat(spark, lakehouse):
+    """Past the retention a period keeps one row per version written since its last whole write:
+    the stale periods read the same before and after, from fewer rows."""
+    from lakehouse import code_versions
+
+    old = datetime.now(UTC).replace(microsecond=0) - timedelta(days=40)
+    p1, p2, p3 = (datetime(2026, 1, 1, n, tzinfo=UTC) for n in (1, 2, 3))
+    at = [old + timedelta(hours=n) for n in range(6)]
+    rows = [
+        # p1: an older version, then a whole write by "new", then repeats: one "new" row stays.
+        _version_row(p1, "old", False, at[0]),
+        _version_row(p1, "new", True, at[1]),
+        _version_row(p1, "new", False, at[2]),
+        _version_row(p1, "new", False, at[3]),
+        # p2: never written whole, two versions added rows: stale, one row of each stays.
+        _version_row(p2, "old", False, at[0]),
+        _version_row(p2, "old", False, at[1]),
+        _version_row(p2, "new", False, at[2]),
+        # p3: written whole by "old" after "new" added rows: stale, only the whole write stays.
+        _version_row(p3, "new", False, at[0]),
+        _version_row(p3, "old", True, at[1]),
+    ]
+    table = lakehouse.table(code_versions.RECORDS)
+    ensure_table(spark, table)
+    append_records(rows, table)
+    current = {"gold.campaign_hourly": "new"}
+
+    def stale() -> dict:
+        judged = code_versions.stale_periods(code_versions.written(lakehouse), current)
+        return {p.period_start: p.reason for p in judged.get("gold.campaign_hourly", [])}
+
+    before = stale()
+    assert sorted(before) == [p2, p3]
+    records = maintain(["--lakehouse-root", lakehouse.root, "--table", code_versions.RECORDS])
+
+    kept = sorted(
+        (r.period_start.hour, r.code_version, r.whole)
+        for r in spark.read.format("delta").load(table.path).collect()
+    )
+    assert kept == [(1, "new", False), (2, "new", False), (2, "old", False), (3, "old", True)]
+    assert stale() == before
+    assert {r["operation"]: r for r in records}["trim"]["rows_deleted"] == 5
+
+
+def test_pending_late_session_events_outlive_the_retention(spark, lakehouse):
+    """A late event waits for the run that reconciles it; once reconciled it is kept a month."""
+    old = datetime.now(UTC).replace(microsecond=0) - timedelta(days=40)
+
+    def late(event_id: str, reconciled: bool) -> dict:
+        return {
+            "event_id": event_id,
+            "user_id": "u1",
+            "event_time": old,
+            "batch_id": 1,
+            "watermark": old,
+            "touches_session_id": None,
+            "recorded_at": old,
+            "reconciled_at": old if reconciled else None,
+            "reconciled_by": "run-1" if reconciled else None,
+        }
+
+    table = lakehouse.table("ops.late_session_events")
+    ensure_table(spark, table)
+    append_records([late("settled", True), late("pending", False)], table)
+
+    maintain(["--lakehouse-root", lakehouse.root, "--table", "ops.late_session_events"])
+
+    kept = [r.event_id for r in spark.read.format("delta").load(table.path).collect()]
+    assert kept == ["pending"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from lakehouse.catalog import Write, side_table, table
+from lakehouse.catalog import Retention, Write, side_table, table
 from lakehouse.tables import F
 
 SESSION_GAP_MS = 30 * 60 * 1000
@@ -69,7 +69,12 @@ side_table(
     write=Write.OVERWRITE,
 )
 side_table(
-    "ops.late_session_events", written_by="gold.user_sessions", role="late", schema=LATE_SCHEMA
+    "ops.late_session_events",
+    written_by="gold.user_sessions",
+    role="late",
+    schema=LATE_SCHEMA,
+    # A pending late event stays until a run reconciles it; a reconciled one is kept a month.
+    retention=Retention("recorded_at", days=30, keep="reconciled_at IS NULL"),
 )
 
 
