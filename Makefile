@@ -65,7 +65,8 @@ DRIVER_CDS := $(JARS_DIR)/spark-driver.jsa
 help:  ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-setup: venv jars airflow-db  ## venv + pinned packages + Spark jars + Airflow DB
+# The drivers' class-data archive too: spark-submit tasks (a `spark` connection) start with it.
+setup: venv jars driver-cds airflow-db  ## venv + pinned packages + Spark jars + drivers' archive + Airflow DB
 
 venv: $(VENV)/.installed  ## the virtualenv: requirements.txt under constraints.txt, then this project (editable)
 $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml

@@ -49,6 +49,10 @@ CONNECT = "spark_connect"
 # Where jobs/run.py writes its summary when spark-submit runs it (a client-mode driver: this machine).
 SUMMARY_FILE_ENV = "LAKEHOUSE_SUMMARY_FILE"
 # The title of the task log's group that holds the job's progress lines.
+# A spark-submit driver's log4j settings (warnings, and progress, without times of their own).
+DRIVER_LOG_CONFIG = os.path.join(os.path.dirname(__file__), "driver-log4j2.properties")
+LOG_TIMES_ENV = "LAKEHOUSE_LOG_TIMES"
+
 PROGRESS_GROUP = "progress (a line per micro-batch: rows, seconds)"
 
 
@@ -250,6 +254,28 @@ class SparkJobOperator(BaseOperator):
             # they are left out of both.
             gc.freeze()
 
+    def short_run(self) -> bool:
+        """Is this a run of seconds (a driver that starts fast beats one that compiles well)?"""
+        return False
+
+    def driver_java_options(self) -> str:
+        """A spark-submit driver's JVM options: fast start for a short run, the long-run options
+        (with the class-data archive that ``make setup`` builds) otherwise; its log without times."""
+        from lakehouse.spark import (
+            LONG_RUN_JAVA_OPTIONS,
+            driver_cds_archive,
+            fast_start_java_options,
+        )
+
+        if self.short_run():
+            options = fast_start_java_options()
+        else:
+            archive = driver_cds_archive()
+            options = LONG_RUN_JAVA_OPTIONS + (
+                f" -XX:SharedArchiveFile={archive}" if archive.is_file() else ""
+            )
+        return f"{options} -Dlog4j2.configurationFile={DRIVER_LOG_CONFIG}"
+
     def spark_submit(self, parent: dict[str, str] | None = None) -> Any:
         """spark-submit the job; its summary (what ``jobs/run.py`` wrote to the summary file), or None."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -258,12 +284,21 @@ class SparkJobOperator(BaseOperator):
             summary_file = os.path.join(folder, "summary.json")
             hook = SparkSubmitHook(
                 conn_id=self.conn_id,
-                conf=dict(parent or {}),  # the Airflow task as the driver's parent run (--conf)
+                # the Airflow task as the driver's parent run; the driver JVM's options
+                conf={
+                    **(parent or {}),
+                    "spark.driver.extraJavaOptions": self.driver_java_options(),
+                },
                 jars=jars_arg(),
                 py_files=py_files_arg() or None,
                 name=self.task_id,
                 application_args=list(self.application_args),
-                env_vars={"LAKEHOUSE_ENGINE": "local", SUMMARY_FILE_ENV: summary_file},
+                # The task's logger stamps each line of the driver's output: the job's lines carry no time of their own.
+                env_vars={
+                    "LAKEHOUSE_ENGINE": "local",
+                    SUMMARY_FILE_ENV: summary_file,
+                    LOG_TIMES_ENV: "0",
+                },
             )
             hook.submit(job_path(self.job))
             if not os.path.exists(summary_file):
@@ -332,6 +367,14 @@ class TableJobOperator(SparkJobOperator):
         }
         options = [part for flag, value in given.items() if value for part in (flag, value)]
         return [self.table.task, *options]
+
+    def short_run(self) -> bool:
+        """An incremental run, or a batch over a day at most (a backfill's run owns an hour)."""
+        if self.mode != "batch" or not (self.start and self.end):
+            return True
+        from lakehouse.periods import Periods, parse_instant
+
+        return len(Periods.between(parse_instant(self.start), parse_instant(self.end))) <= 24
 
     def execute(self, context) -> Any:
         self.application_args = self.job_argv()

@@ -63,8 +63,11 @@ def headline(name: str, summary: dict) -> str:
         ("sessions", "session(s) closed"),
         ("quarantine_resolved", "quarantined line(s) now accepted"),
     ):
-        if summary.get(key) is not None:
-            parts.append(f"{_n(summary[key])} {label}")
+        if summary.get(key) is None:
+            continue
+        if key == "rows_written" and summary[key] == summary.get("input_rows"):
+            continue  # said once: every row read was written
+        parts.append(f"{_n(summary[key])} {label}")
     if isinstance(summary.get("expectations"), dict):
         checked = summary["expectations"]
         failed = checked.get("failed_warn") or []

@@ -65,3 +65,41 @@ def test_the_job_mains_are_read_from_the_job_files():
         "repair_stale": "lakehouse.stale_repair:main",
         "run": "lakehouse.runner:main",
     }
+
+
+def test_a_spark_submit_driver_starts_fast_for_an_hour_and_compiles_well_for_a_month():
+    """An incremental run or a backfill's hour gets the fast-start JVM options; a batch run over
+    more than a day the long-run ones. Either way the driver's log carries no time of its own
+    (the task's logger stamps each line)."""
+    from lakehouse.spark import FAST_START_JAVA_OPTIONS, LONG_RUN_JAVA_OPTIONS
+    from lakehouse_airflow.operators import DRIVER_LOG_CONFIG
+
+    hourly = operator("silver_ad_events", mode="incremental", start="", end="")
+    backfill = operator("silver_ad_events")  # two hours
+    month = operator("silver_ad_events", end="2026-12-20T00:00Z")
+    for short in (hourly, backfill):
+        assert short.driver_java_options().startswith(" ".join(FAST_START_JAVA_OPTIONS)), short
+    assert month.driver_java_options().startswith(LONG_RUN_JAVA_OPTIONS)
+    for run in (hourly, month):
+        assert run.driver_java_options().endswith(f"-Dlog4j2.configurationFile={DRIVER_LOG_CONFIG}")
+    pattern = [
+        line for line in open(DRIVER_LOG_CONFIG, encoding="utf-8") if "layout.pattern" in line
+    ]
+    assert pattern == ["appender.console.layout.pattern = %p %c{1}: %m%n%ex\n"]
+
+
+def test_a_jobs_log_lines_carry_no_time_when_the_caller_stamps_them(monkeypatch):
+    import logging
+
+    from lakehouse.runtime.job_args import configure_logging
+
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    try:
+        for timed, expected in (("1", "%(asctime)s %(levelname)s"), ("0", "%(levelname)s")):
+            root.handlers[:] = []
+            monkeypatch.setenv("LAKEHOUSE_LOG_TIMES", timed)
+            configure_logging()
+            assert root.handlers[0].formatter._fmt.startswith(expected)
+    finally:
+        root.handlers[:] = saved

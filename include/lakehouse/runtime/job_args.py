@@ -81,9 +81,12 @@ def parse_job_args(
 
 
 def configure_logging() -> None:
+    """The job's log lines; without a time of their own when a caller stamps each line
+    (``LAKEHOUSE_LOG_TIMES=0``: an Airflow task reading a spark-submit driver's output)."""
+    timed = os.environ.get("LAKEHOUSE_LOG_TIMES", "1") != "0"
     logging.basicConfig(
         level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=("%(asctime)s " if timed else "") + "%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
 
