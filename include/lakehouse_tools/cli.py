@@ -130,7 +130,7 @@ def run_query(
 # status, repair
 
 
-def write_status_page(lakehouse: Lakehouse, grid: Grid, path: str) -> None:
+def write_status_page(lakehouse: Lakehouse, grid: Grid, path: str, old_code: dict) -> None:
     """``status --html``: the grid and gold.campaign_hourly's views per campaign and hour, as one page."""
     from lakehouse_tools.status_page import status_page
 
@@ -142,7 +142,8 @@ def write_status_page(lakehouse: Lakehouse, grid: Grid, path: str) -> None:
             lakehouse, f"select campaign_id, hour_start, views from {VIEWS_TABLE} {bounds}"
         )[1]:
             views.setdefault(campaign, {})[utc(hour)] = count
-    Path(path).write_text(status_page(grid, views, datetime.now(UTC)), encoding="utf-8")
+    page = status_page(grid, views, datetime.now(UTC), old_code)
+    Path(path).write_text(page, encoding="utf-8")
     print(f"wrote {path}", file=sys.stderr)
 
 
@@ -345,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                     print("\nWritten by older code (lakehouse repair --stale recomputes them):")
                     print(code_versions.stale_text(old_code))
             if args.html:
-                write_status_page(lakehouse, grid, args.html)
+                write_status_page(lakehouse, grid, args.html, old_code)
             return 1 if grid.needs_action or grid.unread_files or old_code else 0
         return _repair(grid, args.dag_id, args.dry_run)
     except ConfigError as error:

@@ -38,8 +38,18 @@ def _template():
     return environment.get_template("status_page.html.j2")
 
 
-def status_page(grid, views: dict[str, dict[datetime, int]], generated_at: datetime) -> str:
-    """The page: ``grid`` (a :class:`lakehouse_tools.status.Grid`) and ``views`` (campaign -> hour -> views)."""
+def status_page(
+    grid,
+    views: dict[str, dict[datetime, int]],
+    generated_at: datetime,
+    old_code: dict | None = None,
+) -> str:
+    """The page: ``grid`` (a :class:`lakehouse_tools.status.Grid`), ``views`` (campaign -> hour ->
+    views) and ``old_code``, the periods older code wrote (:func:`lakehouse.code_versions.stale`):
+    each such hour's count is marked, with why in its tooltip, and listed below the grid."""
+    from lakehouse import code_versions
+
+    old_code = old_code or {}
     return _template().render(
         grid=grid,
         flagged=[row for row in grid.rows if row.state not in ("complete", "empty")],
@@ -47,6 +57,12 @@ def status_page(grid, views: dict[str, dict[datetime, int]], generated_at: datet
         colours=STATE_COLOURS,
         dark=DARK,
         generated_at=generated_at,
+        old_cells={
+            (name, period.period_start.replace(tzinfo=None)): period.reason
+            for name, periods in old_code.items()
+            for period in periods
+        },
+        old_code=code_versions.stale_text(old_code).splitlines() if old_code else [],
     )
 
 

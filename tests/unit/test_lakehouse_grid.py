@@ -361,3 +361,25 @@ def test_a_wide_table_is_cut_to_the_width_long_columns_first_then_the_last_colum
             "---  ---------  ---------  ------------",
             "  0  file:/la…  xxxxxxxx…  view",
         ]
+
+
+def test_the_status_page_marks_the_hours_older_code_wrote_and_says_what_recomputes_them():
+    from lakehouse.code_versions import StalePeriod
+    from lakehouse.periods import Grain
+    from lakehouse_tools.status_page import status_page
+
+    grid = status.grade(
+        observed(
+            hour_counts={"silver.ad_events": {H0: 8, H1: 9}, "gold.campaign_hourly": {H0: 3, H1: 4}}
+        )
+    )
+    reason = "written by version aaaa; the code is bbbb now"
+    old_code = {
+        "gold.campaign_hourly": [StalePeriod("gold.campaign_hourly", H1, Grain.HOUR, reason)]
+    }
+    page = status_page(grid, {}, T, old_code)
+    assert f"<td class='n old' title='older code: {reason}'>4 ‡</td>" in page
+    assert page.count(" ‡</td>") == 1  # gold's 01:00 only: not 00:00, not silver
+    assert "<h2>Written by older code</h2>" in page and "lakehouse repair --stale" in page
+    assert "<li>gold.campaign_hourly: 1 hour(s) stale" in page
+    assert "older code" not in status_page(grid, {}, T)  # nothing stale: no mark, no section
