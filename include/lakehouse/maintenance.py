@@ -20,7 +20,8 @@ Retention`). Its maintenance first deletes the rows past that (``trim``: rows de
 writes a checkpoint of its log and deletes the log's commits past the same retention (``log``:
 log files and bytes before and after), so that what a run reads of it stays the same size. A
 streamed table's batch notes older than the batches Spark keeps in its checkpoint are deleted
-(``batch notes``).
+(``batch notes``), and the checkpoint generations a full refresh retired more than a week ago
+(``retired checkpoints``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -37,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from lakehouse import catalog, checkpoint_log, delta_log
 from lakehouse.config import Lakehouse
 from lakehouse.errors import ConfigError
-from lakehouse.files import lake_path
+from lakehouse.files import delete_tree, lake_path
 
 DEFAULT_RETAIN_HOURS = 168  # Delta's own default (delta.deletedFileRetentionDuration, 7 days)
 MARGIN_HOURS = 1  # a reader may be starting while VACUUM lists files
@@ -197,6 +199,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
         records.append(
             {**_empty_record(args.table, "batch notes", datetime.now(UTC), run_id, path), **notes}
         )
+    retired = trim_retired_generations(lakehouse.table(args.table), datetime.now(UTC))
+    if retired is not None:
+        records.append(
+            {
+                **_empty_record(args.table, "retired checkpoints", datetime.now(UTC), run_id, path),
+                **retired,
+            }
+        )
     if declared_spec.retention is not None:
         records.append(_trim_log(args.table, path, declared_spec.retention.days, run_id))
 
@@ -289,6 +299,69 @@ def trim_batch_notes(checkpoint: str) -> dict | None:
         "bytes_after": before[1] - sum(size for _, size in gone),
         "files_deleted": len(gone),
     }
+
+
+# A full refresh moves a table's queries to a new checkpoint generation and keeps the old one for a
+# look; nothing reads it (rollback refuses to cross a full refresh), so it goes after this long.
+RETIRED_GENERATION_DAYS = 7
+_GENERATION = re.compile(r"^gen=(\d+)(\..+)?$")  # gen=N, and its notes, state record, ... beside it
+
+
+def trim_retired_generations(
+    table, now: datetime, days: int = RETIRED_GENERATION_DAYS
+) -> dict | None:
+    """Delete the checkpoint generations ``table`` left behind in full refreshes over ``days`` ago
+    (the folders beside them too); what it freed. None: the table was never refreshed.
+
+    A source-fed table's queries have a checkpoint per source under the same root
+    (``kafka/<topic>/gen=N``): their retired generations go too.
+    """
+    root = lake_path(table.checkpoint_root)
+    current_file = root / "CURRENT"
+    if not current_file.exists():
+        return None
+    current = table.current_generation()
+    retired_for = now - datetime.fromtimestamp(current_file.stat().st_mtime, UTC)
+    started = time.monotonic()
+    folders = [
+        root,
+        *(topic for kafka in [root / "kafka"] if kafka.is_dir() for topic in kafka.iterdir()),
+    ]
+    found = [
+        child
+        for folder in folders
+        for child in folder.iterdir()
+        if (m := _GENERATION.match(child.name)) and int(m[1]) != current
+    ]
+    sizes = {child: _tree_size(child) for child in found}
+    gone = found if retired_for >= timedelta(days=days) else []
+    for child in gone:
+        if child.is_file():
+            child.unlink()
+        else:
+            delete_tree(child)
+    return {
+        "seconds": round(time.monotonic() - started, 3),
+        "files_before": sum(n for n, _ in sizes.values()),
+        "files_after": sum(n for child, (n, _) in sizes.items() if child not in gone),
+        "bytes_before": sum(b for _, b in sizes.values()),
+        "bytes_after": sum(b for child, (_, b) in sizes.items() if child not in gone),
+        "files_deleted": sum(sizes[child][0] for child in gone),
+        "retention_hours": days * 24,
+    }
+
+
+def _tree_size(path) -> tuple[int, int]:
+    """(files, bytes) under ``path`` (a file counts as itself)."""
+    if path.is_file():
+        return 1, path.stat().st_size
+    if hasattr(path, "walk_files"):  # on S3: one listing, its sizes
+        sizes = [item["size"] for _, item in path.walk_files()]
+    else:
+        sizes = [
+            os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(path) for f in names
+        ]
+    return len(sizes), sum(sizes)
 
 
 def _trim_log(name: str, path: str, days: int, run_id: str | None) -> dict:

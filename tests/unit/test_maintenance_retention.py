@@ -89,3 +89,38 @@ def test_batch_notes_older_than_the_batches_spark_keeps_are_deleted(tmp_path):
     assert (freed["files_before"], freed["files_after"], freed["files_deleted"]) == (150, 100, 50)
     assert (freed["bytes_before"], freed["bytes_after"]) == (300, 200)
     assert trim_batch_notes(str(tmp_path / "never-ran")) is None
+
+
+def test_checkpoint_generations_a_refresh_retired_go_after_a_week(tmp_path):
+    import os
+
+    from lakehouse.config import Lakehouse
+    from lakehouse.maintenance import trim_retired_generations
+
+    table = Lakehouse(str(tmp_path)).table("bronze.ad_events")
+    root = tmp_path / "checkpoints" / "bronze" / "ad_events"
+    assert trim_retired_generations(table, NOW) is None  # never refreshed: nothing to look at
+    for gen in (0, 1, 2):
+        (root / f"gen={gen}" / "offsets").mkdir(parents=True)
+        (root / f"gen={gen}" / "offsets" / "0").write_text("v1\n{}\n")
+        (root / f"gen={gen}.state.json").write_text("{}")
+        (root / "kafka" / "ads" / f"gen={gen}").mkdir(parents=True)
+        (root / "kafka" / "ads" / f"gen={gen}" / "metadata").write_text("{}")
+    table.start_new_generation(), table.start_new_generation()  # now at 2
+    refreshed = (NOW - timedelta(days=3)).timestamp()
+    os.utime(root / "CURRENT", (refreshed, refreshed))
+
+    kept = trim_retired_generations(table, NOW)  # refreshed 3 days ago: kept for a look
+    assert (kept["files_before"], kept["files_deleted"]) == (6, 0)
+    assert sorted(p.name for p in root.iterdir()) == [
+        "CURRENT", "gen=0", "gen=0.state.json", "gen=1", "gen=1.state.json",
+        "gen=2", "gen=2.state.json", "kafka",
+    ]  # fmt: skip
+
+    freed = trim_retired_generations(table, NOW + timedelta(days=5))
+    assert (freed["files_before"], freed["files_after"], freed["files_deleted"]) == (6, 0, 6)
+    assert freed["bytes_after"] == 0 and freed["retention_hours"] == 7 * 24
+    assert sorted(p.name for p in root.iterdir()) == [
+        "CURRENT", "gen=2", "gen=2.state.json", "kafka",
+    ]  # fmt: skip
+    assert [p.name for p in (root / "kafka" / "ads").iterdir()] == ["gen=2"]
