@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from lakehouse.config import Lakehouse, engine_settings
-from lakehouse.spark import engine, fast_start_java_options
+from lakehouse.spark import engine
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -60,9 +60,7 @@ def airflow_environment(airflow_home: Path, lakehouse: Lakehouse, **extra: str) 
         PATH=os.pathsep.join([str(VENV_BIN), env.get("PATH", "")]),
         PYSPARK_PYTHON=sys.executable,
         SPARK_LOCAL_IP="127.0.0.1",
-        # The tasks' spark-submits are short drivers over tiny data: start them the fast way
-        # (lakehouse.spark); spark-submit adds SPARK_SUBMIT_OPTS to the driver JVM's options.
-        SPARK_SUBMIT_OPTS=fast_start_java_options(),
+        # No SPARK_SUBMIT_OPTS: the operator gives spark-submit drivers their JVM options, as users get them.
     )
     env.update(extra)
     return env

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -86,6 +87,15 @@ def test_hourly_dag_run_by_airflow_matches_the_oracle(spark, lakehouse, airflow_
 
     if engine() != "connect":
         assert "local[2]" in output  # spark-submit against the master of the JSON connection
+        # The drivers started the fast way (the operator's options, not the tests'), and their
+        # lines carry only the task logger's time: neither Spark's nor Python logging's own.
+        assert "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1" in output
+        assert re.search(r"INFO lakehouse[.\w]*: silver\.ad_events", output), output[-5000:]
+        for own_time in (
+            r"\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN)",
+            r"\d\d:\d\d:\d\d,\d{3} INFO",
+        ):
+            assert not re.search(own_time, output), re.search(own_time, output)
         return
     # On the engine each Spark task returned its job's summary (an XCom the UI shows), silver's with
     # the account of every batch it ran; by spark-submit the tasks return nothing.
