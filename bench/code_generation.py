@@ -26,9 +26,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.compare.processes import proc_stats
+from bench.harness import markers, proc_stats
 from bench.render import publish
-from bench.sections import markers
 from lakehouse.spark import GENERATED_CODE_FROM_BYTES
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -145,7 +144,13 @@ def main(argv: list[str] | None = None) -> None:
         for way in WAYS if rep % 2 == 0 else WAYS[::-1]:
             log(f"rep {rep + 1}/{options.reps}: {way}")
             results[way].append(one_way(way, options.hours))
-    publish(render(results, options, started, load, commit), options.out, None, {})
+    publish(
+        render(results, options, started, load, commit),
+        options.out,
+        None,
+        {},
+        benchmark="code_generation",
+    )
 
 
 if __name__ == "__main__":

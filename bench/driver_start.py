@@ -25,8 +25,8 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.harness import markers
 from bench.render import publish
-from bench.sections import markers
 from bench.ysb.measuring import run_measured
 from lakehouse import catalog
 from lakehouse.config import Lakehouse, jar_paths
@@ -175,7 +175,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", help="replace this script's section in that Markdown file")
     options = parser.parse_args(argv)
     started, load = datetime.now(UTC), os.getloadavg()
-    publish(render(measure(options), options, started, load), options.out, None, {})
+    publish(
+        render(measure(options), options, started, load),
+        options.out,
+        None,
+        {},
+        benchmark="driver_start",
+    )
 
 
 if __name__ == "__main__":

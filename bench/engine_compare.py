@@ -19,7 +19,7 @@ Python, a driver JVM and whatever they start, start-up and shutdown included. Th
 child subreaper and waits for each run's every descendant, so ``RUSAGE_CHILDREN`` covers them all
 but PySpark's Python workers (the sessions' state functions run in them): their daemon ignores
 SIGCHLD, so the kernel reaps them and their CPU reaches no parent. A Spark job reads their CPU
-just before ``spark.stop()`` (:func:`bench.compare.processes.unreaped_cpu`); it is added.
+just before ``spark.stop()`` (:func:`bench.harness.unreaped_cpu`); it is added.
 The project's run also reports CPU and wall per task (its Python process plus its JVM, read around
 each task).
 
@@ -103,7 +103,7 @@ def run_contender(
     contender: str, dataset, label: str, rep: int, work: Path, include: Path, timeout: float
 ) -> dict:
     """One contender's run into a fresh lakehouse over ``dataset`` (size ``label``): its figures and where its tables are."""
-    from bench.compare.processes import run_tree
+    from bench.harness import run_tree
     from bench.ysb.data import fresh_lakehouse
 
     folder = work / "runs" / label
@@ -200,7 +200,7 @@ def check_size(runs: list[dict], dataset, with_oracle: bool) -> dict:
 
 
 def measure(options, out_results: Path) -> dict:
-    from bench.compare.processes import become_subreaper
+    from bench.harness import become_subreaper
     from bench.ysb.data import dataset_for
     from bench.ysb.measuring import machine_info, parse_size, size_label
 
@@ -400,6 +400,7 @@ def main(argv: list[str] | None = None) -> None:
         options.summary,
         summary_figures(results),
         benchmark="engine_compare",
+        renderer="bench.compare.report",
         results=results,
     )
 

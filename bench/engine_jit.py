@@ -29,8 +29,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.code_generation import engine_cpu, log
+from bench.harness import markers
 from bench.render import publish
-from bench.sections import markers
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 START = datetime(2026, 11, 20, 0, tzinfo=UTC)
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
         for way in WAYS if rep % 2 == 0 else list(WAYS)[::-1]:
             log(f"rep {rep + 1}/{options.reps}: {way}")
             results["reps"][way].append(one_way(way, options.hours, options.large_events))
-    publish(render(results), options.out, None, {}, results=results)
+    publish(render(results), options.out, None, {}, benchmark="engine_jit", results=results)
     if not all(rep["oracle_ok"] for way in results["reps"].values() for rep in way):
         sys.exit("engine_jit: some tables differ from the oracle (above)")
 

@@ -112,7 +112,7 @@ def bronze_checks(checkpoint: str, landing: str, after_batch) -> None:
 
 def measure(hours: int) -> dict:
     """One code version (this process's), one history: the second run's checks, timed."""
-    from bench.compare.processes import proc_stats
+    from bench.harness import proc_stats
 
     root = WORK / f"h{hours}-{os.getpid()}"
     landing, checkpoint = root / "events", root / "gen=0"
@@ -210,8 +210,8 @@ def main(argv: list[str] | None = None) -> None:
     if options.measure is not None:
         print(json.dumps(measure(options.measure)))
         return
+    from bench.harness import markers
     from bench.render import publish
-    from bench.sections import markers
     from bench.sessions_compare import _snapshot
 
     commit, baseline = _snapshot(options.baseline, WORK)
@@ -235,7 +235,9 @@ def main(argv: list[str] | None = None) -> None:
         options.out,
         options.summary,
         figures,
+        benchmark="landing_history",
         results=results,
+        per_table=False,
     )
 
 

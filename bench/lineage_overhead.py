@@ -31,9 +31,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.compare.processes import become_subreaper, run_tree, tree_cpu
+from bench.harness import become_subreaper, markers, run_tree, tree_cpu
 from bench.render import publish
-from bench.sections import markers
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 WORK = PROJECT_DIR / ".local" / "bench" / "lineage"
@@ -178,7 +177,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     results = {**measure(args.reps), "measured_at": datetime.now(UTC).isoformat(timespec="seconds")}
-    publish(render(results), args.out, args.summary, figures(results), results=results)
+    publish(
+        render(results),
+        args.out,
+        args.summary,
+        figures(results),
+        benchmark="lineage_overhead",
+        results=results,
+        per_table=False,
+    )
     log(f"done in {time.perf_counter() - started:.0f} s")
 
 

@@ -28,9 +28,11 @@ from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 
-from bench.compare.processes import proc_stats  # noqa: E402
+from bench.harness import (
+    markers,
+    proc_stats,
+)
 from bench.render import publish  # noqa: E402
-from bench.sections import markers  # noqa: E402
 
 WORK = PROJECT_DIR / ".local" / "bench" / "ops_records"
 BEGIN, END = markers("bench/ops_records.py")
@@ -184,7 +186,14 @@ def main(argv: list[str] | None = None) -> None:
             check=False,
             capture_output=True,
         )
-    publish(render(results, stored, options, started, load, commit), options.out, None, {})
+    publish(
+        render(results, stored, options, started, load, commit),
+        options.out,
+        None,
+        {},
+        benchmark="ops_records",
+        per_table=False,
+    )
 
 
 if __name__ == "__main__":

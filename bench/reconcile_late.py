@@ -22,9 +22,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.compare.processes import tree_cpu
+from bench.harness import markers, tree_cpu
 from bench.render import publish
-from bench.sections import markers
 from lakehouse import catalog, runner
 from lakehouse.config import Lakehouse
 from lakehouse_tools.generator import write_campaigns, write_hours
@@ -238,6 +237,8 @@ def main(argv: list[str] | None = None) -> None:
         args.out,
         args.summary,
         {key: figures["cpu_s"]},
+        benchmark="reconcile_late",
+        per_table=False,
     )
 
 

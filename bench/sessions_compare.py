@@ -26,7 +26,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.sections import markers
+from bench.harness import markers
 from bench.sessions_runs import (
     PROJECT_DIR,
     SEED,
@@ -142,7 +142,7 @@ def measure_state(root: str) -> dict:
 
 def _cpu_by_process() -> dict:
     """CPU seconds so far of this process's tree by kind: this driver, its JVM, the JVM's Python workers."""
-    from bench.compare.processes import proc_stats
+    from bench.harness import proc_stats
 
     stats = proc_stats()
     split = {"driver_python": 0.0, "jvm": 0.0, "python_workers": 0.0}
@@ -187,7 +187,7 @@ def _in_process(kind: str, spec: dict, include: Path, work: Path, timeout: float
     """Run a worker in a fresh process tree with ``include`` as the project's code: its result, wall and CPU seconds."""
     import json
 
-    from bench.compare.processes import become_subreaper, run_tree
+    from bench.harness import become_subreaper, run_tree
 
     become_subreaper()
     spec_path = work / f"{kind}-{Path(spec['root']).name}.json"

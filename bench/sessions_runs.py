@@ -24,8 +24,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.compare.processes import tree_cpu
-from bench.sections import RESULTS, SUMMARY, markers, save_results
+from bench.harness import RESULTS, SUMMARY, markers, save_results, tree_cpu
 from lakehouse import catalog, runner
 from lakehouse.config import Lakehouse
 from lakehouse_tools.generator import write_campaigns, write_hours
@@ -145,8 +144,7 @@ def publish_part(part: str, text: str, out: str | None, summary: str | None, fig
     """
     import json
 
-    from bench.render import BENCHMARKS, section
-    from bench.sections import declared_tables
+    from bench.render import write
 
     print(text)
     if summary is None and out is None:
@@ -181,16 +179,7 @@ def publish_part(part: str, text: str, out: str | None, summary: str | None, fig
         resaved = json.loads(path.read_text())
         path.write_text(json.dumps({**resaved, "saved_at": saved["saved_at"]}, indent=1) + "\n")
     if out:
-        saved = json.loads(path.read_text())
-        benchmark = next(b for b in BENCHMARKS if b.name == "sessions_runs")
-        markdown = Path(out).read_text()
-        heading = f"## {benchmark.title}\n"
-        if heading in markdown:
-            before, after = markdown.split(heading, 1)
-            following = after.find("\n## ")
-            after = after[following + 1 :] if following >= 0 else ""
-            rendered = section(benchmark, saved, declared_tables())
-            Path(out).write_text(before + rendered.strip("\n") + "\n\n" + after)
+        write(Path(out), results_dir)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -44,8 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.compare.processes import children_cpu, proc_stats, tree_cpu
-from bench.sections import markers
+from bench.harness import children_cpu, markers, proc_stats, tree_cpu
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 WORK = PROJECT_DIR / ".local" / "bench" / "storage"
@@ -377,7 +376,7 @@ def check(lakehouse, expected, name: str) -> tuple[dict, list[str]]:
 
 
 def measure(options) -> dict:
-    from bench.sections import declared_tables
+    from bench.harness import declared_tables
     from lakehouse.config import Lakehouse
 
     work = Path(options.work_dir)

@@ -40,7 +40,7 @@ from bench.compare import (
     WATERMARK_DELAY_MS,
     WINDOW_SECONDS,
 )
-from bench.compare.processes import self_cpu, tree_cpu, unreaped_cpu
+from bench.harness import self_cpu, tree_cpu, unreaped_cpu
 
 CORRUPT = "_corrupt_record"
 # Spark merges a user's event into a session when it is at most the gap after the session's last

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from bench.compare.processes import self_cpu, tree_cpu, unreaped_cpu
+from bench.harness import self_cpu, tree_cpu, unreaped_cpu
 
 
 def run(spec: dict) -> dict:

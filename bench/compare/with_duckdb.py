@@ -31,7 +31,7 @@ from bench.compare import (
     WATERMARK_DELAY_MS,
     WINDOW_SECONDS,
 )
-from bench.compare.processes import self_cpu
+from bench.harness import self_cpu
 
 
 def run(spec: dict) -> dict:

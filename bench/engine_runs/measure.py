@@ -13,10 +13,9 @@ import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 
-from bench.compare.processes import become_subreaper, reap_all
 from bench.engine_runs import CONNECT, DAG_ID, PROJECT_DIR, START, SUBMIT, WORK, log
 from bench.engine_runs.setup import Engine, Setup, Step, _utc, template_db
-from bench.sections import declared_tables
+from bench.harness import become_subreaper, declared_tables, reap_all
 from lakehouse import catalog
 
 
@@ -263,7 +262,8 @@ def measure(options) -> dict:
     else:
         shutil.rmtree(WORK / "runs", ignore_errors=True)
     finished = {(run["rep"], run["kind"]) for run in results["runs"]}
-    engine = Engine(options.engine_port, WORK / "engine")
+    engine = Engine(WORK / "engine", options.engine_port)
+    results["options"]["engine_port"] = engine.port  # a free one unless given
 
     def stop(signum, frame):
         raise SystemExit(f"stopped by signal {signum}")

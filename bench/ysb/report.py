@@ -39,8 +39,8 @@ def write_report(results: dict, out: Path) -> None:
     ``out`` is the project's BENCHMARKS.md (results in bench/results/) or another file, whose
     results go to a ``results`` folder beside it (``--smoke``).
     """
+    from bench.harness import RESULTS, save_results
     from bench.render import write
-    from bench.sections import RESULTS, save_results
 
     project_report = out.absolute() == RESULTS.parent.parent / "BENCHMARKS.md"
     results_dir = RESULTS if project_report else out.parent / "results"
