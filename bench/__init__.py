@@ -1,1 +1,1 @@
-"""Benchmarks of the YSB lakehouse (``make bench``): :mod:`bench.ysb_bench` (its parts in :mod:`bench.ysb`) and :mod:`bench.driver_start`."""
+"""Benchmarks of the YSB lakehouse: scenarios on one harness (:mod:`bench.harness`), rendered into BENCHMARKS.md by :mod:`bench.render`."""
