@@ -5,7 +5,7 @@ Usage (from the repository, after ``make setup``; ``make bench-compare`` runs it
         [--check smallest|all|none] [--out BENCHMARKS.md] [--summary bench/results/summary.json]
     python -m bench.engine_compare --from-results .local/bench/compare/results.json --out BENCHMARKS.md  # save, render
 
-Every contender (:mod:`bench.compare`) turns the same landing lines (:func:`bench.ysb.data.dataset_for`:
+Every contender (:mod:`bench.compare`) turns the same landing lines (:func:`bench.data.dataset_for`:
 generated once, cached under ``.local/bench/data``) into the tables the catalog declares, as
 Delta: the project's pipeline writes them all (but an operation's records, e.g. maintenance's);
 the minimal jobs write the dimension, bronze, silver, the quarantine, every gold table and the
@@ -103,8 +103,8 @@ def run_contender(
     contender: str, dataset, label: str, rep: int, work: Path, include: Path, timeout: float
 ) -> dict:
     """One contender's run into a fresh lakehouse over ``dataset`` (size ``label``): its figures and where its tables are."""
+    from bench.data import fresh_lakehouse
     from bench.harness import run_tree
-    from bench.ysb.data import fresh_lakehouse
 
     folder = work / "runs" / label
     root = folder / contender
@@ -200,9 +200,8 @@ def check_size(runs: list[dict], dataset, with_oracle: bool) -> dict:
 
 
 def measure(options, out_results: Path) -> dict:
-    from bench.harness import become_subreaper
-    from bench.ysb.data import dataset_for
-    from bench.ysb.measuring import machine_info, parse_size, size_label
+    from bench.data import dataset_for
+    from bench.harness import become_subreaper, machine_info, parse_size, size_label
 
     work = Path(options.work_dir).absolute()
     work.mkdir(parents=True, exist_ok=True)

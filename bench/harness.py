@@ -160,6 +160,17 @@ def tree_cpu(root: int, include_root: bool = True) -> float:
     return total
 
 
+def jvm_pid() -> int | None:
+    """The driver JVM of this Python process (py4j starts it as a child)."""
+    for pid, (ppid, _) in proc_stats().items():
+        try:
+            if ppid == os.getpid() and Path(f"/proc/{pid}/comm").read_text().strip() == "java":
+                return pid
+        except OSError:
+            continue
+    return None
+
+
 def own_cpu() -> float:
     """CPU of everything this process started: reaped children (getrusage) + live descendants (/proc)."""
     return children_cpu() + tree_cpu(os.getpid(), include_root=False)

@@ -18,6 +18,8 @@ compares every table with the project's, and the project's with the oracle's.
 
 from __future__ import annotations
 
+# Both Spark contenders' driver settings (with local[2]).
+BENCH_SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}
 # The project's own batch form: its CPU against the incremental run's is the incremental-to-batch ratio.
 BATCH = "project_batch"
 CONTENDERS = ("project", BATCH, "plain_spark", "duckdb", "polars")

@@ -40,7 +40,7 @@ from bench.compare import (
     WATERMARK_DELAY_MS,
     WINDOW_SECONDS,
 )
-from bench.harness import self_cpu, tree_cpu, unreaped_cpu
+from bench.harness import jvm_pid, self_cpu, tree_cpu, unreaped_cpu
 
 CORRUPT = "_corrupt_record"
 # Spark merges a user's event into a session when it is at most the gap after the session's last
@@ -52,8 +52,7 @@ NATIVE_GAP = f"{SESSION_GAP_MS - 1} milliseconds"
 def run(spec: dict) -> dict:
     from pyspark.sql import functions as F
 
-    from bench.ysb.measuring import jvm_pid
-    from bench.ysb.worker import BENCH_SPARK_CONF
+    from bench.compare import BENCH_SPARK_CONF
     from lakehouse.spark import build_spark_session
 
     steps, started = {}, time.perf_counter()
@@ -61,7 +60,7 @@ def run(spec: dict) -> dict:
         "compare-plain-spark", {**BENCH_SPARK_CONF, "spark.master": "local[2]"}, engine_kind="local"
     )
     spark.sparkContext.setLogLevel("ERROR")
-    pid = jvm_pid(spark)
+    pid = jvm_pid()
 
     def cpu() -> float:
         return self_cpu() + (tree_cpu(pid) if pid else 0.0)

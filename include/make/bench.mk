@@ -12,8 +12,6 @@
 #   make bench-sessions                          # the sessions query on hourly runs
 #   make bench-sessions-compare                  # the sessions task beside Spark's session_window, 1M events (about 15 minutes)
 #   make bench-reconcile                         # the sessions' reconcile of 100,000 late events (minutes)
-#   make bench                                   # YSB throughput per layer, incremental vs batch, growth, overhead (about 40 minutes)
-#   make bench BENCH_ARGS='--sizes 2M,10M'       # other sizes / repetitions / stages
 #   make bench-history                          # bronze's Python checks after 36 vs 35,040 landed files,
 #                                                # before and now; records and log growth per run (minutes)
 #   make bench-smoke                             # the benchmark code on tiny data (tests/bench)
@@ -22,13 +20,11 @@
 # bench.sessions_runs takes the tests' Spark settings (tests/conftest.py): tests/ is on the
 # benchmarks' PYTHONPATH (pytest has it from pyproject.toml), so no bench module changes its import path.
 
-BENCH_ARGS ?= --sizes 100k,300k --reps 3 --growth-runs 50 --backfill-eps 2 --tune-growth-runs 3
-
 ENGINE_BENCH_ARGS ?= --reps 3
 COMPARE_ARGS ?= --sizes 1M,5M --reps 2
 
 BENCH_OUT := --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
-BENCH_TARGETS := bench bench-smoke bench-engine bench-compare bench-sessions bench-sessions-compare bench-reconcile \
+BENCH_TARGETS := bench-smoke bench-engine bench-compare bench-sessions bench-sessions-compare bench-reconcile \
                  bench-history benchmarks-md
 
 .PHONY: $(BENCH_TARGETS)
@@ -37,9 +33,6 @@ $(BENCH_TARGETS): export PYTHONPATH := $(ROOT)/tests:$(PYTHONPATH)
 
 benchmarks-md: venv  ## BENCHMARKS.md from the results files in bench/results/ (renders only; reruns nothing)
 	python -m bench.render --results $(ROOT)/bench/results --out $(ROOT)/BENCHMARKS.md
-
-bench: setup  ## the YSB benchmarks (BENCH_ARGS to change sizes, repetitions, stages), then BENCHMARKS.md
-	python -m bench.ysb_bench $(BENCH_ARGS) --out $(ROOT)/BENCHMARKS.md
 
 bench-smoke: setup  ## the benchmark's smoke test on tiny data (tests/bench, about two minutes)
 	python -m pytest tests/bench -q -ra
