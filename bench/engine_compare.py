@@ -1,7 +1,7 @@
-"""Per-event cost beside a minimal Spark job, DuckDB and Polars: every catalog table, four ways.
+"""Per-event cost beside a minimal Spark job and Polars: every catalog table, four ways.
 
 Usage (from the repository, after ``make setup``; ``make bench-compare`` runs it):
-    python -m bench.engine_compare [--sizes 1M,5M] [--reps 2] [--contenders project,plain_spark,duckdb,polars] \\
+    python -m bench.engine_compare [--sizes 1M,5M] [--reps 2] [--contenders project,plain_spark,polars] \\
         [--check smallest|all|none] [--out BENCHMARKS.md] [--summary bench/results/summary.json]
     python -m bench.engine_compare --from-results .local/bench/compare/results.json --out BENCHMARKS.md  # save, render
 
@@ -308,9 +308,7 @@ def sessions_task() -> str | None:
 def engine_versions() -> dict:
     from importlib.metadata import version
 
-    return {
-        name: version(name) for name in ("pyspark", "delta-spark", "duckdb", "polars", "deltalake")
-    }
+    return {name: version(name) for name in ("pyspark", "delta-spark", "polars", "deltalake")}
 
 
 def command_line(options) -> str:

@@ -83,7 +83,7 @@ def size_label(events: int) -> str:
 
 
 def machine_info() -> dict:
-    """Cores, CPU, kernel, versions and load average of this machine."""
+    """Cores, memory, CPU, kernel, versions and load average of this machine."""
     from importlib.metadata import version
 
     cpu = next(
@@ -94,9 +94,11 @@ def machine_info() -> dict:
         ),
         "unknown",
     )
+    kib = int(Path("/proc/meminfo").read_text().split()[1])
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     return {
         "nproc": os.cpu_count(),
+        "memory": f"{kib / 1024 / 1024:.1f} GiB",
         "cpu": cpu,
         "kernel": platform.release(),
         "python": platform.python_version(),

@@ -5,8 +5,8 @@
 #
 # The benchmarks (each renders BENCHMARKS.md when it ends; the times are for 2 quiet cores):
 #
-#   make bench-compare                           # per-event CPU beside a minimal Spark job, DuckDB and Polars at 1M and
-#                                                # 5M events, every catalog table counted (about 30 minutes; the first
+#   make bench-compare                           # per-event CPU beside a minimal Spark job and Polars at 1M and 5M
+#                                                # events, every catalog table counted (about 30 minutes; the first
 #                                                # run also generates 5M events)
 #   make bench-engine                            # DAG runs on the warm engine vs spark-submit (about 45 minutes)
 #   make bench-sessions                          # the sessions query on hourly runs
@@ -40,7 +40,7 @@ bench-smoke: setup  ## the benchmark's smoke test on tiny data (tests/bench, abo
 bench-engine: setup  ## Airflow DAG runs on the warm engine vs spark-submit (bench/results/engine_runs.json)
 	python -m bench.engine_runs $(ENGINE_BENCH_ARGS) $(BENCH_OUT)
 
-bench-compare: setup  ## the project's CPU per event beside a minimal Spark job, DuckDB and Polars, every table
+bench-compare: setup  ## the project's CPU per event beside a minimal Spark job and Polars, every table
 	python -m bench.engine_compare $(COMPARE_ARGS) $(BENCH_OUT)
 
 bench-sessions: setup  ## the sessions query on hourly runs: cost beside silver, state size, late events
