@@ -44,7 +44,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -52,47 +51,13 @@ from pathlib import Path
 
 from bench.compare import BASELINE, BATCH, CONTENDERS, declared_tables, implemented, spec_for
 from bench.compare.report import render, summary_figures
+from bench.harness import code_snapshot, log
 from bench.render import publish
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 WORK = PROJECT_DIR / ".local" / "bench" / "compare"
 DATA = PROJECT_DIR / ".local" / "bench" / "data"
 RUN_TIMEOUT = 3 * 3600
-
-
-def log(message: str) -> None:
-    print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", flush=True)
-
-
-# ----------------------------------------------------------------------------------------------
-# The code the contenders run
-
-
-def git(*args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=True
-    ).stdout.strip()
-
-
-def code_snapshot(work: Path, mode: str, rev: str = "HEAD") -> tuple[str, Path]:
-    """(the code's version, its ``include`` folder): ``rev`` exported, or the work tree's own files."""
-    worktree = PROJECT_DIR / "include"
-    try:
-        commit = git("rev-parse", "--short", rev)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)", worktree
-    if mode == "worktree":
-        dirty = git("status", "--porcelain", "--", "include")
-        return commit + ("+uncommitted changes in include/" if dirty else ""), worktree
-    target = work / "code" / commit
-    if not (target / "include").is_dir():
-        shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
-        archive = subprocess.run(
-            ["git", "archive", commit, "include"], cwd=PROJECT_DIR, capture_output=True, check=True
-        )
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
-    return commit, target / "include"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -213,11 +178,11 @@ def measure(options, out_results: Path) -> dict:
             f"unknown contender(s) {', '.join(sorted(unknown))}; choose from {', '.join(CONTENDERS)}"
         )
     sizes = sorted(parse_size(s) for s in options.sizes.split(","))
-    commit, include = code_snapshot(work, options.code)
+    commit, include = code_snapshot(work, worktree=options.code == "worktree")
     includes = dict.fromkeys(contenders, include)
     baseline = None
     if options.baseline:
-        baseline, includes[BASELINE] = code_snapshot(work, "head", options.baseline)
+        baseline, includes[BASELINE] = code_snapshot(work, options.baseline)
         contenders.insert(1, BASELINE)
     results = {
         "command": command_line(options),

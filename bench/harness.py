@@ -23,6 +23,7 @@ import os
 import platform
 import resource
 import secrets
+import shutil
 import signal
 import socket
 import statistics
@@ -232,6 +233,39 @@ def run_tree(
             pass
     reap_all(timeout=30)
     return code, wall, children_cpu() - before
+
+
+# ----------------------------------------------------------------------------------------------
+# The code a scenario measures
+
+
+def git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def code_snapshot(work: Path, rev: str = "HEAD", worktree: bool = False) -> tuple[str, Path]:
+    """(the code's version, its ``include`` folder): ``rev``'s exported under ``work`` (edits made
+    while a scenario runs are in no figure), or with ``worktree`` the files on disk."""
+    try:
+        commit = git("rev-parse", "--short", rev)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)", PROJECT_DIR / "include"
+    if worktree:
+        dirty = git("status", "--porcelain", "--", "include")
+        return commit + (
+            "+uncommitted changes in include/" if dirty else ""
+        ), PROJECT_DIR / "include"
+    target = work / "code" / commit
+    if not (target / "include").is_dir():
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "archive", commit, "include"], cwd=PROJECT_DIR, capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return commit, target / "include"
 
 
 # ----------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ the Python workers of the sessions query included); for the sessions task also w
 reports: sessions closed, late events recorded and reconciled, open sessions, the state's rows and
 memory. The first two runs are reported but left out of the medians (they warm the JVM).
 
-Side by side with Spark's own ``session_window``: :mod:`bench.sessions_compare`.
+Side by side with Spark's own ``session_window``: :mod:`bench.sessions_compare` (which takes
+its hours and seed from here).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.harness import RESULTS, SUMMARY, markers, save_results, tree_cpu
+from bench.harness import tree_cpu
+from bench.render import publish
 from lakehouse import catalog, runner
 from lakehouse.config import Lakehouse
 from lakehouse_tools.generator import write_campaigns, write_hours
@@ -92,7 +94,6 @@ def run_hours(hours: int, eps: float, work: Path) -> list[dict]:
 
 
 def render(runs: list[dict], hours: int, eps: float) -> tuple[str, dict]:
-    begin, end = markers("bench/sessions_runs.py")
     steady = runs[WARM_UP_RUNS:] or runs
 
     def median(task: str, key: str) -> float:
@@ -110,7 +111,6 @@ def render(runs: list[dict], hours: int, eps: float) -> tuple[str, dict]:
         ),
     }
     lines = [
-        begin,
         f"`python -m bench.sessions_runs --hours {hours} --events-per-second {eps:g}` (one local[2] driver; "
         f"{runs[0]['lines']} lines per hour). Per run: the sessions task beside silver's, what it closed, "
         "the late events it recorded and reconciled, and its state after the run. Medians over runs "
@@ -129,57 +129,7 @@ def render(runs: list[dict], hours: int, eps: float) -> tuple[str, dict]:
             f"{s['late_reconciled']} | {s['late_pending']} | {s['open_sessions']} | {s['state_rows']} | "
             f"{(s['state_memory_bytes'] or 0) / 1e6:.1f} |"
         )
-    lines += ["", end, ""]
     return "\n".join(lines), figures
-
-
-def publish_part(part: str, text: str, out: str | None, summary: str | None, figures: dict) -> None:
-    """Put one part of the sessions section (``text``, opened and closed by ``markers(part)``) in place.
-
-    The sessions section is one results file (``sessions_runs.json``, its Markdown) made of parts,
-    each written by its own benchmark: this one's hourly runs and :mod:`bench.sessions_compare`'s
-    comparison with Spark's own session windows. A part replaces its earlier text and keeps the
-    others'; the summary keys of both stay the section's. With ``out``, that Markdown file's
-    sessions section (only it) is rewritten in place.
-    """
-    import json
-
-    from bench.render import write
-
-    print(text)
-    if summary is None and out is None:
-        return
-    results_dir = Path(summary).parent if summary else RESULTS
-    path = results_dir / "sessions_runs.json"
-    saved = json.loads(path.read_text()) if path.exists() else {}
-    current = saved.get("section", "")
-    runs_begin, runs_end = markers("bench/sessions_runs.py")
-    if current.strip() and runs_begin not in current and markers(part)[0] not in current:
-        current = f"{runs_begin}\n{current.strip()}\n{runs_end}\n"  # saved before parts had markers
-    begin, end = markers(part)
-    if begin in current and end in current:
-        head, rest = current.split(begin, 1)
-        current = head + text.strip("\n") + rest.split(end, 1)[1]
-    else:
-        current = current.rstrip("\n") + "\n\n" + text.strip("\n") + "\n"
-    known = (
-        json.loads((results_dir / SUMMARY).read_text()) if (results_dir / SUMMARY).exists() else {}
-    )
-    kept = {k: known[k] for k in saved.get("summary_keys", []) if k in known}
-    # The catalog the hourly runs were measured with (a table declared since is named left out).
-    catalog_then = saved.get("catalog") if part != "bench/sessions_runs.py" else None
-    save_results(
-        "sessions_runs",
-        results_dir,
-        section=current,
-        figures={**kept, **figures},
-        catalog=catalog_then,
-    )
-    if catalog_then is not None and "saved_at" in saved:  # the hourly runs' date stays theirs
-        resaved = json.loads(path.read_text())
-        path.write_text(json.dumps({**resaved, "saved_at": saved["saved_at"]}, indent=1) + "\n")
-    if out:
-        write(Path(out), results_dir)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -192,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     runs = run_hours(args.hours, args.events_per_second, Path(args.work_dir))
     section, figures = render(runs, args.hours, args.events_per_second)
-    publish_part("bench/sessions_runs.py", section, args.out, args.summary, figures)
+    publish(section, args.out, args.summary, figures, benchmark="sessions_runs")
 
 
 if __name__ == "__main__":

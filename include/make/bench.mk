@@ -51,7 +51,7 @@ bench-reconcile: setup  ## the sessions' reconcile of 100,000 pending late event
 
 SESSIONS_COMPARE_ARGS ?= --events 1M
 bench-sessions-compare: setup  ## the sessions task beside Spark's own session_window on the same silver, CPU-s (issue 39; --baseline REV for a before/after)
-	python -m bench.sessions_compare $(SESSIONS_COMPARE_ARGS) --results $(ROOT)/bench/results/sessions-compare.json
+	python -m bench.sessions_compare $(SESSIONS_COMPARE_ARGS) $(BENCH_OUT)
 
 HISTORY_BENCH_ARGS ?= --hours 9,8760 --baseline 07870b4
 bench-history: setup  ## bronze's Python checks per run after a short and a year-long landing history, before and now
