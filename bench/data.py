@@ -63,6 +63,15 @@ def dataset_for(data_dir: Path, events: int, files_per_hour: int = 16) -> Datase
     return Dataset(str(root), DATA_START.isoformat(), hours, eps, files, lines)
 
 
+def landed(work: Path, start: datetime, hours: int, eps: float, seed: int, **options) -> tuple:
+    """A fresh lakehouse at ``work`` with the campaigns and ``hours`` producer hours from ``start``
+    landed: (the lakehouse, the hours' manifests)."""
+    shutil.rmtree(work, ignore_errors=True)
+    lakehouse = Lakehouse(root=str(work))
+    write_campaigns(lakehouse, seed=seed)
+    return lakehouse, write_hours(lakehouse, start, hours, eps, seed, **options) if hours else []
+
+
 def fresh_lakehouse(path: Path, dataset: Dataset) -> Lakehouse:
     """An empty lakehouse at ``path`` whose landing zone is the dataset's (a symlink, not a copy)."""
     shutil.rmtree(path, ignore_errors=True)

@@ -2,8 +2,9 @@
 
 - a progress line per step (:func:`log`);
 - repetitions and their medians (:func:`stats`, :func:`median`, :func:`alternating`);
-- the process-tree CPU timer (:func:`run_tree` for a command run to its end, :func:`tree_cpu` for
-  a live process and its descendants, :func:`unreaped_cpu` for PySpark's Python workers);
+- the process-tree CPU timer (:func:`run_tree` for a command run to its end, :func:`timed` and
+  :func:`tree_cpu` for a live process and its descendants, :func:`unreaped_cpu` for PySpark's
+  Python workers), and a driver in this process for the jobs (:func:`local_driver`);
 - an engine of the scenario's own on a free port (:class:`Engine`);
 - the results: ``bench/results/<scenario>.json`` and the scenario's keys of the shared, flat
   ``bench/results/summary.json`` (:func:`save_results`), from which ``make benchmarks-md``
@@ -30,6 +31,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -63,6 +66,16 @@ def stats(values: list[float | None]) -> dict:
 
 def median(values: list[float | None]) -> float | None:
     return stats(values)["median"]
+
+
+def cell(values: list[float], digits: int = 1) -> str:
+    """A table cell: the median (min–max) of ``values``; a single value alone; none as a dash."""
+    if not values:
+        return "–"
+    text = f"{statistics.median(values):.{digits}f}"
+    return (
+        text if len(values) == 1 else f"{text} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+    )
 
 
 def alternating(contenders: list[str], rep: int) -> list[str]:
@@ -172,6 +185,29 @@ def jvm_pid() -> int | None:
         except OSError:
             continue
     return None
+
+
+@contextmanager
+def timed(pid: int | None = None) -> Iterator[dict]:
+    """CPU seconds of the process tree ``pid`` (default: this process's) and wall seconds over the
+    block, in the dict it yields once the block ends (``cpu_s``, ``wall_s``)."""
+    pid = pid or os.getpid()
+    took: dict = {}
+    cpu, wall = tree_cpu(pid), time.perf_counter()
+    yield took
+    took.update(cpu_s=tree_cpu(pid) - cpu, wall_s=time.perf_counter() - wall)
+
+
+def local_driver(app: str):
+    """A ``local[2]`` driver in this process, with the tests' settings; the jobs then run on it."""
+    from conftest import TEST_SPARK_CONF
+
+    from lakehouse.spark import build_spark_session
+
+    os.environ["LAKEHOUSE_ENGINE"] = "local"
+    spark = build_spark_session(app, TEST_SPARK_CONF, engine_kind="local")
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 def own_cpu() -> float:
@@ -352,11 +388,6 @@ class Engine:
 
 # ----------------------------------------------------------------------------------------------
 # The results
-
-
-def markers(script: str) -> tuple[str, str]:
-    """The comments that open and close ``script``'s part of a section (e.g. ``bench/sessions_compare.py``)."""
-    return f"<!-- {script}: begin -->", f"<!-- {script}: end -->"
 
 
 def declared_tables() -> list[str]:

@@ -27,8 +27,17 @@ PLACEHOLDER = re.compile(r"^\{\{scenario (\w+) \| (.+)\}\}$")
 
 
 def load(results_dir: Path, name: str) -> dict | None:
+    """A results file; one a scenario wrote without the harness (a flat object of figures) is
+    taken as its figures, the summary keys among them its own."""
     path = results_dir / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    saved = json.loads(path.read_text())
+    if "benchmark" not in saved:
+        figures = {k: v for k, v in saved.items() if not isinstance(v, dict | list)}
+        summary = json.loads((results_dir / SUMMARY).read_text()) if name != "summary" else {}
+        saved = {"figures": figures, "summary_keys": [k for k in figures if k in summary]}
+    return saved
 
 
 def measured_at(saved: dict) -> str:
@@ -97,7 +106,7 @@ def render_all(results_dir: Path = RESULTS, template: Path = TEMPLATE) -> str:
     lines = template.read_text().splitlines()
     placed = {m.group(1) for line in lines if (m := PLACEHOLDER.match(line))}
     files = sorted(p.stem for p in results_dir.glob("*.json") if p.name != SUMMARY)
-    saved = {name: data for name in files if "benchmark" in (data := load(results_dir, name))}
+    saved = {name: load(results_dir, name) for name in files}
     out = []
     for line in lines:
         if match := PLACEHOLDER.match(line):

@@ -18,18 +18,15 @@ its hours and seed from here).
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.harness import tree_cpu
+from bench.data import landed
+from bench.harness import local_driver, log, timed
 from bench.render import publish
 from lakehouse import catalog, runner
-from lakehouse.config import Lakehouse
-from lakehouse_tools.generator import write_campaigns, write_hours
+from lakehouse_tools.generator import write_hours
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 
@@ -43,27 +40,16 @@ SILVER_TABLE = next(t.name for t in catalog.tasks() if t.write is catalog.Write.
 
 
 def run_hours(hours: int, eps: float, work: Path) -> list[dict]:
-    from conftest import TEST_SPARK_CONF
-
-    from lakehouse.spark import build_spark_session
-
-    os.environ["LAKEHOUSE_ENGINE"] = "local"
-    spark = build_spark_session("bench-sessions", TEST_SPARK_CONF, engine_kind="local")
-    spark.sparkContext.setLogLevel("ERROR")
-    shutil.rmtree(work, ignore_errors=True)
-    lakehouse = Lakehouse(root=str(work))
-    write_campaigns(lakehouse, seed=SEED)
+    spark = local_driver("bench-sessions")
+    lakehouse, _ = landed(work, START, 0, eps, SEED)
     runs = []
     for hour in range(hours):
         (manifest,) = write_hours(lakehouse, START + timedelta(hours=hour), 1, eps, SEED)
         run = {"hour": hour, "lines": manifest.lines, "tasks": {}}
         for entry in catalog.tasks():
-            cpu, wall = tree_cpu(os.getpid()), time.perf_counter()
-            summary = runner.run(entry.task, ["--lakehouse-root", lakehouse.root]) or {}
-            run["tasks"][entry.task] = {
-                "seconds": time.perf_counter() - wall,
-                "cpu_s": tree_cpu(os.getpid()) - cpu,
-            }
+            with timed() as took:
+                summary = runner.run(entry.task, ["--lakehouse-root", lakehouse.root]) or {}
+            run["tasks"][entry.task] = {"seconds": took["wall_s"], "cpu_s": took["cpu_s"]}
             if entry.task == SESSIONS:
                 run["sessions"] = {
                     "closed": sum(note.get("sessions", 0) for note in summary.get("batches", [])),
@@ -82,12 +68,11 @@ def run_hours(hours: int, eps: float, work: Path) -> list[dict]:
                 }
         runs.append(run)
         s, t = run["sessions"], run["tasks"]
-        print(
+        log(
             f"hour {hour + 1}/{hours}: {run['lines']} lines; silver {t[SILVER]['seconds']:.1f} s "
             f"{t[SILVER]['cpu_s']:.1f} CPU-s; sessions {t[SESSIONS]['seconds']:.1f} s {t[SESSIONS]['cpu_s']:.1f} CPU-s, "
             f"{s['closed']} closed, {s['late']} late, {s['open_sessions']} open, state {s['state_rows']} rows "
-            f"{(s['state_memory_bytes'] or 0) / 1e6:.1f} MB",
-            flush=True,
+            f"{(s['state_memory_bytes'] or 0) / 1e6:.1f} MB"
         )
     spark.stop()
     return runs

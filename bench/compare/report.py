@@ -11,10 +11,8 @@ from collections import Counter
 
 from bench.compare import BASELINE, BATCH
 from bench.compare.steps import (
-    cell,
     cpu_ratio,
     label_of,
-    median,
     project_section,
     samples,
     sessions_cpu,
@@ -22,6 +20,7 @@ from bench.compare.steps import (
     size_labels,
     steps_side_by_side,
 )
+from bench.harness import cell, median
 
 # make bench-compare's (COMPARE_ARGS in include/make/bench.mk)
 DEFAULT_ARGS = "--sizes 1M,5M --reps 2"

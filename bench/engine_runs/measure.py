@@ -13,9 +13,9 @@ import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 
-from bench.engine_runs import CONNECT, DAG_ID, PROJECT_DIR, START, SUBMIT, WORK, log
+from bench.engine_runs import CONNECT, DAG_ID, PROJECT_DIR, START, SUBMIT, WORK
 from bench.engine_runs.setup import Engine, Setup, Step, _utc, template_db
-from bench.harness import become_subreaper, declared_tables, reap_all
+from bench.harness import become_subreaper, declared_tables, log, reap_all
 from lakehouse import catalog
 
 

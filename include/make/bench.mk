@@ -1,9 +1,10 @@
-# Benchmarks. Each one saves what it measured in bench/results/<benchmark>.json (and its keys of
-# bench/results/summary.json); BENCHMARKS.md is rendered from those files alone by one command:
+# Benchmarks: scenarios on one harness (bench/harness.py). Each saves what it measured in
+# bench/results/<scenario>.json (and its keys of bench/results/summary.json); BENCHMARKS.md is
+# rendered from bench/BENCHMARKS.md.template and those files alone by one command:
 #
 #   make benchmarks-md                           # BENCHMARKS.md from bench/results/ (seconds: renders, measures nothing)
 #
-# The benchmarks (each renders BENCHMARKS.md when it ends; the times are for 2 quiet cores):
+# The scenarios (each renders BENCHMARKS.md when it ends; the times are for 2 quiet cores):
 #
 #   make bench-compare                           # per-event CPU beside a minimal Spark job and Polars at 1M and 5M
 #                                                # events, every catalog table counted (about 30 minutes; the first
@@ -14,10 +15,13 @@
 #   make bench-reconcile                         # the sessions' reconcile of 100,000 late events (minutes)
 #   make bench-history                          # bronze's Python checks after 36 vs 35,040 landed files,
 #                                                # before and now; records and log growth per run (minutes)
-#   make bench-smoke                             # the benchmark code on tiny data (tests/bench)
+#   make bench-smoke                             # the comparison on tiny data (tests/bench)
 #
-# bench.engine_runs builds its Airflow homes with the tests' tests/airflow_env.py and
-# bench.sessions_runs takes the tests' Spark settings (tests/conftest.py): tests/ is on the
+# A new scenario (bench/<name>.py) needs no line here to be rendered: its results file is enough
+# (bench/__init__.py); a make target for it is one more line below.
+#
+# bench.engine_runs builds its Airflow homes with the tests' tests/airflow_env.py and the harness's
+# local driver takes the tests' Spark settings (tests/conftest.py): tests/ is on the
 # benchmarks' PYTHONPATH (pytest has it from pyproject.toml), so no bench module changes its import path.
 
 ENGINE_BENCH_ARGS ?= --reps 3
@@ -34,7 +38,7 @@ $(BENCH_TARGETS): export PYTHONPATH := $(ROOT)/tests:$(PYTHONPATH)
 benchmarks-md: venv  ## BENCHMARKS.md from the results files in bench/results/ (renders only; reruns nothing)
 	python -m bench.render --results $(ROOT)/bench/results --out $(ROOT)/BENCHMARKS.md
 
-bench-smoke: setup  ## the benchmark's smoke test on tiny data (tests/bench, about two minutes)
+bench-smoke: setup  ## the comparison's test on tiny data (tests/bench, minutes)
 	python -m pytest tests/bench -q -ra
 
 bench-engine: setup  ## Airflow DAG runs on the warm engine vs spark-submit (bench/results/engine_runs.json)

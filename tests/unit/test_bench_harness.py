@@ -24,6 +24,8 @@ def test_medians_and_the_alternating_order():
     assert harness.alternating(["a", "b", "c"], 1) == ["c", "b", "a"]
     assert harness.parse_size("1M") == 1_000_000 and harness.parse_size("20k") == 20_000
     assert harness.size_label(5_000_000) == "5M" and harness.size_label(2_000) == "2k"
+    assert harness.cell([3.0, 1.0, 2.0]) == "2.0 (1.0–3.0)"
+    assert harness.cell([1.25], digits=2) == "1.25" and harness.cell([]) == "–"
 
 
 def test_a_command_s_cpu_covers_the_grandchild_it_leaves_behind(tmp_path):
@@ -49,6 +51,16 @@ def test_a_live_process_tree_s_cpu():
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_block_s_cpu_and_wall_in_this_process_tree():
+    with harness.timed() as took:
+        subprocess.run([sys.executable, "-c", BUSY.format(seconds=0.4)], check=True)
+        end = time.process_time() + 0.2
+        while time.process_time() < end:
+            pass
+    # The child was reaped inside the block: its CPU is in this process's cutime.
+    assert took["cpu_s"] >= 0.55 and took["wall_s"] >= 0.55
 
 
 def test_results_keep_every_other_scenario_s_summary_keys(tmp_path):

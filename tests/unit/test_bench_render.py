@@ -12,7 +12,7 @@ import json
 import re
 
 from bench import render
-from bench.harness import declared_tables, markers, save_results
+from bench.harness import declared_tables, save_results
 
 
 def test_a_report_from_results_files_only(tmp_path):
@@ -45,7 +45,7 @@ def test_a_report_from_results_files_only(tmp_path):
 
 
 def test_a_scenario_that_renders_its_own_markdown_is_kept_and_rendered(tmp_path, capsys):
-    begin, end = markers("bench/sessions_runs.py")
+    begin, end = "<!-- bench/sessions_runs.py: begin -->", "<!-- bench/sessions_runs.py: end -->"
     out = tmp_path / "BENCHMARKS.md"
     summary = tmp_path / "results" / "summary.json"
     text = f"{begin}\n## 13. Sessions\n\nfigures\n{end}\n"
@@ -79,3 +79,16 @@ def test_the_committed_report_is_the_rendering_of_the_committed_results():
     # A path a section names may be written from another checkout of the repository.
     strip = re.compile(r"/\S+?/(?=BENCHMARKS\.md|bench/)")
     assert strip.sub("", rendered) == strip.sub("", committed)
+
+
+def test_a_flat_results_file_is_rendered_as_its_figures(tmp_path):
+    """A scenario that writes its figures as a flat object, without the harness, still shows."""
+    (tmp_path / "summary.json").write_text(json.dumps({"small_hour_cpu_s": 14.2}))
+    (tmp_path / "small_hour.json").write_text(
+        json.dumps({"small_hour_cpu_s": 14.2, "events": 2000})
+    )
+
+    report = render.render_all(tmp_path)
+
+    assert "## small_hour" in report and "| `events` | 2000 |" in report
+    assert "| `small_hour_cpu_s` | 14.2 | small_hour |" in report
