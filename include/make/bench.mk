@@ -6,7 +6,7 @@
 #
 # The scenarios (each renders BENCHMARKS.md when it ends; the times are for 2 quiet cores):
 #
-#   make bench-compare                           # per-event CPU beside a minimal Spark job and Polars at 1M and 5M
+#   make bench-compare                           # per-event CPU beside a lean plain-Spark job and Polars at 1M and 5M
 #                                                # events, every catalog table counted (about 30 minutes; the first
 #                                                # run also generates 5M events)
 #   make bench-engine                            # DAG runs on the warm engine vs spark-submit (about 45 minutes)
