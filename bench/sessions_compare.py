@@ -24,7 +24,7 @@ import os
 import shutil
 import sys
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.harness import become_subreaper, code_snapshot, git, median, proc_stats, run_tree
@@ -81,46 +81,14 @@ def run_project(root: str) -> dict:
 
 
 def run_native(root: str) -> dict:
-    """A minimal batch job: Spark's ``session_window`` over silver, the table's figures per session."""
-    from pyspark.sql import functions as F
+    """The lean job's sessions (:func:`bench.compare.plain_spark.native_sessions`) over silver,
+    written to Delta with their ``closed`` mark."""
+    from bench.compare.plain_spark import native_sessions
 
-    spark = _spark()
-    lakehouse = Lakehouse(root=root)
-    silver = spark.read.format("delta").load(lakehouse.table(SILVER_TABLE).path)
-    watermark = silver.agg(F.max("event_time")).first()[0] - timedelta(minutes=10)
-    mark = F.struct("event_time", "event_id")
-    sessions = (
-        # Spark joins two events exactly the gap apart into one session; the table starts a new
-        # one there (the oracle too): a gap one millisecond shorter gives the table's sessions.
-        silver.groupBy("user_id", F.session_window("event_time", "1799999 milliseconds").alias("w"))
-        .agg(
-            F.min("event_time").alias("session_start"),
-            F.max("event_time").alias("session_end"),
-            F.count(F.lit(1)).alias("events"),
-            *(
-                F.count(F.when(F.col("event_type") == kind, True)).alias(f"{kind}s")
-                for kind in ("view", "click", "purchase")
-            ),
-            F.size(F.collect_set("ad_id")).cast("bigint").alias("distinct_ads"),
-            F.size(F.collect_set("campaign_id")).cast("bigint").alias("distinct_campaigns"),
-            F.min_by("campaign_id", mark).alias("first_campaign_id"),
-            F.max_by("campaign_id", mark).alias("last_campaign_id"),
-        )
-        .select(
-            F.md5(F.concat_ws("/", "user_id", F.unix_millis("session_start").cast("string"))).alias(
-                "session_id"
-            ),
-            "*",
-            (F.col("session_end") + F.expr("INTERVAL 30 MINUTES") <= F.lit(watermark)).alias(
-                "closed"
-            ),
-            F.to_date("session_start").alias("session_date"),
-        )
-        .drop("w")
-    )
-    sessions.write.format("delta").mode("overwrite").partitionBy("session_date").save(
-        f"{root}/{NATIVE_TABLE}"
-    )
+    silver = _spark().read.format("delta").load(Lakehouse(root=root).table(SILVER_TABLE).path)
+    native_sessions(silver).write.format("delta").mode("overwrite").partitionBy(
+        "session_date"
+    ).save(f"{root}/{NATIVE_TABLE}")
     return {}
 
 
