@@ -117,10 +117,9 @@ def render_all(results_dir: Path = RESULTS, template: Path = TEMPLATE) -> str:
             for name in (n for n in saved if n not in placed):
                 data = saved[name]
                 command = data.get("command") or f"python -m bench.{name}"
-                out.append(
-                    f"## {data.get('title') or name}\n\n" + scenario(name, command, data, tables)
-                )
-        else:
+                title = data.get("title") or name
+                out.append(f"## {title}\n\n{scenario(name, command, data, tables)}\n")
+        elif line or (out and out[-1]):  # no run of blank lines where nothing was placed
             out.append(line)
     return "\n".join(out).strip("\n") + "\n"
 
