@@ -51,7 +51,7 @@ from pathlib import Path
 
 from bench.compare import BASELINE, BATCH, CONTENDERS, declared_tables, implemented, spec_for
 from bench.compare.report import render, summary_figures
-from bench.harness import code_snapshot, log
+from bench.harness import alternating, code_snapshot, log
 from bench.render import publish
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -224,8 +224,7 @@ def measure(options, out_results: Path) -> dict:
     for index, (label, dataset) in enumerate(datasets):
         runs = []
         for rep in range(options.reps):
-            order = contenders if rep % 2 == 0 else contenders[::-1]
-            for contender in order:
+            for contender in alternating(contenders, rep):
                 run = run_contender(
                     contender, dataset, label, rep, work, includes[contender], options.timeout
                 )
