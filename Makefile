@@ -35,7 +35,7 @@ export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
 # off a small hourly run for about 5 % of a core while idle (BENCHMARKS.md section 11).
 export AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME ?= 0.2
 # With lineage on (docs/lineage.md), the OpenLineage provider emits a task's events in a thread
-# instead of a forked process: under a second a DAG run instead of about 2.5 (make bench-lineage).
+# instead of a forked process: under a second a DAG run instead of about 2.5 (BENCHMARKS.md: OpenLineage on a run with nothing new).
 export AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD ?= True
 # SQLite (the embedded default) fails writers after 5 s of lock wait; see include/lakehouse_tools/airflow_sqlite.py.
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS ?= lakehouse_tools.airflow_sqlite.CONNECT_ARGS

@@ -1,11 +1,11 @@
-"""Per-event cost beside a minimal Spark job, DuckDB and Polars: every catalog table, four ways.
+"""Per-event cost beside a minimal Spark job and Polars: every catalog table, four ways.
 
 Usage (from the repository, after ``make setup``; ``make bench-compare`` runs it):
-    python -m bench.engine_compare [--sizes 1M,5M] [--reps 2] [--contenders project,plain_spark,duckdb,polars] \\
+    python -m bench.engine_compare [--sizes 1M,5M] [--reps 2] [--contenders project,plain_spark,polars] \\
         [--check smallest|all|none] [--out BENCHMARKS.md] [--summary bench/results/summary.json]
     python -m bench.engine_compare --from-results .local/bench/compare/results.json --out BENCHMARKS.md  # save, render
 
-Every contender (:mod:`bench.compare`) turns the same landing lines (:func:`bench.ysb.data.dataset_for`:
+Every contender (:mod:`bench.compare`) turns the same landing lines (:func:`bench.data.dataset_for`:
 generated once, cached under ``.local/bench/data``) into the tables the catalog declares, as
 Delta: the project's pipeline writes them all (but an operation's records, e.g. maintenance's);
 the minimal jobs write the dimension, bronze, silver, the quarantine, every gold table and the
@@ -19,7 +19,7 @@ Python, a driver JVM and whatever they start, start-up and shutdown included. Th
 child subreaper and waits for each run's every descendant, so ``RUSAGE_CHILDREN`` covers them all
 but PySpark's Python workers (the sessions' state functions run in them): their daemon ignores
 SIGCHLD, so the kernel reaps them and their CPU reaches no parent. A Spark job reads their CPU
-just before ``spark.stop()`` (:func:`bench.compare.processes.unreaped_cpu`); it is added.
+just before ``spark.stop()`` (:func:`bench.harness.unreaped_cpu`); it is added.
 The project's run also reports CPU and wall per task (its Python process plus its JVM, read around
 each task).
 
@@ -44,7 +44,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -52,47 +51,13 @@ from pathlib import Path
 
 from bench.compare import BASELINE, BATCH, CONTENDERS, declared_tables, implemented, spec_for
 from bench.compare.report import render, summary_figures
+from bench.harness import alternating, code_snapshot, log
 from bench.render import publish
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 WORK = PROJECT_DIR / ".local" / "bench" / "compare"
 DATA = PROJECT_DIR / ".local" / "bench" / "data"
 RUN_TIMEOUT = 3 * 3600
-
-
-def log(message: str) -> None:
-    print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", flush=True)
-
-
-# ----------------------------------------------------------------------------------------------
-# The code the contenders run
-
-
-def git(*args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=True
-    ).stdout.strip()
-
-
-def code_snapshot(work: Path, mode: str, rev: str = "HEAD") -> tuple[str, Path]:
-    """(the code's version, its ``include`` folder): ``rev`` exported, or the work tree's own files."""
-    worktree = PROJECT_DIR / "include"
-    try:
-        commit = git("rev-parse", "--short", rev)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)", worktree
-    if mode == "worktree":
-        dirty = git("status", "--porcelain", "--", "include")
-        return commit + ("+uncommitted changes in include/" if dirty else ""), worktree
-    target = work / "code" / commit
-    if not (target / "include").is_dir():
-        shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
-        archive = subprocess.run(
-            ["git", "archive", commit, "include"], cwd=PROJECT_DIR, capture_output=True, check=True
-        )
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
-    return commit, target / "include"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -103,8 +68,8 @@ def run_contender(
     contender: str, dataset, label: str, rep: int, work: Path, include: Path, timeout: float
 ) -> dict:
     """One contender's run into a fresh lakehouse over ``dataset`` (size ``label``): its figures and where its tables are."""
-    from bench.compare.processes import run_tree
-    from bench.ysb.data import fresh_lakehouse
+    from bench.data import fresh_lakehouse
+    from bench.harness import run_tree
 
     folder = work / "runs" / label
     root = folder / contender
@@ -200,9 +165,8 @@ def check_size(runs: list[dict], dataset, with_oracle: bool) -> dict:
 
 
 def measure(options, out_results: Path) -> dict:
-    from bench.compare.processes import become_subreaper
-    from bench.ysb.data import dataset_for
-    from bench.ysb.measuring import machine_info, parse_size, size_label
+    from bench.data import dataset_for
+    from bench.harness import become_subreaper, machine_info, parse_size, size_label
 
     work = Path(options.work_dir).absolute()
     work.mkdir(parents=True, exist_ok=True)
@@ -214,11 +178,11 @@ def measure(options, out_results: Path) -> dict:
             f"unknown contender(s) {', '.join(sorted(unknown))}; choose from {', '.join(CONTENDERS)}"
         )
     sizes = sorted(parse_size(s) for s in options.sizes.split(","))
-    commit, include = code_snapshot(work, options.code)
+    commit, include = code_snapshot(work, worktree=options.code == "worktree")
     includes = dict.fromkeys(contenders, include)
     baseline = None
     if options.baseline:
-        baseline, includes[BASELINE] = code_snapshot(work, "head", options.baseline)
+        baseline, includes[BASELINE] = code_snapshot(work, options.baseline)
         contenders.insert(1, BASELINE)
     results = {
         "command": command_line(options),
@@ -260,8 +224,7 @@ def measure(options, out_results: Path) -> dict:
     for index, (label, dataset) in enumerate(datasets):
         runs = []
         for rep in range(options.reps):
-            order = contenders if rep % 2 == 0 else contenders[::-1]
-            for contender in order:
+            for contender in alternating(contenders, rep):
                 run = run_contender(
                     contender, dataset, label, rep, work, includes[contender], options.timeout
                 )
@@ -309,9 +272,7 @@ def sessions_task() -> str | None:
 def engine_versions() -> dict:
     from importlib.metadata import version
 
-    return {
-        name: version(name) for name in ("pyspark", "delta-spark", "duckdb", "polars", "deltalake")
-    }
+    return {name: version(name) for name in ("pyspark", "delta-spark", "polars", "deltalake")}
 
 
 def command_line(options) -> str:
@@ -400,6 +361,7 @@ def main(argv: list[str] | None = None) -> None:
         options.summary,
         summary_figures(results),
         benchmark="engine_compare",
+        renderer="bench.compare.report",
         results=results,
     )
 

@@ -112,7 +112,7 @@ def bronze_checks(checkpoint: str, landing: str, after_batch) -> None:
 
 def measure(hours: int) -> dict:
     """One code version (this process's), one history: the second run's checks, timed."""
-    from bench.compare.processes import proc_stats
+    from bench.harness import proc_stats
 
     root = WORK / f"h{hours}-{os.getpid()}"
     landing, checkpoint = root / "events", root / "gen=0"
@@ -210,11 +210,10 @@ def main(argv: list[str] | None = None) -> None:
     if options.measure is not None:
         print(json.dumps(measure(options.measure)))
         return
+    from bench.harness import code_snapshot
     from bench.render import publish
-    from bench.sections import markers
-    from bench.sessions_compare import _snapshot
 
-    commit, baseline = _snapshot(options.baseline, WORK)
+    commit, baseline = code_snapshot(WORK, options.baseline)
     rows = []
     for hours in (int(h) for h in options.hours.split(",")):
         for code, include in ((f"before ({commit})", baseline), ("now", PROJECT_DIR / "include")):
@@ -229,13 +228,14 @@ def main(argv: list[str] | None = None) -> None:
         "landing_checks_cpu_s_year_history": year[-1]["cpu_s"],
         "landing_checks_cpu_s_year_history_before": before[-1]["cpu_s"],
     }
-    begin, end = markers("bench/landing_history.py")
     publish(
-        f"{begin}\n{render(results)}\n{end}",
+        render(results),
         options.out,
         options.summary,
         figures,
+        benchmark="landing_history",
         results=results,
+        per_table=False,
     )
 
 

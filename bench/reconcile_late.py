@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.compare.processes import tree_cpu
+from bench.data import landed
+from bench.harness import local_driver, log, timed
 from bench.render import publish
-from bench.sections import markers
 from lakehouse import catalog, runner
-from lakehouse.config import Lakehouse
-from lakehouse_tools.generator import write_campaigns, write_hours
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 START = datetime(2026, 11, 20, tzinfo=UTC)
@@ -39,20 +36,13 @@ SESSIONS = next(t for t in catalog.tasks() if t.write is catalog.Write.SESSIONS)
 
 def measure(late: int, hours: int, eps: float, work: Path) -> dict:
     """Land, run the sessions' tasks, record ``late`` pending late events, time one reconcile."""
-    from conftest import TEST_SPARK_CONF
     from helpers import tasks_up_to
     from pyspark.sql import functions as F
 
     from lakehouse.flows.sessions import reconcile
-    from lakehouse.spark import build_spark_session
 
-    os.environ["LAKEHOUSE_ENGINE"] = "local"
-    spark = build_spark_session("bench-reconcile", TEST_SPARK_CONF, engine_kind="local")
-    spark.sparkContext.setLogLevel("ERROR")
-    shutil.rmtree(work, ignore_errors=True)
-    lakehouse = Lakehouse(root=str(work))
-    write_campaigns(lakehouse, seed=SEED)
-    write_hours(lakehouse, START, hours, eps, SEED)
+    spark = local_driver("bench-reconcile")
+    lakehouse, _ = landed(work, START, hours, eps, SEED)
     for entry in tasks_up_to(SESSIONS.name):
         runner.run(entry.task, ["--lakehouse-root", lakehouse.root])
     target = lakehouse.table(SESSIONS.name)
@@ -79,10 +69,9 @@ def measure(late: int, hours: int, eps: float, work: Path) -> dict:
     ).write.format("delta").mode("append").save(late_table.path)
     sessions_before = spark.read.format("delta").load(target.path).collect()
 
-    cpu, wall = tree_cpu(os.getpid()), time.perf_counter()
-    reconciled = reconcile(spark, target, "bench reconcile")
-    reconciled.release()
-    cpu, wall = tree_cpu(os.getpid()) - cpu, time.perf_counter() - wall
+    with timed() as took:
+        reconciled = reconcile(spark, target, "bench reconcile")
+        reconciled.release()
 
     sessions_after = spark.read.format("delta").load(target.path).collect()
     if sorted(sessions_before) != sorted(sessions_after):
@@ -96,37 +85,27 @@ def measure(late: int, hours: int, eps: float, work: Path) -> dict:
         "users": users,
         "silver_events": silver_events,
         "sessions": len(sessions_before),
-        "cpu_s": round(cpu, 1),
-        "wall_s": round(wall, 1),
+        "cpu_s": round(took["cpu_s"], 1),
+        "wall_s": round(took["wall_s"], 1),
         **reconciled.figures(),
     }
 
 
 def catch_up(days: int, files_per_hour: int, eps: float, work: Path) -> dict:
     """Land ``days`` of hours, run every task once (a catch-up), count its late events and hourly runs'."""
-    from conftest import TEST_SPARK_CONF
     from helpers import assert_gold_matches_oracle, hourly_late_events
 
-    from lakehouse.spark import build_spark_session
-
-    os.environ["LAKEHOUSE_ENGINE"] = "local"
-    spark = build_spark_session("bench-catch-up", TEST_SPARK_CONF, engine_kind="local")
-    spark.sparkContext.setLogLevel("ERROR")
-    shutil.rmtree(work, ignore_errors=True)
-    lakehouse = Lakehouse(root=str(work))
-    write_campaigns(lakehouse, seed=SEED)
-    lines = sum(
-        m.lines
-        for m in write_hours(
-            lakehouse, CATCH_UP_START, days * 24, eps, SEED, files_per_hour=files_per_hour
-        )
+    spark = local_driver("bench-catch-up")
+    lakehouse, manifests = landed(
+        work, CATCH_UP_START, days * 24, eps, SEED, files_per_hour=files_per_hour
     )
+    lines = sum(m.lines for m in manifests)
     tasks, wall = {}, time.perf_counter()
     for entry in catalog.tasks():
-        cpu = tree_cpu(os.getpid())
-        runner.run(entry.task, ["--lakehouse-root", lakehouse.root])
-        tasks[entry.task] = round(tree_cpu(os.getpid()) - cpu, 1)
-        print(f"catch-up {entry.task}: {tasks[entry.task]} CPU-s", flush=True)
+        with timed() as took:
+            runner.run(entry.task, ["--lakehouse-root", lakehouse.root])
+        tasks[entry.task] = round(took["cpu_s"], 1)
+        log(f"catch-up {entry.task}: {tasks[entry.task]} CPU-s")
     wall = time.perf_counter() - wall
     late = spark.read.format("delta").load(lakehouse.table("ops.late_session_events").path).count()
     assert_gold_matches_oracle(spark, lakehouse, names=(SESSIONS.name, "gold.open_sessions"))
@@ -144,11 +123,8 @@ def catch_up(days: int, files_per_hour: int, eps: float, work: Path) -> dict:
 
 
 def render(figures: dict, hours: int, eps: float, started: datetime) -> str:
-    begin, end = markers("bench/reconcile_late.py")
     return "\n".join(
         [
-            begin,
-            "",
             f"* **Command:** `python -m bench.reconcile_late --late {figures['late']} --hours {hours} "
             f"--events-per-second {eps:g}` (`make bench-reconcile`)",
             f"* **Date:** {started:%Y-%m-%dT%H:%M:%SZ}; {os.cpu_count()} cores; one local[2] driver",
@@ -162,20 +138,14 @@ def render(figures: dict, hours: int, eps: float, started: datetime) -> str:
             "| ---: | ---: | ---: | ---: | ---: |",
             f"| {figures['late']:,} | {figures['late_reconciled']:,} | {figures['late_pending']:,} | "
             f"{figures['cpu_s']} | {figures['wall_s']} |",
-            "",
-            end,
-            "",
         ]
     )
 
 
 def render_catch_up(done: dict, args, started: datetime) -> str:
-    begin, end = markers("bench/reconcile_late.py --catch-up-days")
     per_task = ", ".join(f"{task} {cpu}" for task, cpu in done["tasks"].items())
     return "\n".join(
         [
-            begin,
-            "",
             f"* **Command:** `python -m bench.reconcile_late --catch-up-days {done['days']} --files-per-hour "
             f"{args.files_per_hour} --events-per-second {args.events_per_second:g}`",
             f"* **Date:** {started:%Y-%m-%dT%H:%M:%SZ}; {os.cpu_count()} cores; one local[2] driver",
@@ -189,9 +159,6 @@ def render_catch_up(done: dict, args, started: datetime) -> str:
             f"| {done['cpu_s']} | {done['wall_s']} | {done['late']:,} | {done['hourly_late']:,} |",
             "",
             f"CPU-s per task: {per_task}.",
-            "",
-            end,
-            "",
         ]
     )
 
@@ -228,9 +195,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         return
     figures = measure(args.late, args.hours, args.events_per_second, Path(args.work_dir))
-    print(
-        f"reconcile of {figures['late']:,} late events: {figures['cpu_s']} CPU-s, {figures['wall_s']} s",
-        flush=True,
+    log(
+        f"reconcile of {figures['late']:,} late events: {figures['cpu_s']} CPU-s, {figures['wall_s']} s"
     )
     key = f"reconcile_{figures['late'] // 1000}k_late_cpu_s"
     publish(
@@ -238,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
         args.out,
         args.summary,
         {key: figures["cpu_s"]},
+        benchmark="reconcile_late",
+        per_table=False,
     )
 
 

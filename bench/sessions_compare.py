@@ -1,7 +1,9 @@
 """The sessions task beside Spark's own ``session_window`` on the same silver (issue 39).
 
 Usage (``make bench-sessions-compare`` runs it):
-    python -m bench.sessions_compare [--events 1M] [--baseline REV[,REV...]] [--reps 1]
+    python -m bench.sessions_compare [--events 1M] [--baseline REV[,REV...]] [--reps 1] \\
+        [--out BENCHMARKS.md] [--summary bench/results/summary.json]
+    python -m bench.sessions_compare --from-results RESULTS.json --out BENCHMARKS.md  # save, render
 
 Silver is built once per size (``.local/bench/sessions/data-<size>``: the generator's hours, 3 of
 them, then the pipeline up to silver) and shared read-only by every contender. Each contender runs
@@ -20,13 +22,13 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.sections import markers
+from bench.harness import become_subreaper, code_snapshot, git, median, proc_stats, run_tree
+from bench.render import publish
 from bench.sessions_runs import (
     PROJECT_DIR,
     SEED,
@@ -79,46 +81,14 @@ def run_project(root: str) -> dict:
 
 
 def run_native(root: str) -> dict:
-    """A minimal batch job: Spark's ``session_window`` over silver, the table's figures per session."""
-    from pyspark.sql import functions as F
+    """The lean job's sessions (:func:`bench.compare.plain_spark.native_sessions`) over silver,
+    written to Delta with their ``closed`` mark."""
+    from bench.compare.plain_spark import native_sessions
 
-    spark = _spark()
-    lakehouse = Lakehouse(root=root)
-    silver = spark.read.format("delta").load(lakehouse.table(SILVER_TABLE).path)
-    watermark = silver.agg(F.max("event_time")).first()[0] - timedelta(minutes=10)
-    mark = F.struct("event_time", "event_id")
-    sessions = (
-        # Spark joins two events exactly the gap apart into one session; the table starts a new
-        # one there (the oracle too): a gap one millisecond shorter gives the table's sessions.
-        silver.groupBy("user_id", F.session_window("event_time", "1799999 milliseconds").alias("w"))
-        .agg(
-            F.min("event_time").alias("session_start"),
-            F.max("event_time").alias("session_end"),
-            F.count(F.lit(1)).alias("events"),
-            *(
-                F.count(F.when(F.col("event_type") == kind, True)).alias(f"{kind}s")
-                for kind in ("view", "click", "purchase")
-            ),
-            F.size(F.collect_set("ad_id")).cast("bigint").alias("distinct_ads"),
-            F.size(F.collect_set("campaign_id")).cast("bigint").alias("distinct_campaigns"),
-            F.min_by("campaign_id", mark).alias("first_campaign_id"),
-            F.max_by("campaign_id", mark).alias("last_campaign_id"),
-        )
-        .select(
-            F.md5(F.concat_ws("/", "user_id", F.unix_millis("session_start").cast("string"))).alias(
-                "session_id"
-            ),
-            "*",
-            (F.col("session_end") + F.expr("INTERVAL 30 MINUTES") <= F.lit(watermark)).alias(
-                "closed"
-            ),
-            F.to_date("session_start").alias("session_date"),
-        )
-        .drop("w")
-    )
-    sessions.write.format("delta").mode("overwrite").partitionBy("session_date").save(
-        f"{root}/{NATIVE_TABLE}"
-    )
+    silver = _spark().read.format("delta").load(Lakehouse(root=root).table(SILVER_TABLE).path)
+    native_sessions(silver).write.format("delta").mode("overwrite").partitionBy(
+        "session_date"
+    ).save(f"{root}/{NATIVE_TABLE}")
     return {}
 
 
@@ -142,8 +112,6 @@ def measure_state(root: str) -> dict:
 
 def _cpu_by_process() -> dict:
     """CPU seconds so far of this process's tree by kind: this driver, its JVM, the JVM's Python workers."""
-    from bench.compare.processes import proc_stats
-
     stats = proc_stats()
     split = {"driver_python": 0.0, "jvm": 0.0, "python_workers": 0.0}
     todo = [(os.getpid(), "driver_python")]
@@ -174,8 +142,6 @@ WORKERS = {
 
 def worker(argv: list[str]) -> None:
     """``worker KIND SPEC.json``: one contender's process; its result to the spec's ``out`` file."""
-    import json
-
     kind, spec_path = argv
     spec = json.loads(Path(spec_path).read_text())
     args = [spec["root"], spec["events"]] if kind == "prepare" else [spec["root"]]
@@ -185,11 +151,6 @@ def worker(argv: list[str]) -> None:
 
 def _in_process(kind: str, spec: dict, include: Path, work: Path, timeout: float = 3600) -> dict:
     """Run a worker in a fresh process tree with ``include`` as the project's code: its result, wall and CPU seconds."""
-    import json
-
-    from bench.compare.processes import become_subreaper, run_tree
-
-    become_subreaper()
     spec_path = work / f"{kind}-{Path(spec['root']).name}.json"
     spec = {**spec, "out": str(spec_path.with_suffix(".out.json"))}
     spec_path.write_text(json.dumps(spec))
@@ -210,28 +171,6 @@ def _in_process(kind: str, spec: dict, include: Path, work: Path, timeout: float
     if code != 0:
         raise RuntimeError(f"{kind} in {spec['root']} failed ({code}); see {log_path}")
     return {"wall_s": wall, "cpu_s": cpu, **(json.loads(Path(spec["out"]).read_text()) or {})}
-
-
-def _snapshot(rev: str, work: Path) -> tuple[str, Path]:
-    """``include/`` as of ``rev``, exported under ``work`` (the baseline's code)."""
-    import subprocess
-
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", rev],
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    target = work / "code" / commit
-    if not (target / "include").is_dir():
-        shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
-        archive = subprocess.run(
-            ["git", "archive", commit, "include"], cwd=PROJECT_DIR, capture_output=True, check=True
-        )
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
-    return commit, target / "include"
 
 
 def _fresh_root(work: Path, name: str, data: Lakehouse) -> Lakehouse:
@@ -299,40 +238,9 @@ def _oracle_keys(data: Lakehouse) -> tuple[Counter, Counter]:
     )
 
 
-def compare(argv: list[str]) -> None:
+def measure(options, argv: list[str]) -> dict:
     """Sessions: the task (now, and at ``--baseline``) beside Spark's ``session_window``, at one or more sizes."""
-
-    parser = argparse.ArgumentParser(description=compare.__doc__)
-    parser.add_argument("--events", default="1M", help=f"comma-separated sizes of {list(SIZES)}")
-    parser.add_argument(
-        "--baseline",
-        help="also run the sessions task with include/ as of these commits (comma-separated)",
-    )
-    parser.add_argument("--reps", type=int, default=1)
-    parser.add_argument(
-        "--contenders",
-        default=f"{BASELINE},{PROJECT},{NATIVE}",
-        help=f"of {BASELINE} (every --baseline), {PROJECT}, {NATIVE}",
-    )
-    parser.add_argument("--work-dir", default=str(PROJECT_DIR / ".local" / "bench" / "sessions"))
-    parser.add_argument(
-        "--project-include", help="the project's code (default: the work tree's include/)"
-    )
-    parser.add_argument("--results", help="write the figures as JSON here")
-    parser.add_argument(
-        "--out", help="replace this comparison in that Markdown file's sessions section"
-    )
-    parser.add_argument("--summary", help="update this comparison's keys in that JSON file")
-    parser.add_argument(
-        "--render",
-        metavar="RESULTS",
-        help="measure nothing: publish these saved --results (comma-separated: their sizes together)",
-    )
-    options = parser.parse_args(argv)
-    if options.render:
-        saved = [json.loads(Path(path).read_text()) for path in options.render.split(",")]
-        publish(merged(saved), options.out, options.summary)
-        return
+    become_subreaper()
     work = Path(options.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     head = PROJECT_DIR / "include"
@@ -341,7 +249,7 @@ def compare(argv: list[str]) -> None:
     baselines = []
     for rev in (options.baseline or "").split(","):
         if rev:
-            commit, include = _snapshot(rev, work)
+            commit, include = code_snapshot(work, rev)
             baselines.append(f"{BASELINE}@{commit}")
             code[baselines[-1]] = include
     wanted = options.contenders.split(",")
@@ -354,7 +262,9 @@ def compare(argv: list[str]) -> None:
         "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M}Z",
         "command": "python -m bench.sessions_compare " + " ".join(argv),
         "baseline": options.baseline,
-        "code": {label: _subject(label.split("@")[1]) for label in baselines},
+        "code": {
+            label: git("log", "-1", "--format=%s", label.split("@")[1]) for label in baselines
+        },
         "load_before": list(os.getloadavg()),
         "sizes": {},
     }
@@ -363,7 +273,7 @@ def compare(argv: list[str]) -> None:
         if not Path(data.table(SILVER_TABLE).path, "_delta_log").is_dir():
             print(f"{label}: generating and building silver in {data.root}", flush=True)
             # With the committed code: silver is the same whatever the work tree holds meanwhile.
-            _, committed = _snapshot("HEAD", work)
+            _, committed = code_snapshot(work)
             _in_process("prepare", {"root": data.root, "events": SIZES[label]}, committed, work)
         closed_truth, open_truth = _oracle_keys(data)
         figures = results["sizes"][label] = {"oracle_closed": sum(closed_truth.values())}
@@ -399,42 +309,14 @@ def compare(argv: list[str]) -> None:
                     state = _in_process("state", {"root": lakehouse.root}, code[contender], work)
                     entry.update({k: v for k, v in state.items() if k.startswith("state_")})
                 print(f"{label} rep {rep + 1} {contender}: {json.dumps(entry)}", flush=True)
-        native = statistics.median(figures[NATIVE]["cpu_s"]) if NATIVE in figures else None
+        native = median(figures[NATIVE]["cpu_s"]) if NATIVE in figures else None
         for contender in contenders:
             if native and contender != NATIVE:
                 figures[contender]["ratio_to_native"] = round(
-                    statistics.median(figures[contender]["cpu_s"]) / native, 2
+                    median(figures[contender]["cpu_s"]) / native, 2
                 )
     results["load_after"] = list(os.getloadavg())
-    print(json.dumps(results, indent=2))
-    if options.results:
-        Path(options.results).write_text(json.dumps(results, indent=2) + "\n")
-    publish(results, options.out, options.summary)
-
-
-def _subject(commit: str) -> str:
-    import subprocess
-
-    return subprocess.run(
-        ["git", "log", "-1", "--format=%s", commit],
-        cwd=PROJECT_DIR,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-
-
-def merged(saved: list[dict]) -> dict:
-    """Several runs' results as one (their sizes side by side), each run's command and load kept."""
-    if len(saved) == 1:
-        return saved[0]
-    return {
-        "date": saved[-1]["date"],
-        "code": {k: v for run in saved for k, v in run.get("code", {}).items()},
-        "sizes": {size: figures for run in saved for size, figures in run["sizes"].items()},
-        "runs": [{k: v for k, v in run.items() if k != "runs"} for run in saved],
-        "note": " ".join(run["note"] for run in saved if run.get("note")),
-    }
+    return results
 
 
 def _load(average: list | None) -> str:
@@ -442,21 +324,13 @@ def _load(average: list | None) -> str:
 
 
 def _median(values: list) -> float:
-    return round(statistics.median(values), 1)
+    return round(median(values), 1)
 
 
-def render(results: dict) -> tuple[str, dict]:
-    """The comparison's part of the sessions section, and its summary keys.
-
-    The keys name the project by its newest code measured: ``project`` (the work tree) if it ran,
-    else the last ``--baseline``.
-    """
-    begin, end = markers("bench/sessions_compare.py")
+def render(results: dict) -> str:
+    """The section: one row per size and contender."""
     code = results.get("code", {})
     lines = [
-        begin,
-        "### Beside Spark's own session windows (issue 39)",
-        "",
         "; ".join(
             f"`{run.get('command', 'python -m bench.sessions_compare')}` ({', '.join(run['sizes'])}: "
             f"{run['date']}, load average {_load(run.get('load_before'))} before, "
@@ -477,10 +351,8 @@ def render(results: dict) -> tuple[str, dict]:
         "| open = oracle | state rows | state on disk MB |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |",
     ]
-    figures = {}
     for size, measured in results["sizes"].items():
-        contenders = [c for c in measured if isinstance(measured[c], dict)]
-        for contender in contenders:
+        for contender in (c for c in measured if isinstance(measured[c], dict)):
             entry = measured[contender]
             split = entry["cpu_split"][len(entry["cpu_split"]) // 2]
             name = contender
@@ -495,7 +367,15 @@ def render(results: dict) -> tuple[str, dict]:
                 f"{entry.get('ratio_to_native', '')} | {'yes' if entry.get('closed_equal') else 'NO'} | "
                 f"{'yes' if entry.get('open_equal') else 'NO'} | {entry.get('state_rows', '')} | {state_mb} |"
             )
-        ours = [c for c in contenders if c != NATIVE]
+    return "\n".join(lines)
+
+
+def figures(results: dict) -> dict:
+    """The summary keys. They name the project by its newest code measured: ``project`` (the work
+    tree) if it ran, else the last ``--baseline``."""
+    figures = {}
+    for size, measured in results["sizes"].items():
+        ours = [c for c in measured if isinstance(measured[c], dict) and c != NATIVE]
         newest = PROJECT if PROJECT in ours else (ours[-1] if ours else None)
         key = size.lower()
         if NATIVE in measured:
@@ -508,20 +388,43 @@ def render(results: dict) -> tuple[str, dict]:
             for name in ("state_rows", "state_dir_bytes", "state_memory_bytes"):
                 if entry.get(name) is not None:
                     figures[f"sessions_{name.replace('_dir', '')}_{key}"] = entry[name]
-    lines += ["", end, ""]
-    return "\n".join(lines), figures
+    return figures
 
 
-def publish(results: dict, out: str | None, summary: str | None) -> None:
-    """This comparison's part of the sessions section and its summary keys (:func:`bench.sessions_runs.publish_part`)."""
-    from bench.sessions_runs import publish_part
-
-    text, figures = render(results)
-    publish_part("bench/sessions_compare.py", text, out, summary, figures)
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", default="1M", help=f"comma-separated sizes of {list(SIZES)}")
+    parser.add_argument("--baseline", help="also run the task with include/ as of these commits")
+    parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument(
+        "--contenders",
+        default=f"{BASELINE},{PROJECT},{NATIVE}",
+        help=f"of {BASELINE} (every --baseline), {PROJECT}, {NATIVE}",
+    )
+    parser.add_argument("--work-dir", default=str(PROJECT_DIR / ".local" / "bench" / "sessions"))
+    parser.add_argument("--project-include", help="the project's code (default: include/)")
+    parser.add_argument("--out", help="render that Markdown file (BENCHMARKS.md) from the results")
+    parser.add_argument("--summary", help="update this scenario's keys in that JSON file")
+    parser.add_argument("--from-results", help="save and render an earlier run's results")
+    options = parser.parse_args(argv)
+    if options.from_results:
+        results = json.loads(Path(options.from_results).read_text())
+    else:
+        results = measure(options, argv)
+        Path(options.work_dir, "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    publish(
+        render(results),
+        options.out,
+        options.summary,
+        figures(results),
+        benchmark="sessions_compare",
+        results=results,
+        per_table=False,
+    )
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["worker"]:
         worker(sys.argv[2:])
     else:
-        compare(sys.argv[1:])
+        main(sys.argv[1:])

@@ -11,24 +11,22 @@ the Python workers of the sessions query included); for the sessions task also w
 reports: sessions closed, late events recorded and reconciled, open sessions, the state's rows and
 memory. The first two runs are reported but left out of the medians (they warm the JVM).
 
-Side by side with Spark's own ``session_window``: :mod:`bench.sessions_compare`.
+Side by side with Spark's own ``session_window``: :mod:`bench.sessions_compare` (which takes
+its hours and seed from here).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.compare.processes import tree_cpu
-from bench.sections import RESULTS, SUMMARY, markers, save_results
+from bench.data import landed
+from bench.harness import local_driver, log, timed
+from bench.render import publish
 from lakehouse import catalog, runner
-from lakehouse.config import Lakehouse
-from lakehouse_tools.generator import write_campaigns, write_hours
+from lakehouse_tools.generator import write_hours
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 
@@ -42,27 +40,16 @@ SILVER_TABLE = next(t.name for t in catalog.tasks() if t.write is catalog.Write.
 
 
 def run_hours(hours: int, eps: float, work: Path) -> list[dict]:
-    from conftest import TEST_SPARK_CONF
-
-    from lakehouse.spark import build_spark_session
-
-    os.environ["LAKEHOUSE_ENGINE"] = "local"
-    spark = build_spark_session("bench-sessions", TEST_SPARK_CONF, engine_kind="local")
-    spark.sparkContext.setLogLevel("ERROR")
-    shutil.rmtree(work, ignore_errors=True)
-    lakehouse = Lakehouse(root=str(work))
-    write_campaigns(lakehouse, seed=SEED)
+    spark = local_driver("bench-sessions")
+    lakehouse, _ = landed(work, START, 0, eps, SEED)
     runs = []
     for hour in range(hours):
         (manifest,) = write_hours(lakehouse, START + timedelta(hours=hour), 1, eps, SEED)
         run = {"hour": hour, "lines": manifest.lines, "tasks": {}}
         for entry in catalog.tasks():
-            cpu, wall = tree_cpu(os.getpid()), time.perf_counter()
-            summary = runner.run(entry.task, ["--lakehouse-root", lakehouse.root]) or {}
-            run["tasks"][entry.task] = {
-                "seconds": time.perf_counter() - wall,
-                "cpu_s": tree_cpu(os.getpid()) - cpu,
-            }
+            with timed() as took:
+                summary = runner.run(entry.task, ["--lakehouse-root", lakehouse.root]) or {}
+            run["tasks"][entry.task] = {"seconds": took["wall_s"], "cpu_s": took["cpu_s"]}
             if entry.task == SESSIONS:
                 run["sessions"] = {
                     "closed": sum(note.get("sessions", 0) for note in summary.get("batches", [])),
@@ -81,19 +68,17 @@ def run_hours(hours: int, eps: float, work: Path) -> list[dict]:
                 }
         runs.append(run)
         s, t = run["sessions"], run["tasks"]
-        print(
+        log(
             f"hour {hour + 1}/{hours}: {run['lines']} lines; silver {t[SILVER]['seconds']:.1f} s "
             f"{t[SILVER]['cpu_s']:.1f} CPU-s; sessions {t[SESSIONS]['seconds']:.1f} s {t[SESSIONS]['cpu_s']:.1f} CPU-s, "
             f"{s['closed']} closed, {s['late']} late, {s['open_sessions']} open, state {s['state_rows']} rows "
-            f"{(s['state_memory_bytes'] or 0) / 1e6:.1f} MB",
-            flush=True,
+            f"{(s['state_memory_bytes'] or 0) / 1e6:.1f} MB"
         )
     spark.stop()
     return runs
 
 
 def render(runs: list[dict], hours: int, eps: float) -> tuple[str, dict]:
-    begin, end = markers("bench/sessions_runs.py")
     steady = runs[WARM_UP_RUNS:] or runs
 
     def median(task: str, key: str) -> float:
@@ -111,7 +96,6 @@ def render(runs: list[dict], hours: int, eps: float) -> tuple[str, dict]:
         ),
     }
     lines = [
-        begin,
         f"`python -m bench.sessions_runs --hours {hours} --events-per-second {eps:g}` (one local[2] driver; "
         f"{runs[0]['lines']} lines per hour). Per run: the sessions task beside silver's, what it closed, "
         "the late events it recorded and reconciled, and its state after the run. Medians over runs "
@@ -130,67 +114,7 @@ def render(runs: list[dict], hours: int, eps: float) -> tuple[str, dict]:
             f"{s['late_reconciled']} | {s['late_pending']} | {s['open_sessions']} | {s['state_rows']} | "
             f"{(s['state_memory_bytes'] or 0) / 1e6:.1f} |"
         )
-    lines += ["", end, ""]
     return "\n".join(lines), figures
-
-
-def publish_part(part: str, text: str, out: str | None, summary: str | None, figures: dict) -> None:
-    """Put one part of the sessions section (``text``, opened and closed by ``markers(part)``) in place.
-
-    The sessions section is one results file (``sessions_runs.json``, its Markdown) made of parts,
-    each written by its own benchmark: this one's hourly runs and :mod:`bench.sessions_compare`'s
-    comparison with Spark's own session windows. A part replaces its earlier text and keeps the
-    others'; the summary keys of both stay the section's. With ``out``, that Markdown file's
-    sessions section (only it) is rewritten in place.
-    """
-    import json
-
-    from bench.render import BENCHMARKS, section
-    from bench.sections import declared_tables
-
-    print(text)
-    if summary is None and out is None:
-        return
-    results_dir = Path(summary).parent if summary else RESULTS
-    path = results_dir / "sessions_runs.json"
-    saved = json.loads(path.read_text()) if path.exists() else {}
-    current = saved.get("section", "")
-    runs_begin, runs_end = markers("bench/sessions_runs.py")
-    if current.strip() and runs_begin not in current and markers(part)[0] not in current:
-        current = f"{runs_begin}\n{current.strip()}\n{runs_end}\n"  # saved before parts had markers
-    begin, end = markers(part)
-    if begin in current and end in current:
-        head, rest = current.split(begin, 1)
-        current = head + text.strip("\n") + rest.split(end, 1)[1]
-    else:
-        current = current.rstrip("\n") + "\n\n" + text.strip("\n") + "\n"
-    known = (
-        json.loads((results_dir / SUMMARY).read_text()) if (results_dir / SUMMARY).exists() else {}
-    )
-    kept = {k: known[k] for k in saved.get("summary_keys", []) if k in known}
-    # The catalog the hourly runs were measured with (a table declared since is named left out).
-    catalog_then = saved.get("catalog") if part != "bench/sessions_runs.py" else None
-    save_results(
-        "sessions_runs",
-        results_dir,
-        section=current,
-        figures={**kept, **figures},
-        catalog=catalog_then,
-    )
-    if catalog_then is not None and "saved_at" in saved:  # the hourly runs' date stays theirs
-        resaved = json.loads(path.read_text())
-        path.write_text(json.dumps({**resaved, "saved_at": saved["saved_at"]}, indent=1) + "\n")
-    if out:
-        saved = json.loads(path.read_text())
-        benchmark = next(b for b in BENCHMARKS if b.name == "sessions_runs")
-        markdown = Path(out).read_text()
-        heading = f"## {benchmark.title}\n"
-        if heading in markdown:
-            before, after = markdown.split(heading, 1)
-            following = after.find("\n## ")
-            after = after[following + 1 :] if following >= 0 else ""
-            rendered = section(benchmark, saved, declared_tables())
-            Path(out).write_text(before + rendered.strip("\n") + "\n\n" + after)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -203,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     runs = run_hours(args.hours, args.events_per_second, Path(args.work_dir))
     section, figures = render(runs, args.hours, args.events_per_second)
-    publish_part("bench/sessions_runs.py", section, args.out, args.summary, figures)
+    publish(section, args.out, args.summary, figures, benchmark="sessions_runs")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
-"""The contenders of bench/engine_compare.py: the same tables from the same landing lines, four ways.
+"""The contenders of bench/engine_compare.py: the same tables from the same landing lines.
 
 * ``project``: the project's own pipeline, task by task in DAG order (:mod:`bench.compare.project`);
 * ``project_batch``: the same tasks, silver and gold in their batch form over the data's event hours
   (what a backfill runs): the incremental run's cost against the batch's on the same new data;
 * ``plain_spark``: a minimal hand-written PySpark batch job (:mod:`bench.compare.plain_spark`);
-* ``duckdb``: DuckDB SQL, written to Delta by delta-rs (:mod:`bench.compare.with_duckdb`);
-* ``polars``: Polars, written to Delta by delta-rs (:mod:`bench.compare.with_polars`).
+* ``polars``: Polars, written to Delta by delta-rs (:mod:`bench.compare.with_polars`): the
+  single-machine reference. (DuckDB, a second one, was dropped with issue 60's bench harness; a
+  saved run with it still renders.)
 
 Each runs in a fresh process of its own (``python -m bench.compare.job CONTENDER SPEC.json``), so
 its CPU figure is its whole process tree's, start-up included. A spec (:func:`spec_for`) says where
@@ -18,9 +19,13 @@ compares every table with the project's, and the project's with the oracle's.
 
 from __future__ import annotations
 
+from bench.harness import declared_tables
+
+# Both Spark contenders' driver settings (with local[2]).
+BENCH_SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}
 # The project's own batch form: its CPU against the incremental run's is the incremental-to-batch ratio.
 BATCH = "project_batch"
-CONTENDERS = ("project", BATCH, "plain_spark", "duckdb", "polars")
+CONTENDERS = ("project", BATCH, "plain_spark", "polars")
 # The project's pipeline at another commit (engine_compare's --baseline): the before of a change.
 BASELINE = "baseline"
 LABELS = {
@@ -34,7 +39,6 @@ MODULES = {
     "project": "bench.compare.project",
     BATCH: "bench.compare.project",
     "plain_spark": "bench.compare.plain_spark",
-    "duckdb": "bench.compare.with_duckdb",
     "polars": "bench.compare.with_polars",
 }
 # The event contract's fields, as the producer writes them (all JSON strings; event_time is epoch millis).
@@ -76,17 +80,6 @@ MINIMAL_TABLES = (
 # once its last event plus the gap is at or behind the watermark, the newest event minus 10 minutes.
 SESSION_GAP_MS = 30 * 60 * 1000
 WATERMARK_DELAY_MS = 10 * 60 * 1000
-
-
-def declared_tables() -> list[str]:
-    """Every table the catalog declares, upstream first: what the comparison counts.
-
-    A contender that does not write one is reported as not implementing it (:data:`IMPLEMENTS`),
-    so a table added to the catalog shows up here with no change to the benchmark.
-    """
-    from lakehouse import catalog
-
-    return [spec.name for spec in catalog.tables()]
 
 
 def implemented(contender: str) -> tuple[str, ...] | None:

@@ -1,7 +1,7 @@
 """One contender's run in a process of its own: what bench/engine_compare.py starts and measures.
 
 Usage:
-    python -m bench.compare.job project|plain_spark|duckdb|polars SPEC.json
+    python -m bench.compare.job project|plain_spark|polars SPEC.json
 
 The spec is :func:`bench.compare.spec_for`'s. The contender's ``run(spec)`` writes its tables and
 returns its own figures (wall seconds per step; the project also CPU seconds per task); they go to

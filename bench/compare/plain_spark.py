@@ -40,7 +40,7 @@ from bench.compare import (
     WATERMARK_DELAY_MS,
     WINDOW_SECONDS,
 )
-from bench.compare.processes import self_cpu, tree_cpu, unreaped_cpu
+from bench.harness import jvm_pid, self_cpu, tree_cpu, unreaped_cpu
 
 CORRUPT = "_corrupt_record"
 # Spark merges a user's event into a session when it is at most the gap after the session's last
@@ -52,8 +52,7 @@ NATIVE_GAP = f"{SESSION_GAP_MS - 1} milliseconds"
 def run(spec: dict) -> dict:
     from pyspark.sql import functions as F
 
-    from bench.ysb.measuring import jvm_pid
-    from bench.ysb.worker import BENCH_SPARK_CONF
+    from bench.compare import BENCH_SPARK_CONF
     from lakehouse.spark import build_spark_session
 
     steps, started = {}, time.perf_counter()
@@ -61,7 +60,7 @@ def run(spec: dict) -> dict:
         "compare-plain-spark", {**BENCH_SPARK_CONF, "spark.master": "local[2]"}, engine_kind="local"
     )
     spark.sparkContext.setLogLevel("ERROR")
-    pid = jvm_pid(spark)
+    pid = jvm_pid()
 
     def cpu() -> float:
         return self_cpu() + (tree_cpu(pid) if pid else 0.0)
@@ -140,9 +139,6 @@ def run(spec: dict) -> dict:
     silver = read(SILVER)
     hour = F.date_trunc("hour", "event_time")
 
-    def count_of(event_type: str):
-        return F.count(F.when(F.col("event_type") == event_type, True))
-
     ctr = F.when(F.col("views") > 0, F.col("clicks") / F.col("views")).alias("ctr")
     windows = (
         silver.filter("event_type = 'view'")
@@ -197,10 +193,34 @@ def run(spec: dict) -> dict:
     )
     write(ad_type_hourly, AD_TYPE_HOURLY)
 
-    # Sessions: Spark's session windows over every user's events, each closed or open by the
-    # watermark (the newest event time minus the delay), as one batch over all of silver sees it.
+    sessions = native_sessions(silver).cache()
+    write(sessions.filter("closed").drop("closed"), USER_SESSIONS)
+    write(
+        sessions.filter("NOT closed")
+        .drop("closed")
+        .withColumn("closes_at", F.timestamp_millis(F.unix_millis("session_end") + SESSION_GAP_MS)),
+        OPEN_SESSIONS,
+    )
+    sessions.unpersist()
+    lost = unreaped_cpu(pid) if pid else 0.0  # Python workers' CPU (none expected here)
+    began, cpu_before = time.perf_counter(), cpu()
+    spark.stop()
+    steps["stop"] = {"wall": time.perf_counter() - began, "cpu": cpu() - cpu_before}
+    return {
+        "steps": steps,
+        "tables": sorted(name for name in steps if "." in name),
+        "unreaped_cpu": lost,
+    }
+
+
+def native_sessions(silver):
+    """Spark's session windows over every user's events, each closed or open by the watermark
+    (the newest event time minus the delay), as one batch over all of silver sees it: the lean
+    job's sessions, with a ``closed`` column (also :mod:`bench.sessions_compare`'s ``native``)."""
+    from pyspark.sql import functions as F
+
     order = F.struct("event_time", "event_id")
-    sessions = (
+    return (
         silver.groupBy("user_id", F.session_window("event_time", NATIVE_GAP).alias("w"))
         .agg(
             F.min("event_time").alias("session_start"),
@@ -244,22 +264,11 @@ def run(spec: dict) -> dict:
             F.to_date("session_start").alias("session_date"),
             (F.unix_millis("session_end") + SESSION_GAP_MS <= F.col("watermark")).alias("closed"),
         )
-        .cache()
     )
-    write(sessions.filter("closed").drop("closed"), USER_SESSIONS)
-    write(
-        sessions.filter("NOT closed")
-        .drop("closed")
-        .withColumn("closes_at", F.timestamp_millis(F.unix_millis("session_end") + SESSION_GAP_MS)),
-        OPEN_SESSIONS,
-    )
-    sessions.unpersist()
-    lost = unreaped_cpu(pid) if pid else 0.0  # Python workers' CPU (none expected here)
-    began, cpu_before = time.perf_counter(), cpu()
-    spark.stop()
-    steps["stop"] = {"wall": time.perf_counter() - began, "cpu": cpu() - cpu_before}
-    return {
-        "steps": steps,
-        "tables": sorted(name for name in steps if "." in name),
-        "unreaped_cpu": lost,
-    }
+
+
+def count_of(kind: str):
+    """Events of one type, in an aggregation."""
+    from pyspark.sql import functions as F
+
+    return F.count(F.when(F.col("event_type") == kind, True))

@@ -6,11 +6,11 @@ written. Contender ``project_batch`` (the spec has ``batch_hours``) runs silver,
 sessions in their batch form over those event hours, as a backfill does; the dimension and bronze
 have none and run as above.
 
-Each task runs through :func:`bench.ysb.worker.run_tasks` (``lakehouse.runner.run(task,
-["--lakehouse-root", root])`` with ``LAKEHOUSE_ENGINE=local``), one incremental availableNow run per
+Each task runs as ``lakehouse.runner.run(task, ["--lakehouse-root", root])`` with
+``LAKEHOUSE_ENGINE=local``, one incremental availableNow run per
 task as the hourly DAG runs them, into an empty lakehouse whose landing zone is the dataset's. The
 session is built first, with the settings the plain Spark job gets (``DEFAULT_CONF``, ``local[2]``,
-the YSB benchmark's driver settings); the tasks' own ``build_spark_session`` calls reuse it.
+``BENCH_SPARK_CONF``); the tasks' own ``build_spark_session`` calls reuse it.
 
 CPU per task: this Python process's own (``RUSAGE_SELF``, every thread: the driver and its
 ``foreachBatch`` callbacks) plus the driver JVM's and its descendants' (``/proc``; the JVM is a live
@@ -19,15 +19,15 @@ child, so ``RUSAGE_CHILDREN`` would not see it), read before and after the task.
 
 from __future__ import annotations
 
+import os
 import time
 
-from bench.compare.processes import self_cpu, tree_cpu, unreaped_cpu
+from bench.harness import jvm_pid, self_cpu, tree_cpu, unreaped_cpu
 
 
 def run(spec: dict) -> dict:
-    from bench.ysb.measuring import jvm_pid
-    from bench.ysb.worker import BENCH_SPARK_CONF, run_tasks
-    from lakehouse import catalog
+    from bench.compare import BENCH_SPARK_CONF
+    from lakehouse import catalog, runner
     from lakehouse.config import Lakehouse
     from lakehouse.spark import build_spark_session
 
@@ -36,7 +36,7 @@ def run(spec: dict) -> dict:
         "compare-project", {**BENCH_SPARK_CONF, "spark.master": "local[2]"}, engine_kind="local"
     )
     spark.sparkContext.setLogLevel("ERROR")
-    pid = jvm_pid(spark)
+    pid = jvm_pid()
 
     def cpu() -> float:
         return self_cpu() + (tree_cpu(pid) if pid else 0.0)
@@ -52,15 +52,16 @@ def run(spec: dict) -> dict:
         else ()
     )
     tasks = {}
+    os.environ["LAKEHOUSE_ENGINE"] = "local"  # this process's driver, whatever the configuration
     for task in pipeline_tasks():
-        before = cpu()
-        seconds = run_tasks(lakehouse, (task,), batch)[
-            "seconds"
-        ]  # only tasks with a batch form take it
+        table = catalog.task(task)
+        before, began = cpu(), time.perf_counter()
+        # Only tasks with a batch form take the batch arguments.
+        runner.run(task, ["--lakehouse-root", lakehouse.root, *(batch if table.batch else ())])
         tasks[task] = {
-            "wall": seconds[task],
+            "wall": time.perf_counter() - began,
             "cpu": cpu() - before,
-            "layer": catalog.task(task).layer,
+            "layer": table.layer,
         }
     lost = unreaped_cpu(pid) if pid else 0.0  # the Python workers' CPU, lost once they end
     peak_rss = jvm_peak_rss_bytes(pid) if pid else None

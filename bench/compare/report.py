@@ -11,10 +11,8 @@ from collections import Counter
 
 from bench.compare import BASELINE, BATCH
 from bench.compare.steps import (
-    cell,
     cpu_ratio,
     label_of,
-    median,
     project_section,
     samples,
     sessions_cpu,
@@ -22,6 +20,7 @@ from bench.compare.steps import (
     size_labels,
     steps_side_by_side,
 )
+from bench.harness import cell, median
 
 # make bench-compare's (COMPARE_ARGS in include/make/bench.mk)
 DEFAULT_ARGS = "--sizes 1M,5M --reps 2"
@@ -176,8 +175,9 @@ def render(results: dict) -> str:
             if results["code"] == "head"
             else " (the work tree's files)"
         )
-        + f"; PySpark {versions['pyspark']}, Delta Lake {versions['delta-spark']}, DuckDB {versions['duckdb']}, "
-        f"Polars {versions['polars']}, deltalake (delta-rs) {versions['deltalake']}.",
+        + f"; PySpark {versions['pyspark']}, Delta Lake {versions['delta-spark']}, "
+        + (f"DuckDB {versions['duckdb']}, " if "duckdb" in versions else "")
+        + f"Polars {versions['polars']}, deltalake (delta-rs) {versions['deltalake']}.",
         "* **Work:** the same landing lines (the project's generator: ≈1% duplicates, 0.5% malformed lines, 1% late "
         f"events) into every table the catalog declares ({len(tables)}), as Delta, partitioned as the catalog "
         f"declares. {reps} repetition(s) per size, each contender in a fresh process and an empty lakehouse, the "
@@ -193,9 +193,15 @@ def render(results: dict) -> str:
         "with Spark's native `session_window`, 30-minute gap; plain overwrites); every Spark contender gets the same "
         "session: `lakehouse.spark.build_spark_session(engine_kind='local')`, i.e. `DEFAULT_CONF` (Delta, UTC, 4 "
         "shuffle partitions, the driver JVM options `LONG_RUN_JAVA_OPTIONS` of `lakehouse/spark.py` at that commit), "
-        "`local[2]`, `spark.driver.memory` 2g, no UI. **DuckDB** = SQL, **Polars** = lazy frames, sessions with "
-        "window functions in both, each writing Arrow to Delta with `deltalake` (plain overwrite), both on their "
-        "default of one thread per core. The minimal jobs write no ops records: those rows say *not implemented*.",
+        "`local[2]`, `spark.driver.memory` 2g, no UI. "
+        + (
+            "**DuckDB** = SQL, **Polars** = lazy frames, sessions with window functions in both, each writing "
+            "Arrow to Delta with `deltalake` (plain overwrite), both on their default of one thread per core. "
+            if "duckdb" in results["contenders"]
+            else "**Polars** = lazy frames, sessions with window functions, writing Arrow to Delta with "
+            "`deltalake` (plain overwrite), on its default of one thread per core. "
+        )
+        + "The minimal jobs write no ops records: those rows say *not implemented*.",
         "* **CPU** = user + system seconds of the contender's whole process tree (Python, the driver JVM, their "
         "children), from process start to exit: imports, JVM start-up and shutdown included. Median (min–max) over "
         "the repetitions; events per CPU-s = landing lines ÷ CPU seconds; the ratio is the project's median CPU ÷ "

@@ -3,9 +3,8 @@ step (each task's CPU, beside the baseline commit's or the batch form's)."""
 
 from __future__ import annotations
 
-import statistics
-
 from bench.compare import BASELINE, BATCH, LABELS, OPEN_SESSIONS, USER_SESSIONS
+from bench.harness import cell, median
 
 
 def samples(results: dict, size: str, contender: str, measure: str = "cpu") -> list[float]:
@@ -14,19 +13,6 @@ def samples(results: dict, size: str, contender: str, measure: str = "cpu") -> l
         for r in results["runs"]
         if r["size"] == size and r["contender"] == contender and r["ok"]
     ]
-
-
-def median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def cell(values: list[float], digits: int = 1) -> str:
-    if not values:
-        return "–"
-    text = f"{median(values):.{digits}f}"
-    return (
-        text if len(values) == 1 else f"{text} ({min(values):.{digits}f}–{max(values):.{digits}f})"
-    )
 
 
 def cpu_ratio(results: dict, size: str, contender: str) -> float | None:

@@ -36,7 +36,7 @@ from bench.compare import (
     WATERMARK_DELAY_MS,
     WINDOW_SECONDS,
 )
-from bench.compare.processes import self_cpu
+from bench.harness import self_cpu
 
 
 def run(spec: dict) -> dict:

@@ -57,7 +57,3 @@ SUMMARY_KEYS = {
     "small_hourly_dag_run": "small",
     "backfill_3h": "backfill",
 }
-
-
-def log(message: str) -> None:
-    print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", flush=True)

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--events-per-second", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--engine-port", type=int, default=15004)
+    parser.add_argument("--engine-port", type=int, help="default: a free port")
     parser.add_argument("--backfill-timeout", type=float, default=2400)
     parser.add_argument(
         "--kinds",
@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         options.summary,
         summary_figures(results),
         benchmark="engine_runs",
+        renderer="bench.engine_runs.report",
         results=results,
     )
 

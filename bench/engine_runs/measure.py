@@ -13,10 +13,9 @@ import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 
-from bench.compare.processes import become_subreaper, reap_all
-from bench.engine_runs import CONNECT, DAG_ID, PROJECT_DIR, START, SUBMIT, WORK, log
+from bench.engine_runs import CONNECT, DAG_ID, PROJECT_DIR, START, SUBMIT, WORK
 from bench.engine_runs.setup import Engine, Setup, Step, _utc, template_db
-from bench.sections import declared_tables
+from bench.harness import alternating, become_subreaper, declared_tables, log, reap_all
 from lakehouse import catalog
 
 
@@ -263,7 +262,8 @@ def measure(options) -> dict:
     else:
         shutil.rmtree(WORK / "runs", ignore_errors=True)
     finished = {(run["rep"], run["kind"]) for run in results["runs"]}
-    engine = Engine(options.engine_port, WORK / "engine")
+    engine = Engine(WORK / "engine", options.engine_port)
+    results["options"]["engine_port"] = engine.port  # a free one unless given
 
     def stop(signum, frame):
         raise SystemExit(f"stopped by signal {signum}")
@@ -283,7 +283,7 @@ def measure(options) -> dict:
         log(f"engine start-up: {wall:.1f} s wall, {cpu:.1f} s CPU (server pid {engine.pid})")
         become_subreaper()  # after `up`: the engine's supervisor is not this process's child
         for rep in range(options.reps):
-            for kind in (CONNECT, SUBMIT) if rep % 2 == 0 else (SUBMIT, CONNECT):
+            for kind in alternating([CONNECT, SUBMIT], rep):
                 if (rep, kind) in finished or kind not in options.kinds:
                     continue
                 setup, commit = Runs(options, kind, rep, engine, db), code_version()

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import statistics
-
 from bench.engine_runs import CONNECT, ENGINE_LABELS, SUBMIT, SUMMARY_KEYS
+from bench.harness import cell, median
 from lakehouse import catalog
 
 # Report rows that are a part of a step's runs: the first scheduled run after the services start
@@ -25,18 +24,6 @@ def samples(results: dict, kind: str, step: str, measure: str) -> list[float]:
             if entry["ok"] and entry.get(measure) is not None:
                 out.append(entry[measure])
     return out
-
-
-def median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def cell(values: list[float], digits: int = 1) -> str:
-    if not values:
-        return "–"
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f}"
-    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
 
 def ratio(results: dict, step: str, measure: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import signal
 import sqlite3
@@ -22,92 +21,10 @@ from pathlib import Path
 
 from airflow_env import AirflowServices, airflow_environment
 
-from bench.compare.processes import children_cpu, reap_all, tree_cpu
-from bench.engine_runs import CONNECT, DAG_ID, SPARK_TASKS, WORK, log
+from bench.engine_runs import CONNECT, DAG_ID, SPARK_TASKS, WORK
+from bench.harness import Engine, own_cpu, reap_all
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
-
-
-def own_cpu() -> float:
-    """CPU of everything this process started: reaped children (getrusage) + live descendants (/proc)."""
-    return children_cpu() + tree_cpu(os.getpid(), include_root=False)
-
-
-# ----------------------------------------------------------------------------------------------
-# The benchmark's engine
-
-
-class Engine:
-    """The benchmark's own warm engine, run by ``python -m lakehouse_tools.engine up|down``."""
-
-    def __init__(self, port: int, state_dir: Path):
-        self.port, self.state_dir, self.token = port, state_dir, secrets.token_hex(16)
-        os.environ.update(
-            LAKEHOUSE_ENGINE_PORT=str(port),
-            LAKEHOUSE_ENGINE_DIR=str(state_dir),
-            LAKEHOUSE_ENGINE_TOKEN=self.token,
-        )
-        os.environ.pop("LAKEHOUSE_ENGINE_URL", None)
-        self.pid: int | None = None
-        self.started = False
-
-    def _command(self, verb: str, timeout: float) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "lakehouse_tools.engine", verb],
-            env=os.environ,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-
-    def up(self) -> tuple[float, float]:
-        """Start it and wait until it answers a query: (wall seconds, the server's CPU seconds)."""
-        from lakehouse_tools import engine
-
-        status = self._command("status", 60)
-        if status.returncode == 0:
-            raise RuntimeError(
-                f"something already answers on port {self.port}: {status.stdout.strip()}; stop it first"
-            )
-        self._command("down", 120)  # a supervisor of an earlier run that no longer answers
-        started = time.perf_counter()
-        self.started = True
-        done = self._command("up", 600)
-        wall = time.perf_counter() - started
-        if done.returncode != 0:
-            raise RuntimeError(
-                f"the benchmark engine did not start:\n{done.stdout}{done.stderr[-3000:]}"
-            )
-        self.pid = engine.server_pid()
-        if self.pid is None:
-            raise RuntimeError("the benchmark engine answers but its server process was not found")
-        return wall, tree_cpu(self.pid)
-
-    def cpu(self) -> float | None:
-        """CPU seconds of the server JVM and its Python workers so far (None if it was restarted)."""
-        from lakehouse_tools import engine
-
-        if engine.server_pid() != self.pid:
-            return None
-        return tree_cpu(self.pid)
-
-    def down(self) -> None:
-        if self.started:
-            done = self._command("down", 180)
-            log(f"benchmark engine: {(done.stdout + done.stderr).strip()}")
-            self.started = False
-
-    def connection(self) -> str:
-        return json.dumps(
-            {
-                "conn_type": "spark_connect",
-                "host": "localhost",
-                "port": self.port,
-                "password": self.token,
-            }
-        )
-
 
 # ----------------------------------------------------------------------------------------------
 # One Airflow + lakehouse per (repetition, kind of Spark)

@@ -70,13 +70,3 @@ def test_the_fault_harness_starts_its_drivers_with_the_fast_start_options(lakeho
     assert command[command.index("--driver-java-options") + 1] == fast_start_java_options()
     assert command[command.index(task) - 1] == str(PROJECT_DIR / "jobs" / "run.py")
 
-
-def test_the_driver_start_bench_submits_every_task_of_the_catalog_through_the_runner(lakehouse):
-    from bench import driver_start
-
-    assert driver_start.JOBS == tuple(entry.task for entry in catalog.tasks())
-    for task in driver_start.JOBS:
-        command = driver_start.submit_command(task, lakehouse.root, fast_start_java_options())
-        script = Path(command[command.index(task) - 1])
-        assert script == PROJECT_DIR / "jobs" / "run.py" and script.is_file(), command
-        assert command[command.index("--driver-java-options") + 1] == fast_start_java_options()

@@ -1,0 +1,453 @@
+"""The one benchmark harness: what every scenario measures with and leaves behind.
+
+- a progress line per step (:func:`log`);
+- repetitions and their medians (:func:`stats`, :func:`median`, :func:`alternating`);
+- the process-tree CPU timer (:func:`run_tree` for a command run to its end, :func:`timed` and
+  :func:`tree_cpu` for a live process and its descendants, :func:`unreaped_cpu` for PySpark's
+  Python workers), and a driver in this process for the jobs (:func:`local_driver`);
+- an engine of the scenario's own on a free port (:class:`Engine`);
+- the results: ``bench/results/<scenario>.json`` and the scenario's keys of the shared, flat
+  ``bench/results/summary.json`` (:func:`save_results`), from which ``make benchmarks-md``
+  (:mod:`bench.render`) draws BENCHMARKS.md without rerunning anything.
+
+A command's CPU figure is what this process gets back by waiting for it and for every process it
+left behind: ``RUSAGE_CHILDREN`` counts a child (with the children it waited for in turn) once it
+is reaped, and as a child subreaper this process also inherits, and reaps, descendants whose parent
+exited first (PySpark's driver JVM outlives its Python process by a moment).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import platform
+import resource
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+RESULTS = PROJECT_DIR / "bench" / "results"
+SUMMARY = "summary.json"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def log(message: str) -> None:
+    """One progress line: the time of day and the step."""
+    print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Repetitions and medians
+
+
+def stats(values: list[float | None]) -> dict:
+    """Median, min, max and count of ``values`` (None left out; all None when none is left)."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"median": None, "min": None, "max": None, "n": 0}
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
+
+
+def median(values: list[float | None]) -> float | None:
+    return stats(values)["median"]
+
+
+def cell(values: list[float], digits: int = 1) -> str:
+    """A table cell: the median (min–max) of ``values``; a single value alone; none as a dash."""
+    if not values:
+        return "–"
+    text = f"{statistics.median(values):.{digits}f}"
+    return (
+        text if len(values) == 1 else f"{text} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+    )
+
+
+def alternating(contenders: list[str], rep: int) -> list[str]:
+    """The order of repetition ``rep``: a, b, c, then c, b, a, ... (no contender always first)."""
+    return list(contenders) if rep % 2 == 0 else list(contenders)[::-1]
+
+
+def parse_size(text: str) -> int:
+    """``1M`` -> 1_000_000, ``200k`` -> 200_000, ``5000`` -> 5000."""
+    text = text.strip().lower()
+    factor = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
+    return int(float(text.rstrip("km")) * factor)
+
+
+def size_label(events: int) -> str:
+    if events >= 1_000_000:
+        return f"{events / 1e6:.3g}M"
+    return f"{events / 1e3:.3g}k" if events >= 1_000 else str(events)
+
+
+def machine_info() -> dict:
+    """Cores, memory, CPU, kernel, versions and load average of this machine."""
+    from importlib.metadata import version
+
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown",
+    )
+    kib = int(Path("/proc/meminfo").read_text().split()[1])
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    return {
+        "nproc": os.cpu_count(),
+        "memory": f"{kib / 1024 / 1024:.1f} GiB",
+        "cpu": cpu,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "pyspark": version("pyspark"),
+        "delta_spark": version("delta-spark"),
+        "java": java[0] if java else "unknown",
+        "load_average": os.getloadavg(),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# The process-tree CPU timer
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants are re-parented to this process instead of init (Linux >= 3.4)."""
+    PR_SET_CHILD_SUBREAPER = 36
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def self_cpu() -> float:
+    """CPU seconds so far of this process (all its threads)."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
+def proc_stats() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, user + system + reaped children's CPU seconds) of every process."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        rest = text[text.rfind(")") + 2 :].split()
+        # Fields 4 (ppid) and 14..17 (utime, stime, cutime, cstime) of proc(5); rest[0] is field 3.
+        found[int(entry.name)] = (int(rest[1]), sum(int(v) for v in rest[11:15]) / CLK_TCK)
+    return found
+
+
+def tree_cpu(root: int, include_root: bool = True) -> float:
+    """CPU seconds so far of the live process ``root`` and its descendants (each with the children it reaped)."""
+    found = proc_stats()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in found.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in found and (include_root or pid != root):
+            total += found[pid][1]
+        todo += children.get(pid, [])
+    return total
+
+
+def jvm_pid() -> int | None:
+    """The driver JVM of this Python process (py4j starts it as a child)."""
+    for pid, (ppid, _) in proc_stats().items():
+        try:
+            if ppid == os.getpid() and Path(f"/proc/{pid}/comm").read_text().strip() == "java":
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+@contextmanager
+def timed(pid: int | None = None) -> Iterator[dict]:
+    """CPU seconds of the process tree ``pid`` (default: this process's) and wall seconds over the
+    block, in the dict it yields once the block ends (``cpu_s``, ``wall_s``)."""
+    pid = pid or os.getpid()
+    took: dict = {}
+    cpu, wall = tree_cpu(pid), time.perf_counter()
+    yield took
+    took.update(cpu_s=tree_cpu(pid) - cpu, wall_s=time.perf_counter() - wall)
+
+
+def local_driver(app: str):
+    """A ``local[2]`` driver in this process, with the tests' settings; the jobs then run on it."""
+    from conftest import TEST_SPARK_CONF
+
+    from lakehouse.spark import build_spark_session
+
+    os.environ["LAKEHOUSE_ENGINE"] = "local"
+    spark = build_spark_session(app, TEST_SPARK_CONF, engine_kind="local")
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def own_cpu() -> float:
+    """CPU of everything this process started: reaped children (getrusage) + live descendants (/proc)."""
+    return children_cpu() + tree_cpu(os.getpid(), include_root=False)
+
+
+def unreaped_cpu(root: int) -> float:
+    """CPU seconds so far of the live grandchildren of ``root`` (and their descendants): what no
+    ``RUSAGE_CHILDREN`` will count, when their parent ignores SIGCHLD.
+
+    PySpark's worker daemon, a child of the driver JVM, does (``signal(SIGCHLD, SIG_IGN)``): its
+    Python workers are reaped by the kernel, their CPU added to nobody's children time. A job
+    reads this just before ``spark.stop()`` ends them; workers that ended earlier are not in it.
+    """
+    children = [pid for pid, (ppid, _) in proc_stats().items() if ppid == root]
+    return sum(tree_cpu(child, include_root=False) for child in children)
+
+
+def reap_all(timeout: float) -> list[int]:
+    """Wait for every child of this process (orphans handed to it included); the pids still alive after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            return []
+        alive = [pid for pid, (ppid, _) in proc_stats().items() if ppid == os.getpid()]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def run_tree(
+    command: list[str], env: dict, log_path: Path, timeout: float
+) -> tuple[int, float, float]:
+    """Run ``command`` in a session of its own until it and every descendant ended: (exit code, wall s, CPU s).
+
+    Wall time ends when the command exits; CPU covers its whole process tree (call
+    :func:`become_subreaper` once first). On ``timeout`` the session is killed.
+    """
+    before = children_cpu()
+    started = time.perf_counter()
+    with open(log_path, "w") as out:
+        process = subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            code = process.wait()
+    wall = time.perf_counter() - started
+    for pid in reap_all(timeout=60):  # still running a minute after the command exited
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    reap_all(timeout=30)
+    return code, wall, children_cpu() - before
+
+
+# ----------------------------------------------------------------------------------------------
+# The code a scenario measures
+
+
+def git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def code_snapshot(work: Path, rev: str = "HEAD", worktree: bool = False) -> tuple[str, Path]:
+    """(the code's version, its ``include`` folder): ``rev``'s exported under ``work`` (edits made
+    while a scenario runs are in no figure), or with ``worktree`` the files on disk."""
+    try:
+        commit = git("rev-parse", "--short", rev)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)", PROJECT_DIR / "include"
+    if worktree:
+        dirty = git("status", "--porcelain", "--", "include")
+        return commit + (
+            "+uncommitted changes in include/" if dirty else ""
+        ), PROJECT_DIR / "include"
+    target = work / "code" / commit
+    if not (target / "include").is_dir():
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "archive", commit, "include"], cwd=PROJECT_DIR, capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return commit, target / "include"
+
+
+# ----------------------------------------------------------------------------------------------
+# An engine of the scenario's own
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Engine:
+    """A warm engine of the scenario's own (``python -m lakehouse_tools.engine up|down``), on a
+    free port unless given one, named to this process's jobs through the environment."""
+
+    def __init__(self, state_dir: Path, port: int | None = None):
+        self.port, self.state_dir, self.token = (
+            port or free_port(),
+            state_dir,
+            secrets.token_hex(16),
+        )
+        os.environ.update(
+            LAKEHOUSE_ENGINE_PORT=str(self.port),
+            LAKEHOUSE_ENGINE_DIR=str(state_dir),
+            LAKEHOUSE_ENGINE_TOKEN=self.token,
+        )
+        os.environ.pop("LAKEHOUSE_ENGINE_URL", None)
+        self.pid: int | None = None
+        self.started = False
+
+    def _command(self, verb: str, timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "lakehouse_tools.engine", verb],
+            env=os.environ,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def up(self) -> tuple[float, float]:
+        """Start it and wait until it answers a query: (wall seconds, the server's CPU seconds)."""
+        from lakehouse_tools import engine
+
+        status = self._command("status", 60)
+        if status.returncode == 0:
+            raise RuntimeError(f"something already answers on port {self.port}: {status.stdout}")
+        self._command("down", 120)  # a supervisor of an earlier run that no longer answers
+        started = time.perf_counter()
+        self.started = True
+        done = self._command("up", 600)
+        wall = time.perf_counter() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"the engine did not start:\n{done.stdout}{done.stderr[-3000:]}")
+        self.pid = engine.server_pid()
+        if self.pid is None:
+            raise RuntimeError("the engine answers but its server process was not found")
+        return wall, tree_cpu(self.pid)
+
+    def cpu(self) -> float | None:
+        """CPU seconds of the server JVM and its Python workers so far (None if it was restarted)."""
+        from lakehouse_tools import engine
+
+        return tree_cpu(self.pid) if engine.server_pid() == self.pid else None
+
+    def down(self) -> None:
+        if self.started:
+            done = self._command("down", 180)
+            log(f"engine: {(done.stdout + done.stderr).strip()}")
+            self.started = False
+
+    def connection(self) -> str:
+        """The engine as an Airflow connection (JSON)."""
+        return json.dumps(
+            {
+                "conn_type": "spark_connect",
+                "host": "localhost",
+                "port": self.port,
+                "password": self.token,
+            }
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# The results
+
+
+def declared_tables() -> list[str]:
+    """The tables the catalog declares now."""
+    from lakehouse import catalog
+
+    return [spec.name for spec in catalog.tables()]
+
+
+def update_summary(path: Path, figures: dict) -> None:
+    """Update one scenario's keys of a flat JSON object, keeping every other key."""
+    current = json.loads(path.read_text()) if path.exists() else {}
+    current.update(figures)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
+
+
+def save_results(
+    scenario: str,
+    results_dir: Path = RESULTS,
+    *,
+    results: dict | None = None,
+    section: str | None = None,
+    figures: dict | None = None,
+    catalog: list[str] | None = None,
+    renderer: str | None = None,
+    per_table: bool = True,
+    title: str | None = None,
+    command: str | None = None,
+) -> Path:
+    """Write ``results_dir/<scenario>.json`` and the scenario's ``figures`` into its summary.json.
+
+    ``results`` are what ``render(results)`` of the module ``renderer`` (default ``bench.<scenario>``)
+    draws the section from; a scenario without a ``render`` gets a table of its ``figures``.
+    ``section`` is Markdown saved as it is. ``per_table``: the figures depend on the catalog's
+    tables (the report then says which of today's tables a run left out). ``title`` and
+    ``command`` head the section of a scenario the template does not place.
+    """
+    figures = figures or {}
+    saved: dict = {
+        "benchmark": scenario,
+        "saved_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "catalog": catalog if catalog is not None else declared_tables(),
+        "summary_keys": sorted(figures),
+        "renderer": renderer or f"bench.{scenario}",
+    }
+    if not per_table:
+        saved["per_table"] = False
+    saved.update({k: v for k, v in (("title", title), ("command", command)) if v})
+    if results is not None:
+        saved["results"] = results
+    if section is not None:
+        saved["section"] = section
+    if results is None and section is None:
+        saved["figures"] = figures
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / f"{scenario}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(saved, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
+    if figures:
+        update_summary(results_dir / SUMMARY, figures)
+    return path
