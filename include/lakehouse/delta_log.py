@@ -201,6 +201,20 @@ def table_id(path: str) -> str | None:
     return None
 
 
+def schema_fields(path: str) -> list[dict] | None:
+    """The fields of the table's current schema, as its log records them (None: no table)."""
+    found = _log(path)
+    if found is None:
+        return None
+    log, names = found
+    for version in _commit_versions(names, newest_first=True):
+        for metadata in _actions(log, version, "metaData"):
+            return json.loads(metadata["schemaString"])["fields"]
+    for metadata in _checkpoint_actions(log, names, "metaData", _newest_checkpoint(log, names)):
+        return json.loads(metadata["schemaString"])["fields"]
+    return None
+
+
 def versions_of_txns(
     path: str, app_id: str, txn_versions: set[int], newest: int = 200
 ) -> dict[int, int]:

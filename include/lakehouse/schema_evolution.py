@@ -1,0 +1,59 @@
+"""A table whose declaration changed columns: new nullable columns added in place, anything else refused.
+
+Adding a nullable column at the end of a table's schema is safe: the rows already written read it
+as null, and every later write fills it. It also changes the table's code (its declaration and
+transform), so every period written before is stale (:mod:`lakehouse.code_versions`): the user
+chooses between nulls in the old periods and ``lakehouse repair --stale``, which recomputes them
+with the column filled. Any other change (a column dropped, renamed, retyped, reordered, or a new
+NOT NULL one) would leave rows that contradict the declaration; it is refused before anything is
+written, with the full refresh that rebuilds the table in the new shape.
+"""
+
+from __future__ import annotations
+
+from lakehouse import delta_log
+from lakehouse.catalog import TableSpec
+from lakehouse.columns import Column, json_type
+from lakehouse.errors import ConfigError
+
+
+def added_columns(fields: list[dict], spec: TableSpec) -> tuple[Column, ...]:
+    """The declared columns a table with schema ``fields`` (its log's) lacks, when adding them is
+    safe; raises ConfigError saying what changed and the fix otherwise."""
+    # By name and type: a table a DataFrame created may record a declared NOT NULL as nullable.
+    declared = spec.columns
+    existing = [(f["name"], f["type"]) for f in fields]
+    wanted = [(c.name, json_type(c.type)) for c in declared]
+    if wanted == existing:
+        return ()
+    kept, added = wanted[: len(existing)], declared[len(existing) :]
+    if kept == existing and all(column.nullable for column in added):
+        return tuple(added)
+    changed = [f"{name} {_ddl(kind)}" for name, kind in existing if (name, kind) not in wanted]
+    new = [
+        f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}"
+        for c in declared
+        if (c.name, json_type(c.type)) not in existing or not c.nullable and c in added
+    ]
+    raise ConfigError(
+        f"{spec.name}: its declared columns changed in a way the table cannot take in place "
+        f"(the table has {', '.join(changed) or 'its columns in another order'}; the declaration "
+        f"{', '.join(new) or 'the same columns in another order'}). Only new nullable columns at the "
+        f"end are added in place. Nothing was written. Rebuild the table in its new shape with a "
+        f"full refresh of {spec.layer} (the DAG's full_refresh={spec.layer}, or spark-submit "
+        f"jobs/full_refresh.py --layer {spec.layer}), or declare the change as an added column."
+    )
+
+
+def evolve(spark, path: str, spec: TableSpec) -> tuple[str, ...]:
+    """Add the declared columns the table at ``path`` lacks (see :func:`added_columns`); their names."""
+    fields = delta_log.schema_fields(path)
+    added = added_columns(fields, spec) if fields is not None else ()
+    if added:
+        columns = ", ".join(f"{c.name} {c.type}" for c in added)
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+    return tuple(c.name for c in added)
+
+
+def _ddl(json_kind) -> str:
+    return json_kind.upper() if isinstance(json_kind, str) else str(json_kind)
