@@ -11,6 +11,9 @@ written, with the full refresh that rebuilds the table in the new shape.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from lakehouse import delta_log
 from lakehouse.catalog import TableSpec
 from lakehouse.columns import Column, json_type
@@ -45,13 +48,17 @@ def added_columns(fields: list[dict], spec: TableSpec) -> tuple[Column, ...]:
     )
 
 
-def evolve(spark, path: str, spec: TableSpec) -> tuple[str, ...]:
-    """Add the declared columns the table at ``path`` lacks (see :func:`added_columns`); their names."""
+def evolve(session: Callable[[], Any], path: str, spec: TableSpec) -> tuple[str, ...]:
+    """Add the declared columns the table at ``path`` lacks (see :func:`added_columns`); their names.
+
+    Reads the table's log only; ``session`` (a Spark session's factory) is called when there is a
+    column to add.
+    """
     fields = delta_log.schema_fields(path)
     added = added_columns(fields, spec) if fields is not None else ()
     if added:
         columns = ", ".join(f"{c.name} {c.type}" for c in added)
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+        session().sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
     return tuple(c.name for c in added)
 
 
