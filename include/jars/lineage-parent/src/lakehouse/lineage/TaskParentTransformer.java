@@ -5,75 +5,213 @@ import io.openlineage.client.transports.EventTransformer;
 import java.nio.charset.StandardCharsets;
 import java.util.Base64;
 import java.util.HashMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.UUID;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
- * An OpenLineage transform-transport transformer: a run of a Spark query that an Airflow task's
- * Spark Connect session started gets that task instance as its parent (and the task's DAG run as
- * root), read from the session's tag by {@link JobTagsListener}. Every event of that run (START,
- * RUNNING, COMPLETE) gets the same parent. Other runs pass unchanged.
+ * The engine's OpenLineage transform-transport transformer (docs/lineage.md "On the engine"). One
+ * Spark application serves every Airflow task, so the listener alone gives each query run the
+ * engine's application as parent and the engine's name ({@code lakehouse_engine.<action>...}) as
+ * job. For each run, decided at its first event and kept for all its events:
+ *
+ * <ul>
+ *   <li><b>parent</b>: a run of a query that an Airflow task's Spark Connect session started gets
+ *       that task instance as its parent (and the task's DAG run as root), read from the session's
+ *       tag by {@link JobTagsListener}. Other runs keep the listener's parent.
+ *   <li><b>job name</b>: {@code <parent job>.<table>}, the parent being the Airflow task ({@code
+ *       <dag_id>.<task_id>}) or, for a query of no task, the engine's application; the table the
+ *       run's first output (else input) names, as {@code <layer>.<name>} (the catalog's name) or
+ *       {@code landing.<source>}; without a table, the listener's action ({@code range}). No
+ *       machine path, no counter. The application run keeps its name.
+ *   <li><b>run cycle</b> (the spec: one START and one of COMPLETE/ABORT/FAIL per run): a run whose
+ *       first event is not its START (the listener could not build it: "Query execution is null")
+ *       is left out whole; a second START becomes RUNNING, an event after the terminal one OTHER.
+ *       The runs of Delta's own log replays (a snapshot's state, named after {@code _delta_log})
+ *       are left out too: they are the engine's reading of a table's log, not a task's lineage.
+ * </ul>
  *
  * <p>The tag's payload: base64url of "key=value" lines, the keys those of the OpenLineage Spark
  * parent settings without "spark.openlineage." (parentJobNamespace, parentJobName, parentRunId,
  * rootParentJobNamespace, rootParentJobName, rootParentRunId).
  */
 public class TaskParentTransformer implements EventTransformer {
-  private final Map<UUID, OpenLineage.ParentRunFacet> byRun = JobTagsListener.bounded(4096);
+  private static final Logger LOG = LoggerFactory.getLogger(TaskParentTransformer.class);
+
+  /** A table's folder, on a file system or under an object store's bucket. */
+  private static final Pattern TABLE = Pattern.compile("(?:^|.*/)tables/([^/]+)/([^/]+)/?$");
+  /** A landing source's folder or file (its hour folders are cut by the removePath pattern). */
+  private static final Pattern LANDING = Pattern.compile("(?:^|.*/)landing/([^/]+)(?:/.*)?$");
+
+  static final class RunState {
+    OpenLineage.ParentRunFacet parent;
+    String jobName;
+    boolean started;
+    boolean ended;
+    boolean left;
+  }
+
+  private final Map<UUID, RunState> runs = JobTagsListener.bounded(8192);
   private final Map<String, Map<String, String>> decoded = JobTagsListener.bounded(256);
 
   @Override
   public OpenLineage.RunEvent transform(OpenLineage.RunEvent event) {
-    if (event.getRun() == null || event.getRun().getRunId() == null) {
+    if (event.getRun() == null || event.getRun().getRunId() == null || event.getJob() == null) {
       return event;
     }
     UUID runId = event.getRun().getRunId();
     OpenLineage ol = new OpenLineage(event.getProducer());
+    OpenLineage.RunEvent.EventType type = event.getEventType();
     String encoded = JobTagsListener.current();
-    OpenLineage.ParentRunFacet parent = null;
+    OpenLineage.ParentRunFacet tagged = null;
     if (encoded != null) {
       Map<String, String> keys;
       synchronized (decoded) {
         keys = decoded.computeIfAbsent(encoded, TaskParentTransformer::decode);
       }
-      parent = parentFacet(ol, keys);
+      tagged = parentFacet(ol, keys);
     }
-    synchronized (byRun) {
-      if (parent != null) {
-        byRun.put(runId, parent);
-      } else {
-        parent = byRun.get(runId);
+    RunState state;
+    synchronized (runs) {
+      state = runs.get(runId);
+      if (state == null) {
+        state = new RunState();
+        runs.put(runId, state);
+        if (type != OpenLineage.RunEvent.EventType.START) {
+          state.left = true;
+          LOG.warn(
+              "OpenLineage: run {} of {} left out: its first event is {}, not START",
+              runId,
+              event.getJob().getName(),
+              type);
+        } else if (isLogReplay(event.getJob().getName())) {
+          state.left = true;
+        }
+      }
+      if (state.left) {
+        return null; // TransformTransport emits nothing for a null event
+      }
+      if (state.parent == null && tagged != null) {
+        state.parent = tagged;
+      }
+      if (state.jobName == null) {
+        state.jobName = jobName(event, state.parent);
+      }
+      if (type == OpenLineage.RunEvent.EventType.START) {
+        type = state.started ? OpenLineage.RunEvent.EventType.RUNNING : type;
+        state.started = true;
+      } else if (isTerminal(type)) {
+        type = state.ended ? OpenLineage.RunEvent.EventType.OTHER : type;
+        state.ended = true;
+      } else if (state.ended) {
+        type = OpenLineage.RunEvent.EventType.OTHER;
       }
     }
-    if (parent == null) {
-      return event;
+    OpenLineage.Run run = event.getRun();
+    if (state.parent != null) {
+      OpenLineage.RunFacets facets = run.getFacets();
+      OpenLineage.RunFacetsBuilder builder = ol.newRunFacetsBuilder().parent(state.parent);
+      if (facets != null) {
+        builder
+            .externalQuery(facets.getExternalQuery())
+            .gcp_dataproc(facets.getGcp_dataproc())
+            .extractionError(facets.getExtractionError())
+            .nominalTime(facets.getNominalTime())
+            .tags(facets.getTags())
+            .errorMessage(facets.getErrorMessage())
+            .environmentVariables(facets.getEnvironmentVariables())
+            .test(facets.getTest())
+            .gcp_composer_run(facets.getGcp_composer_run())
+            .executionParameters(facets.getExecutionParameters())
+            .jobDependencies(facets.getJobDependencies())
+            .processing_engine(facets.getProcessing_engine());
+        facets.getAdditionalProperties().forEach(builder::put);
+      }
+      run = ol.newRun(runId, builder.build());
     }
-    OpenLineage.RunFacets facets = event.getRun().getFacets();
-    OpenLineage.RunFacetsBuilder builder = ol.newRunFacetsBuilder().parent(parent);
-    if (facets != null) {
-      builder
-          .externalQuery(facets.getExternalQuery())
-          .gcp_dataproc(facets.getGcp_dataproc())
-          .extractionError(facets.getExtractionError())
-          .nominalTime(facets.getNominalTime())
-          .tags(facets.getTags())
-          .errorMessage(facets.getErrorMessage())
-          .environmentVariables(facets.getEnvironmentVariables())
-          .test(facets.getTest())
-          .gcp_composer_run(facets.getGcp_composer_run())
-          .executionParameters(facets.getExecutionParameters())
-          .jobDependencies(facets.getJobDependencies())
-          .processing_engine(facets.getProcessing_engine());
-      facets.getAdditionalProperties().forEach(builder::put);
-    }
+    OpenLineage.Job job = event.getJob();
     return ol.newRunEventBuilder()
         .eventTime(event.getEventTime())
-        .eventType(event.getEventType())
-        .run(ol.newRun(runId, builder.build()))
-        .job(event.getJob())
+        .eventType(type)
+        .run(run)
+        .job(ol.newJob(job.getNamespace(), state.jobName, job.getFacets()))
         .inputs(event.getInputs())
         .outputs(event.getOutputs())
         .build();
+  }
+
+  static boolean isTerminal(OpenLineage.RunEvent.EventType type) {
+    return type == OpenLineage.RunEvent.EventType.COMPLETE
+        || type == OpenLineage.RunEvent.EventType.FAIL
+        || type == OpenLineage.RunEvent.EventType.ABORT;
+  }
+
+  /** Delta's log replay: the listener names it after its scan of {@code <table>/_delta_log}. */
+  static boolean isLogReplay(String jobName) {
+    return jobName != null && jobName.contains("delta_log");
+  }
+
+  static boolean isApplication(OpenLineage.Job job) {
+    return job.getFacets() != null
+        && job.getFacets().getJobType() != null
+        && "APPLICATION".equals(job.getFacets().getJobType().getJobType());
+  }
+
+  /** {@code <parent job>.<table>}, or {@code <parent job>.<action>} for a run of no table. */
+  static String jobName(OpenLineage.RunEvent event, OpenLineage.ParentRunFacet parent) {
+    OpenLineage.Job job = event.getJob();
+    String name = job.getName();
+    if (isApplication(job)) {
+      return name;
+    }
+    int dot = name.indexOf('.');
+    String application = dot < 0 ? name : name.substring(0, dot);
+    String base = parent != null ? parent.getJob().getName() : application;
+    String table = null;
+    if (event.getOutputs() != null) {
+      for (OpenLineage.OutputDataset dataset : event.getOutputs()) {
+        table = table != null ? table : tableOf(dataset.getName());
+      }
+    }
+    if (event.getInputs() != null) {
+      for (OpenLineage.InputDataset dataset : event.getInputs()) {
+        table = table != null ? table : tableOf(dataset.getName());
+      }
+    }
+    return base + "." + (table != null ? table : actionOf(name));
+  }
+
+  /** A dataset's table ({@code <layer>.<name>}) or landing source ({@code landing.<source>}). */
+  static String tableOf(String dataset) {
+    if (dataset == null) {
+      return null;
+    }
+    Matcher table = TABLE.matcher(dataset);
+    if (table.matches()) {
+      return table.group(1) + "." + table.group(2);
+    }
+    Matcher landing = LANDING.matcher(dataset);
+    if (landing.matches()) {
+      return "landing." + landing.group(1);
+    }
+    return null;
+  }
+
+  /** The listener's action (the plan's node, "range"), without any path it names. */
+  static String actionOf(String listenerName) {
+    String[] parts = listenerName.split("\\.");
+    String action = parts.length > 1 ? parts[1] : "query";
+    action = action.toLowerCase(Locale.ROOT).replaceAll("[^a-z0-9_]", "_");
+    for (String cut : new String[] {"_file_", "_s3_", "_s3a_", "_delta_"}) {
+      int at = action.indexOf(cut);
+      action = at > 0 ? action.substring(0, at) : action;
+    }
+    action = action.replaceAll("_[0-9]+$", "");
+    return action.isEmpty() ? "query" : action;
   }
 
   static Map<String, String> decode(String encoded) {
