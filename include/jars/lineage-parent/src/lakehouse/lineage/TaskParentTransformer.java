@@ -25,9 +25,10 @@ import org.slf4j.LoggerFactory;
  *       tag by {@link JobTagsListener}. Other runs keep the listener's parent.
  *   <li><b>job name</b>: {@code <parent job>.<table>}, the parent being the Airflow task ({@code
  *       <dag_id>.<task_id>}) or, for a query of no task, the engine's application; the table the
- *       run's first output (else input) names, as {@code <layer>.<name>} (the catalog's name) or
- *       {@code landing.<source>}; without a table, the listener's action ({@code range}). No
- *       machine path, no counter. The application run keeps its name.
+ *       run's first output names (a CREATE TABLE's, in the listener's name), else its first input,
+ *       as {@code <layer>.<name>} (the catalog's name) or {@code landing.<source>}; without a
+ *       table, the listener's action ({@code range}). No machine path, no counter. The
+ *       application run keeps its name.
  *   <li><b>run cycle</b> (the spec: one START and one of COMPLETE/ABORT/FAIL per run): a run whose
  *       first event is not its START (the listener could not build it: "Query execution is null")
  *       is left out whole; a second START becomes RUNNING, an event after the terminal one OTHER.
@@ -177,6 +178,8 @@ public class TaskParentTransformer implements EventTransformer {
         table = table != null ? table : tableOf(dataset.getName());
       }
     }
+    // A CREATE TABLE names its table in its SQL and the listener's name, its output only at its end.
+    table = table != null ? table : tableOf(name);
     if (event.getInputs() != null) {
       for (OpenLineage.InputDataset dataset : event.getInputs()) {
         table = table != null ? table : tableOf(dataset.getName());
