@@ -2,6 +2,11 @@ package lakehouse.lineage;
 
 import io.openlineage.client.OpenLineage;
 import io.openlineage.client.transports.EventTransformer;
+import io.openlineage.client.transports.TransformConfig;
+import io.openlineage.client.transports.Transport;
+import io.openlineage.client.transports.TransportConfig;
+import io.openlineage.client.transports.TransportResolver;
+import io.openlineage.spark.agent.ArgumentParser;
 import java.nio.charset.StandardCharsets;
 import java.util.Base64;
 import java.util.HashMap;
@@ -10,6 +15,7 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.apache.spark.SparkEnv;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -31,7 +37,9 @@ import org.slf4j.LoggerFactory;
  *       application run keeps its name.
  *   <li><b>run cycle</b> (the spec: one START and one of COMPLETE/ABORT/FAIL per run): a run whose
  *       first event is not its START (the listener could not build it: "Query execution is null")
- *       is left out whole; a second START becomes RUNNING, an event after the terminal one OTHER.
+ *       gets one, a copy of that first event written just before it through a transport of the
+ *       wrapped one's settings (left out whole when there is none); a second START becomes
+ *       RUNNING, an event after the terminal one OTHER.
  *       The runs of Delta's own log replays (a snapshot's state, named after {@code _delta_log})
  *       are left out too: they are the engine's reading of a table's log, not a task's lineage.
  * </ul>
@@ -77,21 +85,13 @@ public class TaskParentTransformer implements EventTransformer {
       tagged = parentFacet(ol, keys);
     }
     RunState state;
+    OpenLineage.RunEvent start = null;
     synchronized (runs) {
       state = runs.get(runId);
       if (state == null) {
         state = new RunState();
         runs.put(runId, state);
-        if (type != OpenLineage.RunEvent.EventType.START) {
-          state.left = true;
-          LOG.warn(
-              "OpenLineage: run {} of {} left out: its first event is {}, not START",
-              runId,
-              event.getJob().getName(),
-              type);
-        } else if (isLogReplay(event.getJob().getName())) {
-          state.left = true;
-        }
+        state.left = isLogReplay(event.getJob().getName());
       }
       if (state.left) {
         return null; // TransformTransport emits nothing for a null event
@@ -101,6 +101,21 @@ public class TaskParentTransformer implements EventTransformer {
       }
       if (state.jobName == null) {
         state.jobName = jobName(event, state.parent);
+      }
+      if (!state.started && type != OpenLineage.RunEvent.EventType.START) {
+        // The listener could not build this run's START ("Query execution is null"): one of
+        // this event's, written first by a transport like the one this transformer feeds.
+        start = rebuild(ol, event, OpenLineage.RunEvent.EventType.START, state);
+        if (!emitOwn(start)) {
+          state.left = true;
+          LOG.warn(
+              "OpenLineage: run {} of {} left out: its first event is {}, not START",
+              runId,
+              event.getJob().getName(),
+              type);
+          return null;
+        }
+        state.started = true;
       }
       if (type == OpenLineage.RunEvent.EventType.START) {
         type = state.started ? OpenLineage.RunEvent.EventType.RUNNING : type;
@@ -112,6 +127,48 @@ public class TaskParentTransformer implements EventTransformer {
         type = OpenLineage.RunEvent.EventType.OTHER;
       }
     }
+    return rebuild(ol, event, type, state);
+  }
+
+  private Transport own;
+  private boolean ownResolved;
+
+  /**
+   * Emits {@code event} through a transport of the same settings as the one this transformer
+   * feeds (the listener's {@code transport.transport.*}), built once from the SparkConf; false
+   * when there is none.
+   */
+  private synchronized boolean emitOwn(OpenLineage.RunEvent event) {
+    if (!ownResolved) {
+      ownResolved = true;
+      try {
+        TransportConfig outer = ArgumentParser.parse(SparkEnv.get().conf()).getTransportConfig();
+        if (outer instanceof TransformConfig) {
+          own = TransportResolver.resolveTransportByConfig(((TransformConfig) outer).getTransport());
+        }
+      } catch (RuntimeException | LinkageError cannot) {
+        LOG.warn("OpenLineage: no transport for a run's missing START: {}", cannot.toString());
+      }
+    }
+    if (own == null) {
+      return false;
+    }
+    try {
+      own.emit(event);
+      return true;
+    } catch (RuntimeException failed) {
+      LOG.warn("OpenLineage: a run's missing START not emitted: {}", failed.toString());
+      return false;
+    }
+  }
+
+  /** {@code event} as {@code type}, with the run's parent and job name. */
+  static OpenLineage.RunEvent rebuild(
+      OpenLineage ol,
+      OpenLineage.RunEvent event,
+      OpenLineage.RunEvent.EventType type,
+      RunState state) {
+    UUID runId = event.getRun().getRunId();
     OpenLineage.Run run = event.getRun();
     if (state.parent != null) {
       OpenLineage.RunFacets facets = run.getFacets();
