@@ -84,6 +84,15 @@ LINEAGE_PARENT_JAR = "openlineage-task-parent.jar"
 LINEAGE_TAGS_LISTENER = "lakehouse.lineage.JobTagsListener"
 LINEAGE_PARENT_TRANSFORMER = "lakehouse.lineage.TaskParentTransformer"
 LINEAGE_PARENT_TAG_PREFIX = "openlineage-parent-"
+# Datasets named as the tables' own (the Airflow side's names, lakehouse_airflow.operators.
+# lineage_dataset): the listener's `dataset.removePath.pattern` cuts the part its named group
+# `remove` finds (the first match) from every dataset's name, column lineage's too. Here a Delta
+# log (`<table>/_delta_log`, which Delta's own log-replay queries name) and a landing source's day
+# and hour folders (`landing/events/2026-11-20/00`, what bronze's file source reads).
+LINEAGE_REMOVE_PATH_PATTERN = (
+    r"(?<remove>/_delta_log(?:/.*)?$"
+    r"|(?<=/landing/[^/]{1,255})/[0-9]{4}-[0-9]{2}-[0-9]{2}(?:/.*)?$)"
+)
 
 
 def lineage_enabled() -> bool:
@@ -131,8 +140,13 @@ def lineage_conf(events_file: str, *, engine: bool = False) -> dict[str, str]:
     ``$OPENLINEAGE_API_KEY`` when set). A driver's listener also merges in the OpenLineage client's
     ``OPENLINEAGE__TRANSPORT__*`` variables and an ``openlineage.yml``.
 
-    ``engine``: the Spark Connect server's; its query runs get their task as parent from the
-    session's tag (:func:`lineage_parent_tag`), through a transform transport around that one."""
+    Every driver: datasets named as the tables' own (:data:`LINEAGE_REMOVE_PATH_PATTERN`) and no
+    RDD job runs (``filter.rddEventsDisabled``).
+
+    ``engine``: the Spark Connect server's; through a transform transport around that one
+    (``lakehouse.lineage.TaskParentTransformer``) its query runs get their task as parent from the
+    session's tag (:func:`lineage_parent_tag`), a job name of the task and table
+    (``<dag_id>.<task_id>.<layer>.<table>``) and the spec's run cycle (one START, one terminal)."""
     if not lineage_enabled():
         return {}
     jars = {Path(jar).name for jar in jar_paths()}
@@ -147,6 +161,10 @@ def lineage_conf(events_file: str, *, engine: bool = False) -> dict[str, str]:
         "spark.openlineage.namespace": os.environ.get(
             "LAKEHOUSE_LINEAGE_NAMESPACE", LINEAGE_NAMESPACE
         ),
+        "spark.openlineage.dataset.removePath.pattern": LINEAGE_REMOVE_PATH_PATTERN,
+        # No runs of RDD jobs (Delta's snapshot and state jobs: a START and never a terminal event,
+        # under the engine's name and the table's machine path); each SQL query keeps its run.
+        "spark.openlineage.filter.rddEventsDisabled": "true",
     }
     transport = "spark.openlineage.transport."
     if engine:  # the listener that notes each event's tag runs before OpenLineage's, in this order

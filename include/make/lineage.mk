@@ -28,3 +28,17 @@ $(LINEAGE_PARENT_JAR): $(LINEAGE_PARENT_SRC) $(JARS_DIR)/.lineage-fetched $(VENV
 	jar cf $@.tmp -C $(JARS_DIR)/.lineage-parent-classes .
 	mv $@.tmp $@
 	rm -rf $(JARS_DIR)/.lineage-parent-classes
+
+# The OpenLineage spec's JSON schemas that tests/e2e/test_lineage.py validates every event against,
+# kept in tests/e2e/openlineage_spec/ (its README: where from). Neither OpenLineage jar nor the
+# Python client carries them; the crates.io package below ships them verbatim. `cargo install`
+# fetches and unpacks it, then refuses (a library, no program): only the download is wanted.
+LINEAGE_SPEC_CRATE := datafusion-openlineage
+LINEAGE_SPEC_CRATE_VERSION := 0.0.7
+.PHONY: lineage-spec
+lineage-spec:  ## refresh tests/e2e/openlineage_spec/ (OpenLineage's JSON schemas) from their package
+	cargo install --quiet --root $(ROOT)/.local/cargo-unused $(LINEAGE_SPEC_CRATE) \
+	    --version $(LINEAGE_SPEC_CRATE_VERSION) >/dev/null 2>&1 || true
+	src="$$(ls -d $${CARGO_HOME:-$$HOME/.cargo}/registry/src/*/$(LINEAGE_SPEC_CRATE)-$(LINEAGE_SPEC_CRATE_VERSION)/tests/schemas/openlineage | head -1)"; \
+	    test -f "$$src/OpenLineage.json" || { echo "no $(LINEAGE_SPEC_CRATE) $(LINEAGE_SPEC_CRATE_VERSION) in cargo's registry"; exit 1; }; \
+	    cp "$$src/OpenLineage.json" tests/e2e/openlineage_spec/ && cp "$$src"/facets/*.json tests/e2e/openlineage_spec/facets/

@@ -4,13 +4,17 @@ spark-submit driver) and Airflow's provider, both writing JSON lines into one fo
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from airflow_env import airflow, airflow_environment
 from helpers import START, private_engine
 
 from lakehouse import catalog
+from lakehouse.config import Lakehouse
 from lakehouse.spark import engine
 from lakehouse_airflow.assets import task_tables
 from lakehouse_airflow.operators import lineage_dataset
@@ -58,13 +62,19 @@ def spark_runs_of(events: list[dict], task: dict) -> list[dict]:
     return [e for e in events if parent_run(e) == run or parent_run(e) in apps]
 
 
+def runs_of(events: list[dict], event: dict) -> list[dict]:
+    """Every event of ``event``'s run."""
+    return [e for e in events if e["run"]["runId"] == event["run"]["runId"]]
+
+
 def moment(event: dict) -> datetime:
     return datetime.fromisoformat(event["eventTime"].replace("Z", "+00:00"))
 
 
-def test_every_spark_task_names_the_catalogs_tables_and_its_airflow_task(
-    lineage_dir, lakehouse, airflow_home
-):
+@pytest.fixture(scope="module")
+def hourly_run(lineage_dir, airflow_home, tmp_path_factory):
+    """One hourly run with lineage on, its events: (lakehouse, Airflow's, Spark's)."""
+    lakehouse = Lakehouse(root=str(tmp_path_factory.mktemp("run") / "lakehouse"))
     write_campaigns(lakehouse, seed=7)
     # seed 7: one malformed line (the quarantine write, whose query reads the dimension too)
     write_hours(lakehouse, START, 1, events_per_second=0.05, seed=7)
@@ -81,9 +91,18 @@ def test_every_spark_task_names_the_catalogs_tables_and_its_airflow_task(
     output = result.stdout + result.stderr
     assert result.returncode == 0 and "state=success" in output, output[-5000:]
 
+    if engine() == "connect":
+        # The engine stops (as the fixture would at the module's end) so that its application
+        # run ends too: every run then has its terminal event.
+        subprocess.run([sys.executable, "-m", "lakehouse_tools.engine", "down"], check=False)
     airflow_events = read_events([lineage_dir / "airflow.jsonl"])
     spark_events = read_events(sorted(lineage_dir.glob("spark-*.jsonl")))
     assert spark_events, sorted(p.name for p in lineage_dir.iterdir())
+    return lakehouse, airflow_events, spark_events
+
+
+def test_every_spark_task_names_the_catalogs_tables_and_its_airflow_task(hourly_run):
+    lakehouse, airflow_events, spark_events = hourly_run
     tasks: dict[str, dict[str, dict]] = {}
     for event in airflow_events:
         tasks.setdefault(event["job"]["name"], {})[event["eventType"]] = event
@@ -156,3 +175,157 @@ def test_every_spark_task_names_the_catalogs_tables_and_its_airflow_task(
         assert datasets([task["COMPLETE"]], "inputs") == expected_in, job
         own = lineage_dataset(lakehouse.table(spec.name).path)
         assert {own} <= datasets([task["COMPLETE"]], "outputs") <= records, job
+
+
+# The OpenLineage spec's JSON schemas: the core and the facets' (openlineage_spec/README.md: from
+# which package).
+SPEC_DIR = Path(__file__).with_name("openlineage_spec")
+TERMINAL = {"COMPLETE", "FAIL", "ABORT"}
+
+
+class SpecValidator:
+    """Validates an event against the core schema (``OpenLineage.json``: the event, its run, job and
+    datasets, each facet as a facet) and each facet against the schema its ``_schemaURL`` names,
+    when that is a facet of the spec's (the file of the same name, where the spec's version that
+    the test holds is another). A custom facet (Spark's ``spark_properties``, the Airflow
+    provider's ``airflow``) names the core's base facet, which the core's check covers."""
+
+    def __init__(self) -> None:
+        from jsonschema import Draft202012Validator, FormatChecker
+        from referencing import Registry, Resource
+
+        self.core = json.loads((SPEC_DIR / "OpenLineage.json").read_text())
+        schemas = [self.core] + [
+            json.loads(path.read_text()) for path in sorted((SPEC_DIR / "facets").glob("*.json"))
+        ]
+        self.registry = Registry().with_resources(
+            (schema["$id"], Resource.from_contents(schema)) for schema in schemas
+        )
+        self.by_file = {schema["$id"].rsplit("/", 1)[1]: schema["$id"] for schema in schemas}
+        self.checker = FormatChecker()
+        self.validator = Draft202012Validator
+        self.event = Draft202012Validator(
+            self.core, registry=self.registry, format_checker=self.checker
+        )
+        self.facets: dict[str, object] = {}
+
+    def facet_validator(self, url: str):
+        """The validator of a facet whose ``_schemaURL`` is ``url``, or None (not a spec facet)."""
+        base, _, fragment = url.partition("#")
+        held = self.by_file.get(base.rsplit("/", 1)[-1])
+        if held is None or held == self.core["$id"] or not fragment:
+            return None
+        ref = f"{held}#{fragment}"
+        if ref not in self.facets:
+            self.facets[ref] = self.validator(
+                {"$ref": ref}, registry=self.registry, format_checker=self.checker
+            )
+        return self.facets[ref]
+
+    def errors(self, event: dict) -> list[str]:
+        errors = [f"event: {error.message}" for error in self.event.iter_errors(event)]
+        containers = [
+            ("run", (event.get("run") or {}).get("facets")),
+            ("job", event["job"].get("facets")),
+        ]
+        for side in ("inputs", "outputs"):
+            for dataset in event.get(side) or ():
+                for kind in ("facets", "inputFacets", "outputFacets"):
+                    containers.append((f"{side}[{dataset['name']}].{kind}", dataset.get(kind)))
+        for where, container in containers:
+            for key, facet in (container or {}).items():
+                url = facet.get("_schemaURL", "") if isinstance(facet, dict) else ""
+                if validator := self.facet_validator(url):
+                    errors += [
+                        f"{where}.{key} ({url}): {error.message}"
+                        for error in validator.iter_errors(facet)
+                    ]
+        return errors
+
+
+def test_every_event_keeps_the_spec_and_every_spark_run_is_its_tasks(hourly_run):
+    """Issue 59: every event valid against the spec's JSON schemas; each run one START and one
+    terminal event; on the engine each Spark run's job named after its task and table (a fixed set,
+    from the DAG), its datasets the tables' own (no ``_delta_log``), its parent its Airflow task."""
+    lakehouse, airflow_events, spark_events = hourly_run
+    spec = SpecValidator()
+    invalid = {
+        f"{e['job']['name']} {e['eventType']} {e['run']['runId']}": errors
+        for e in airflow_events + spark_events
+        if (errors := spec.errors(e))
+    }
+    assert not invalid, json.dumps(invalid, indent=1)[:5000]
+
+    # The run cycle: each run exactly one START and one terminal event (more only as RUNNING/OTHER).
+    cycles: dict[str, list[str]] = {}
+    names: dict[str, set[str]] = {}
+    for event in airflow_events + spark_events:
+        cycles.setdefault(event["run"]["runId"], []).append(event["eventType"])
+        names.setdefault(event["run"]["runId"], set()).add(event["job"]["name"])
+    # `airflow dags test` runs the DAG run without the scheduler's transition to running, so the
+    # provider's DAG-run START (its on_dag_run_running listener) never comes: that run alone may
+    # have its COMPLETE only.
+    dag_runs = {e["run"]["runId"] for e in airflow_events if e["job"]["name"] == DAG_ID}
+    broken = {
+        f"{run} {sorted(names[run])}": types
+        for run, types in cycles.items()
+        if (types.count("START") != 1 and not (run in dag_runs and types == ["COMPLETE"]))
+        or sum(t in TERMINAL for t in types) != 1
+    }
+    assert not broken, f"{len(broken)} of {len(cycles)} runs: {broken}"
+    assert all(len(job) == 1 for job in names.values()), "a run under two job names"
+
+    # No Delta log as a dataset: the tables' own names, as the Airflow side names them.
+    logs = {d for e in spark_events for side in ("inputs", "outputs") for d in datasets([e], side)}
+    assert not {d for d in logs if "/_delta_log" in d[1]}, sorted(logs)
+    landing = {lineage_dataset(lakehouse.landing(s)) for s in {t.source for t in catalog.tables()}}
+    tables = {lineage_dataset(lakehouse.table(t.name).path) for t in catalog.tables()}
+    assert logs <= tables | landing, sorted(logs - tables - landing)
+
+    if engine() != "connect":
+        return  # a driver's query runs are its application's (Airflow task → application → query)
+    tasks = {e["job"]["name"]: e for e in airflow_events if e["eventType"] == "COMPLETE"}
+    dag_run = tasks[DAG_ID]["run"]["runId"]
+
+    # The fixed set of job names: per task, <dag_id>.<task_id>.<table> for each table it writes
+    # (its run records' too), reads upstream or lands from; the engine's own runs (its application,
+    # its start's probe) under its name.
+    expected = {"lakehouse_engine", "lakehouse_engine.range"}
+    jobs = set()
+    for spec in catalog.tasks():
+        job = f"{DAG_ID}.{spec.task}"
+        used = {t.name for t in catalog.written_by_task(spec)} | set(spec.upstream)
+        used |= {t.name for t in task_tables(spec)}
+        if spec.source:
+            used.add(f"landing.{spec.source.split('/')[0]}")
+        expected |= {f"{job}.{t}" for t in used}
+        jobs.add(job)
+    # A run that names no dataset at all (the sessions' state query) is named after its action.
+    no_table = {
+        e["job"]["name"]
+        for e in spark_events
+        if not any(x.get("inputs") or x.get("outputs") for x in runs_of(spark_events, e))
+    }
+    # No machine path, no engine counter in a job's name.
+    assert not [e["job"]["name"] for e in spark_events if "/" in e["job"]["name"]]
+    seen = {e["job"]["name"] for e in spark_events} - no_table
+    assert seen <= expected, sorted(seen - expected)
+    assert all(name.startswith((f"{DAG_ID}.", "lakehouse_engine")) for name in no_table), no_table
+    # Every task's queries ran on the engine, under its name.
+    assert {".".join(name.split(".")[:2]) for name in seen} >= jobs, sorted(seen)
+
+    # Every Spark run of the DAG run has its Airflow task as parent (the DAG run as root), and its
+    # job is named after that task; before the run, the engine's own probe has the engine's.
+    began = min(moment(e) for e in airflow_events)
+    for event in spark_events:
+        name = event["job"]["name"]
+        parent = (event["run"].get("facets") or {}).get("parent")
+        if name == "lakehouse_engine" or (
+            moment(event) < began and name.startswith("lakehouse_engine.")
+        ):
+            continue
+        task = ".".join(name.split(".")[:2])
+        assert parent and parent["job"]["name"] == task, (name, event["eventType"], parent)
+        assert parent["job"]["namespace"] == tasks[task]["job"]["namespace"], name
+        assert parent["run"]["runId"] == tasks[task]["run"]["runId"], (name, event["eventType"])
+        assert parent["root"]["run"]["runId"] == dag_run, name
