@@ -62,6 +62,8 @@ QUARANTINE = "silver.quarantine_ad_events"
 CAMPAIGN_WINDOWS = "gold.campaign_windows"
 CAMPAIGN_HOURLY = "gold.campaign_hourly"
 AD_TYPE_HOURLY = "gold.ad_type_hourly"
+AD_HOURLY = "gold.ad_hourly"
+CAMPAIGN_DAILY = "gold.campaign_daily"
 USER_SESSIONS = "gold.user_sessions"
 OPEN_SESSIONS = "gold.open_sessions"
 MINIMAL_TABLES = (
@@ -69,7 +71,9 @@ MINIMAL_TABLES = (
     BRONZE,
     SILVER,
     QUARANTINE,
+    AD_HOURLY,
     AD_TYPE_HOURLY,
+    CAMPAIGN_DAILY,
     CAMPAIGN_HOURLY,
     CAMPAIGN_WINDOWS,
     USER_SESSIONS,

@@ -26,8 +26,10 @@ from functools import reduce
 from operator import or_
 
 from bench.compare import (
+    AD_HOURLY,
     AD_TYPE_HOURLY,
     BRONZE,
+    CAMPAIGN_DAILY,
     CAMPAIGN_HOURLY,
     CAMPAIGN_WINDOWS,
     CAMPAIGNS,
@@ -192,6 +194,36 @@ def run(spec: dict) -> dict:
         )
     )
     write(ad_type_hourly, AD_TYPE_HOURLY)
+    ad_hourly = (
+        silver.groupBy("ad_id", "campaign_id", hour.alias("hour_start"))
+        .agg(
+            count_of("view").alias("views"),
+            count_of("click").alias("clicks"),
+            count_of("purchase").alias("purchases"),
+        )
+        .select(
+            "ad_id",
+            "campaign_id",
+            "hour_start",
+            "views",
+            "clicks",
+            "purchases",
+            ctr,
+            F.to_date("hour_start").alias("event_date"),
+        )
+    )
+    write(ad_hourly, AD_HOURLY)
+    campaign_daily = (
+        silver.groupBy("campaign_id", F.to_date("event_time").alias("event_date"))
+        .agg(
+            count_of("view").alias("views"),
+            count_of("click").alias("clicks"),
+            count_of("purchase").alias("purchases"),
+            F.countDistinct("user_id").alias("distinct_users"),
+        )
+        .select("campaign_id", "views", "clicks", "purchases", "distinct_users", ctr, "event_date")
+    )
+    write(campaign_daily, CAMPAIGN_DAILY)
 
     sessions = native_sessions(silver).cache()
     write(sessions.filter("closed").drop("closed"), USER_SESSIONS)

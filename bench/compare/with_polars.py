@@ -22,8 +22,10 @@ import time
 from datetime import UTC, datetime
 
 from bench.compare import (
+    AD_HOURLY,
     AD_TYPE_HOURLY,
     BRONZE,
+    CAMPAIGN_DAILY,
     CAMPAIGN_HOURLY,
     CAMPAIGN_WINDOWS,
     CAMPAIGNS,
@@ -184,6 +186,31 @@ def run(spec: dict) -> dict:
         )
         .collect(),
         AD_TYPE_HOURLY,
+    )
+    write(
+        hourly.group_by("ad_id", "campaign_id", "hour_start")
+        .agg(*counts)
+        .select(
+            "ad_id",
+            "campaign_id",
+            "hour_start",
+            "views",
+            "clicks",
+            "purchases",
+            ctr,
+            event_date=pl.col("hour_start").dt.date(),
+        )
+        .collect(),
+        AD_HOURLY,
+    )
+    write(
+        silver.lazy()
+        .with_columns(event_date=pl.col("event_time").dt.date())
+        .group_by("campaign_id", "event_date")
+        .agg(*counts, distinct_users=pl.col("user_id").n_unique().cast(pl.Int64))
+        .select("campaign_id", "views", "clicks", "purchases", "distinct_users", ctr, "event_date")
+        .collect(),
+        CAMPAIGN_DAILY,
     )
 
     # Sessions: a user's events in (event_time, event_id) order; a new one where the previous event

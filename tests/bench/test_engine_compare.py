@@ -243,8 +243,8 @@ def test_the_check_catches_a_contender_that_does_less(run):
         "gold.user_sessions",
     }
     # A table the catalog declares tomorrow: counted, reported as not implemented, not failed.
-    tomorrow = {**reference, "gold.campaign_daily": reference["gold.campaign_hourly"]}
-    added = compare_tables(tomorrow, tables, claims)["gold.campaign_daily"]
+    tomorrow = {**reference, "gold.campaign_weekly": reference["gold.campaign_hourly"]}
+    added = compare_tables(tomorrow, tables, claims)["gold.campaign_weekly"]
     assert added == {"status": "not implemented", "ok": True, "detail": ""}
 
 

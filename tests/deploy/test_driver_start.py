@@ -69,4 +69,3 @@ def test_the_fault_harness_starts_its_drivers_with_the_fast_start_options(lakeho
     command = spark_submit_command(task, lakehouse)
     assert command[command.index("--driver-java-options") + 1] == fast_start_java_options()
     assert command[command.index(task) - 1] == str(PROJECT_DIR / "jobs" / "run.py")
-

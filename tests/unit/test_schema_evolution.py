@@ -38,7 +38,10 @@ def test_a_new_nullable_column_at_the_end_is_added():
     ("schema", "said"),
     [
         (HOURLY.schema + ", revenue DOUBLE NOT NULL", "revenue DOUBLE NOT NULL"),
-        (HOURLY.schema.replace("distinct_users BIGINT", "distinct_users INT"), "distinct_users INT"),
+        (
+            HOURLY.schema.replace("distinct_users BIGINT", "distinct_users INT"),
+            "distinct_users INT",
+        ),
         (HOURLY.schema.replace("distinct_users", "users"), "users BIGINT"),
         (HOURLY.schema.replace(", ctr DOUBLE", ""), "ctr DOUBLE"),
     ],
