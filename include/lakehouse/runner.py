@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from lakehouse import catalog, code_versions, expectations, metastore
+from lakehouse import catalog, code_versions, expectations, metastore, schema_evolution
 from lakehouse.catalog import TableSpec, Write
 from lakehouse.config import Table
 from lakehouse.errors import ConfigError, disk_full
@@ -96,6 +96,15 @@ def run(task: str, argv: list[str]) -> dict:
     args = parse_job_args(description, argv, batch=spec.batch, source=source)
     table = args.lakehouse.table(spec.name)
     try:
+        # Before any write: a declaration with new nullable columns widens the table, another change stops here.
+        added = schema_evolution.evolve(lambda: build_spark_session(table.task), table.path, spec)
+        if added:
+            log.info(
+                "%s: column(s) %s added (declared since the table was written); the periods written "
+                "before hold nulls in them until recomputed (lakehouse repair --stale)",
+                spec.name,
+                ", ".join(added),
+            )
         try:
             summary = job.run(table, args)
         except Exception as error:

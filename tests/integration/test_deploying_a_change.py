@@ -168,3 +168,88 @@ def test_a_deployed_fix_is_recomputed_where_the_old_code_wrote_and_nowhere_else(
     # A full refresh of gold empties it: what wrote its periods is forgotten, silver's is kept.
     run_job("full_refresh", lakehouse, "--layer", "gold")
     assert sorted(written_hours(lakehouse)) == [SILVER]
+
+
+def purchase_rate(include: Path) -> None:
+    """A new nullable column at the end of gold.campaign_hourly, declared and computed."""
+    module = include / "lakehouse" / "tables" / "gold_campaign_hourly.py"
+    text = module.read_text()
+    declared = "ctr DOUBLE, event_date DATE\n"
+    computed = '        F.to_date("hour_start").alias("event_date"),\n    )\n'
+    assert declared in text and computed in text
+    text = text.replace(declared, "ctr DOUBLE, event_date DATE, purchase_rate DOUBLE\n", 1)
+    rate = '        F.when(F.col("views") > 0, F.col("purchases") / F.col("views")).alias("purchase_rate"),\n'
+    at = text.index(computed, text.index("def campaign_hourly("))  # not the shared helper's
+    end = at + len(computed) - len("    )\n")
+    module.write_text(text[:end] + rate + text[end:])
+
+
+def without_ctr(include: Path) -> None:
+    """gold.campaign_hourly's ctr column dropped (declaration and transform)."""
+    module = include / "lakehouse" / "tables" / "gold_campaign_hourly.py"
+    text = module.read_text().replace("ctr DOUBLE, ", "", 1)
+    module.write_text(text.replace("        ctr(),\n", "", 1))
+
+
+def run_deployed(code: Path, task: str, lakehouse: Lakehouse) -> subprocess.CompletedProcess:
+    """The deployed ``code``'s incremental run of ``task``, in a driver of its own: the test's
+    engine imports its Python from this checkout, not from the deployed copy (a real deploy
+    replaces the files the engine reads; its next query imports them)."""
+    local = {"LAKEHOUSE_ENGINE": "local", "LAKEHOUSE_METASTORE": "none"}  # tables read by path
+    env = {**os.environ, "PYTHONPATH": str(code / "include"), **local}
+    argv = [sys.executable, str(code / "jobs" / "run.py"), task, "--lakehouse-root", lakehouse.root]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_a_new_nullable_gold_column_is_added_in_place_and_a_dropped_one_refused(
+    spark, lakehouse, tmp_path
+):
+    write_campaigns(lakehouse, seed=59)
+    for hour in range(2):
+        write_hours(lakehouse, START + timedelta(hours=hour), 1, events_per_second=0.05, seed=59)
+        for entry in tasks_up_to(HOURLY):
+            run_job(entry.task, lakehouse)
+    before = set(written_hours(lakehouse)[HOURLY])
+
+    # The deploy: a third hour lands and the new code's hourly run widens the table, no refresh.
+    code = deployed(tmp_path, "rate", purchase_rate)
+    write_hours(lakehouse, START + timedelta(hours=2), 1, events_per_second=0.05, seed=59)
+    for entry in tasks_up_to(SILVER):
+        run_job(entry.task, lakehouse)
+    done = run_deployed(code, "gold_campaign_hourly", lakehouse)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "column(s) purchase_rate added" in done.stderr
+    live = spark.read.format("delta").load(lakehouse.table(HOURLY).path)
+    assert live.columns[-1] == "purchase_rate"
+    # The hours the old code wrote and the new run did not touch hold nulls, and are stale.
+    stale = set(stale_of(code, lakehouse)[HOURLY])
+    unfilled = {
+        f"{row.hour_start:%Y-%m-%dT%H:00Z}"
+        for row in live.filter("views > 0 AND purchase_rate IS NULL").collect()
+    }
+    assert stale and stale == unfilled and stale <= before
+
+    # The user chose to fill them: repair --stale recomputes exactly those, with the column.
+    runs = repaired(code, lakehouse)
+    assert {task for task, _ in runs} == {"gold_campaign_hourly"}
+    assert sorted(h for _, hours in runs for h in hours) == iso(sorted(stale))
+    rows = oracle(lakehouse).rows(HOURLY)
+    columns = [*catalog.get(HOURLY).column_names, "purchase_rate"]
+    expected = Counter(
+        tuple(row[c] for c in columns[:-1])
+        + ((row["purchases"] / row["views"]) if row["views"] else None,)
+        for row in rows
+    )
+    live = spark.read.format("delta").load(lakehouse.table(HOURLY).path).select(*columns)
+    assert Counter(tuple(row) for row in live.collect()) == expected
+    assert stale_of(code, lakehouse) == {}
+
+    # Dropping a column cannot be done in place: refused, nothing written.
+    version = table_version(spark, lakehouse, HOURLY)
+    refused = run_deployed(
+        deployed(tmp_path, "drop", purchase_rate, without_ctr), "gold_campaign_hourly", lakehouse
+    )
+    assert refused.returncode != 0
+    assert "gold.campaign_hourly: its declared columns changed" in refused.stderr
+    assert "the table has ctr DOUBLE" in refused.stderr and "full_refresh=gold" in refused.stderr
+    assert table_version(spark, lakehouse, HOURLY) == version
