@@ -41,7 +41,12 @@ from lakehouse.flows.sessions.batch_form import (
     replace_sessions,
 )
 from lakehouse.flows.sessions.fragments import fragments_by_bucket
-from lakehouse.flows.sessions.late import late_rows, reconcile
+from lakehouse.flows.sessions.late import (
+    late_rows,
+    reconcile,
+    record_reconciled,
+    unchanged_since_reconciled,
+)
 from lakehouse.flows.sessions.open_sessions import (
     open_sessions_current,
     refresh_open_sessions,
@@ -286,17 +291,31 @@ def run(target: Table, args: JobArgs) -> dict:
         progress_log=ProgressLog(spark, lakehouse),
     )
     run_label = f"sessions run of {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
-    reconciled = reconcile(spark, target, run_label)
-    try:
-        fault_point(f"{table.layer}.before_open_sessions")
-        if (
-            "not_started" not in summary
-            or reconciled.dirty_users is not None
-            or not open_sessions_current(target, checkpoint)
-        ):
-            summary["open_sessions"] = refresh_open_sessions(spark, target, checkpoint, reconciled)
-    finally:
-        reconciled.release()
+    # Nothing new read and nothing moved since the last reconciliation (no new silver, late event,
+    # watermark or write): it would settle nothing and rewrite what is there, a few Spark jobs
+    # for nothing in most idle runs (late events are almost always pending). Files only.
+    unchanged = (
+        unchanged_since_reconciled(target, checkpoint) if "not_started" in summary else None
+    )
+    if unchanged is not None and open_sessions_current(target, checkpoint):
+        log.info("%s: nothing moved since the last reconciliation; not reconciled", table.name)
+        summary["reconcile_skipped"] = True
+        reconciled = unchanged
+    else:
+        reconciled = reconcile(spark, target, run_label)
+        try:
+            fault_point(f"{table.layer}.before_open_sessions")
+            if (
+                "not_started" not in summary
+                or reconciled.dirty_users is not None
+                or not open_sessions_current(target, checkpoint)
+            ):
+                summary["open_sessions"] = refresh_open_sessions(
+                    spark, target, checkpoint, reconciled
+                )
+        finally:
+            reconciled.release()
+        record_reconciled(target, checkpoint, reconciled)
     summary.update(reconciled.figures())
     watermark = checkpoint_watermark_ms(checkpoint)
     summary["watermark"] = iso_instant(watermark) if watermark is not None else None
