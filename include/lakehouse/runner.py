@@ -24,7 +24,7 @@ from lakehouse.errors import ConfigError, disk_full
 from lakehouse.periods import Periods
 from lakehouse.runtime import airflow_run, log, parse_job_args
 from lakehouse.sinks import append_records, ensure_table, with_conflict_retries
-from lakehouse.spark import build_spark_session, release_engine_sessions
+from lakehouse.spark import build_spark_session, lazy_session, release_engine_sessions
 
 # Each write kind's Spark code: a module with ``run(table, args)`` and, for a kind with a batch
 # form, ``recompute(table, periods, reading)``; a source-fed kind's has ``source_options()``.
@@ -56,7 +56,8 @@ def disk_folders(lakehouse) -> dict[str, str]:
 def register_names(table: Table) -> None:
     """Tables by name: what the job wrote (and any other written table) registered in its
     session's metastore, if that is its lakehouse's (:mod:`lakehouse.metastore`)."""
-    added = metastore.register(build_spark_session(table.task), table.lakehouse)
+    # Connected only if a name is missing: a run with nothing new opens no engine session.
+    added = metastore.register(lazy_session(table.task), table.lakehouse)
     if added:
         log.info("registered in the metastore: %s", ", ".join(added))
 

@@ -10,12 +10,14 @@ from pathlib import Path
 
 from helpers import START, assert_gold_matches_oracle, run_job, run_pipeline
 
-from lakehouse import catalog, checkpoint_log, delta_log
+from lakehouse import catalog, checkpoint_log, delta_log, expectations, runner
+from lakehouse import spark as lakehouse_spark
 from lakehouse.files import write_atomic
 from lakehouse.flows import sessions as session_flow
 from lakehouse_tools.generator import Disorder, write_campaigns, write_hours
 
 SESSIONS = "gold.user_sessions"
+TABLES = (SESSIONS, "gold.ad_hourly")  # the sessions' tasks, and an hour-replacing gold one
 TASK = catalog.get(SESSIONS).task
 MINUTE_MS = 60_000
 
@@ -35,7 +37,9 @@ def landed_events(folder: Path) -> list[dict]:
 
 def land(lakehouse, hour, name: str, template: dict, user_id: str, times_ms: list[int]) -> None:
     lines = [
-        json.dumps({**template, "event_id": str(uuid.uuid4()), "user_id": user_id, "event_time": str(ms)})
+        json.dumps(
+            {**template, "event_id": str(uuid.uuid4()), "user_id": user_id, "event_time": str(ms)}
+        )
         for ms in times_ms
     ]
     folder = Path(lakehouse.landing_events) / f"{hour:%Y-%m-%d/%H}"
@@ -52,17 +56,20 @@ def test_an_idle_run_with_late_events_pending_starts_nothing_and_a_closing_run_s
 ):
     write_campaigns(lakehouse, seed=31)
     write_hours(lakehouse, START, 2, events_per_second=0.1, seed=31, disorder=Disorder.none())
-    run_pipeline(lakehouse, up_to=SESSIONS)
+    run_pipeline(lakehouse, up_to=TABLES)
 
     # A chain of one user's events, 20 minutes apart at most, up to the newest event time: the
     # older ones are behind the watermark (late) and their session is still open, so they wait.
-    landed = landed_events(Path(lakehouse.landing_events) / f"{START + timedelta(hours=1):%Y-%m-%d/%H}")
+    landed = landed_events(
+        Path(lakehouse.landing_events) / f"{START + timedelta(hours=1):%Y-%m-%d/%H}"
+    )
     template, newest = landed[0], max(int(e["event_time"]) for e in landed)
     user = str(uuid.UUID(int=7))
     chain = [newest - minutes * MINUTE_MS for minutes in (70, 50, 30, 12, 0)]
     land(lakehouse, START + timedelta(hours=2), "part-late.jsonl", template, user, chain)
-    run_pipeline(lakehouse, up_to=SESSIONS)
-    recorded = run_job(TASK, lakehouse)  # the query records them in its run above; this one reconciles nothing new
+    run_pipeline(lakehouse, up_to=TABLES)
+    # The query recorded them in the run above; this one finds nothing new to settle.
+    recorded = run_job(TASK, lakehouse)
     assert recorded["late_pending"] == 4
 
     sessions = lakehouse.table(SESSIONS)
@@ -72,10 +79,17 @@ def test_an_idle_run_with_late_events_pending_starts_nothing_and_a_closing_run_s
     def must_not_run(*args, **kwargs):
         raise AssertionError("nothing can close: no reconciliation, no open-sessions rewrite")
 
+    def no_session(*args, **kwargs):
+        raise AssertionError("a run with nothing new opens no engine session")
+
     with monkeypatch.context() as patched:
         patched.setattr(session_flow, "reconcile", must_not_run)
         patched.setattr(session_flow, "refresh_open_sessions", must_not_run)
+        for module in (lakehouse_spark, runner, expectations):
+            patched.setattr(module, "build_spark_session", no_session)
         idle = run_job(TASK, lakehouse)
+        # Nor does any other task with nothing new: each finds it from files.
+        run_pipeline(lakehouse, up_to=TABLES)
     assert "not_started" in idle and idle["reconcile_skipped"]
     assert (idle["late_pending"], idle["late_reconciled"]) == (4, 0)
     assert (versions(lakehouse), checkpoint_log.newest(checkpoint, "commits")) == before
@@ -84,7 +98,7 @@ def test_an_idle_run_with_late_events_pending_starts_nothing_and_a_closing_run_s
     # and the reconciliation that follows settles its late events.
     later = START + timedelta(hours=3)
     land(lakehouse, later, "part-0000.jsonl", template, user, [newest + 3 * 60 * MINUTE_MS])
-    run_pipeline(lakehouse, up_to=SESSIONS)
+    run_pipeline(lakehouse, up_to=TABLES)
     closing = run_job(TASK, lakehouse)
     assert closing["late_pending"] == 0
     settled = spark.read.format("delta").load(sessions.side("late").path)

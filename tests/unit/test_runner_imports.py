@@ -26,3 +26,26 @@ def test_the_runner_does_not_import_the_sessions_flow_for_other_tasks():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_a_lazy_session_is_built_on_first_use_only(monkeypatch):
+    from lakehouse import spark as lakehouse_spark
+
+    built = []
+
+    class Session:
+        conf = "the session's conf"
+
+    def build(app_name, *args, **kwargs):
+        built.append(app_name)
+        return Session()
+
+    monkeypatch.setattr(lakehouse_spark, "build_spark_session", build)
+    lazy = lakehouse_spark.lazy_session("gold_ad_hourly")
+    assert built == [] and not lazy.built
+    assert (
+        getattr(lazy, "__getstate_of_copy__", None) is None
+    )  # a dunder (pickle, copy): not the session's
+    assert built == []
+    assert lazy.conf == "the session's conf" and lazy.conf == "the session's conf"
+    assert built == ["gold_ad_hourly"] and lazy.built

@@ -82,7 +82,7 @@ from lakehouse.sinks import (
     with_conflict_retries,
 )
 from lakehouse.sources import delta_stream
-from lakehouse.spark import build_spark_session, fit_code_generation
+from lakehouse.spark import build_spark_session, fit_code_generation, lazy_session
 from lakehouse.tables.gold_user_sessions import (
     WATERMARK_DELAY,
 )
@@ -194,13 +194,17 @@ def sessions_stream(spark: SparkSession, table: Table) -> DataFrame:
 
 
 def run(target: Table, args: JobArgs) -> dict:
-    spark = build_spark_session(target.task)
+    # Connected on first use: a run with nothing to do (told from files) opens no engine session.
+    spark = lazy_session(target.task)
     table, lakehouse = target.spec, target.lakehouse
     for written in target.written_by_its_task():
         ensure_table(spark, written)
-    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(target)))
+
+    def fit_code() -> None:
+        log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(target)))
 
     if args.mode == "batch":
+        fit_code()
         figures = recompute(target, args.interval, spark=spark)
         return {"table": table.name, "mode": "batch", "hours": str(args.interval), **figures}
 
@@ -279,11 +283,15 @@ def run(target: Table, args: JobArgs) -> dict:
         }
 
     silver = lakehouse.table(table.upstream[0])
-    sessions = sessions_stream(spark, target)
-    summary = run_available_now(
-        lambda lease: sessions.writeStream.foreachBatch(
+
+    def writer(lease):
+        fit_code()
+        return sessions_stream(spark, target).writeStream.foreachBatch(
             guarded_batches(on_batch, checkpoint, lease, table.name)
-        ),
+        )
+
+    summary = run_available_now(
+        writer,
         checkpoint,
         name=table.name,
         writes=[Written(target, app_id), Written(late_table, late_app_id)],
@@ -294,9 +302,7 @@ def run(target: Table, args: JobArgs) -> dict:
     # Nothing new read and nothing moved since the last reconciliation (no new silver, late event,
     # watermark or write): it would settle nothing and rewrite what is there, a few Spark jobs
     # for nothing in most idle runs (late events are almost always pending). Files only.
-    unchanged = (
-        unchanged_since_reconciled(target, checkpoint) if "not_started" in summary else None
-    )
+    unchanged = unchanged_since_reconciled(target, checkpoint) if "not_started" in summary else None
     if unchanged is not None and open_sessions_current(target, checkpoint):
         log.info("%s: nothing moved since the last reconciliation; not reconciled", table.name)
         summary["reconcile_skipped"] = True
