@@ -60,12 +60,23 @@ def run_tasks(label: str, lake: Lakehouse, logs: Path) -> dict:
             "engine_cpu_s": round(engine_cpu, 2),
             "cpu_s": round(client + engine_cpu, 2),
             "wall_s": round(wall, 2),
-            **{k: summary[k] for k in ("not_started", "late_pending", "late_reconciled") if k in summary},
+            **{
+                k: summary[k]
+                for k in ("not_started", "late_pending", "late_reconciled")
+                if k in summary
+            },
         }
-        print(f"{label:>12} {spec.task:<24} client {client:5.1f}  engine {engine_cpu:5.1f}  wall {wall:5.1f} s",
-              flush=True)
-    return {"tasks": tasks, **{f"total_{key}": round(sum(t[key] for t in tasks.values()), 2)
-                               for key in ("client_cpu_s", "engine_cpu_s", "cpu_s", "wall_s")}}
+        print(
+            f"{label:>12} {spec.task:<24} client {client:5.1f}  engine {engine_cpu:5.1f}  wall {wall:5.1f} s",
+            flush=True,
+        )
+    return {
+        "tasks": tasks,
+        **{
+            f"total_{key}": round(sum(t[key] for t in tasks.values()), 2)
+            for key in ("client_cpu_s", "engine_cpu_s", "cpu_s", "wall_s")
+        },
+    }
 
 
 def land_late_events(lake: Lakehouse, newest_hour: datetime, users: int = 3) -> int:
@@ -80,18 +91,28 @@ def land_late_events(lake: Lakehouse, newest_hour: datetime, users: int = 3) -> 
                 landed.append(json.loads(line))
             except ValueError:  # the generator's malformed lines
                 pass
-    landed = [event for event in landed if isinstance(event, dict) and event.get("event_time", "").isdigit()]
+    landed = [
+        event
+        for event in landed
+        if isinstance(event, dict) and event.get("event_time", "").isdigit()
+    ]
     template, newest_ms = landed[0], max(int(event["event_time"]) for event in landed)
     lines = []
     for user in range(users):
         user_id = str(uuid.UUID(int=user + 1))
         for minutes in (70, 50, 30, 12, 0):  # 20 minutes apart at most: one session
-            event = {**template, "event_id": str(uuid.uuid4()), "user_id": user_id,
-                     "event_time": str(newest_ms - minutes * MINUTE_MS)}
+            event = {
+                **template,
+                "event_id": str(uuid.uuid4()),
+                "user_id": user_id,
+                "event_time": str(newest_ms - minutes * MINUTE_MS),
+            }
             lines.append(json.dumps(event))
     later = newest_hour + timedelta(hours=1)
-    write_atomic(Path(lake.landing_events) / later.strftime("%Y-%m-%d/%H") / "part-late.jsonl",
-                 "".join(f"{line}\n" for line in lines))
+    write_atomic(
+        Path(lake.landing_events) / later.strftime("%Y-%m-%d/%H") / "part-late.jsonl",
+        "".join(f"{line}\n" for line in lines),
+    )
     return len(lines)
 
 
@@ -101,10 +122,13 @@ def measure(events: int, work: Path, hours: int = 3) -> dict:
     logs = work / "logs"
     logs.mkdir(parents=True)
     lake = Lakehouse(root=str(work / "lakehouse"))
-    os.environ.update(LAKEHOUSE_ROOT=lake.root, LAKEHOUSE_ENGINE="connect",
-                      LAKEHOUSE_ENGINE_PORT=str(engine.free_port()),
-                      LAKEHOUSE_ENGINE_DIR=str(work / "engine"),
-                      LAKEHOUSE_ENGINE_TOKEN=uuid.uuid4().hex)
+    os.environ.update(
+        LAKEHOUSE_ROOT=lake.root,
+        LAKEHOUSE_ENGINE="connect",
+        LAKEHOUSE_ENGINE_PORT=str(engine.free_port()),
+        LAKEHOUSE_ENGINE_DIR=str(work / "engine"),
+        LAKEHOUSE_ENGINE_TOKEN=uuid.uuid4().hex,
+    )
     os.environ.pop("LAKEHOUSE_ENGINE_URL", None)
     eps = events / 3600
     write_campaigns(lake, seed=SEED)
@@ -144,14 +168,20 @@ def measure(events: int, work: Path, hours: int = 3) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=2000, help="events of the measured hour")
-    parser.add_argument("--work", type=Path, default=PROJECT_DIR / ".local" / "bench" / "small_hour")
-    parser.add_argument("--out", type=Path, default=PROJECT_DIR / "bench" / "results" / "small_hour.json")
+    parser.add_argument(
+        "--work", type=Path, default=PROJECT_DIR / ".local" / "bench" / "small_hour"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=PROJECT_DIR / "bench" / "results" / "small_hour.json"
+    )
     args = parser.parse_args(argv)
     figures = measure(args.events, args.work.absolute())
     args.out.write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"small hour: {figures['small_hour_cpu_s']} CPU-s; no-data run with late events pending: "
-          f"sessions {figures['no_new_data_late_pending_sessions_s']} s; oracle "
-          f"{'ok' if figures['oracle_ok'] else 'DIFFERS: ' + str(figures['oracle_differences'])}")
+    print(
+        f"small hour: {figures['small_hour_cpu_s']} CPU-s; no-data run with late events pending: "
+        f"sessions {figures['no_new_data_late_pending_sessions_s']} s; oracle "
+        f"{'ok' if figures['oracle_ok'] else 'DIFFERS: ' + str(figures['oracle_differences'])}"
+    )
     if not figures["oracle_ok"]:
         sys.exit(1)
 
