@@ -14,33 +14,35 @@ touches: a day table recomputes each whole day an hour of the interval falls in.
 
 from __future__ import annotations
 
+import importlib
 from datetime import datetime
 
 from lakehouse import catalog, code_versions, expectations, metastore, schema_evolution
 from lakehouse.catalog import TableSpec, Write
 from lakehouse.config import Table
 from lakehouse.errors import ConfigError, disk_full
-from lakehouse.flows import ingest, merge, recompute, sessions, snapshot
 from lakehouse.periods import Periods
 from lakehouse.runtime import airflow_run, log, parse_job_args
 from lakehouse.sinks import append_records, ensure_table, with_conflict_retries
-from lakehouse.spark import build_spark_session, release_engine_sessions
+from lakehouse.spark import build_spark_session, lazy_session, release_engine_sessions
 
 # Each write kind's Spark code: a module with ``run(table, args)`` and, for a kind with a batch
 # form, ``recompute(table, periods, reading)``; a source-fed kind's has ``source_options()``.
 # What a kind means (its layout, grains, counts) is its flow, ``spec.flow`` (lakehouse.write_kinds).
+# By name, imported when a task of the kind runs: a task process imports its own flow only (the
+# sessions' alone, with Arrow and NumPy, cost every task about 0.2 CPU-s of imports).
 FLOW_JOBS = {
-    Write.OVERWRITE: snapshot,
-    Write.APPEND: ingest,
-    Write.MERGE_NEW: merge,
-    Write.REPLACE_PERIODS: recompute,
-    Write.SESSIONS: sessions,
+    Write.OVERWRITE: "lakehouse.flows.snapshot",
+    Write.APPEND: "lakehouse.flows.ingest",
+    Write.MERGE_NEW: "lakehouse.flows.merge",
+    Write.REPLACE_PERIODS: "lakehouse.flows.recompute",
+    Write.SESSIONS: "lakehouse.flows.sessions",
 }
 
 
 def flow_job(spec: TableSpec):
     """The module that runs tables of ``spec``'s write kind."""
-    return FLOW_JOBS[spec.write]
+    return importlib.import_module(FLOW_JOBS[spec.write])
 
 
 def disk_folders(lakehouse) -> dict[str, str]:
@@ -54,7 +56,8 @@ def disk_folders(lakehouse) -> dict[str, str]:
 def register_names(table: Table) -> None:
     """Tables by name: what the job wrote (and any other written table) registered in its
     session's metastore, if that is its lakehouse's (:mod:`lakehouse.metastore`)."""
-    added = metastore.register(build_spark_session(table.task), table.lakehouse)
+    # Connected only if a name is missing: a run with nothing new opens no engine session.
+    added = metastore.register(lazy_session(table.task), table.lakehouse)
     if added:
         log.info("registered in the metastore: %s", ", ".join(added))
 

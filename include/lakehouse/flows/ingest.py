@@ -59,7 +59,7 @@ from lakehouse.sources import (
     landing_lines_stream,
     require_kafka_topic,
 )
-from lakehouse.spark import build_spark_session, fit_code_generation
+from lakehouse.spark import build_spark_session, fit_code_generation, lazy_session
 
 
 def source_options() -> argparse.ArgumentParser:
@@ -92,25 +92,35 @@ def run(target: Table, args: JobArgs) -> dict:
         checkpoint = target.checkpoint(generation)
         landing = args.lakehouse.landing(table.source)
         plan = _plan(checkpoint, landing)
-        spark = build_spark_session(table.task)
-        lines = landing_lines_stream(spark, landing, args.max_files_per_trigger, plan)
+        # Connected on first use: a run with no new file (the plan tells) opens no engine session.
+        spark = lazy_session(table.task)
+        lines = None
 
-    # mergeSchema: a table created before columns were added at its end (the Kafka lineage)
-    # gains them; the transform's output is the declared schema, so nothing else can slip in.
-    writer = (
-        table.transform(lines)
-        .writeStream.format("delta")
-        .outputMode("append")
-        .option("mergeSchema", "true")
-        .partitionBy(*table.partition_by)
-    )
     landed = None if source.source == "kafka" else _new_bytes(checkpoint, plan)
     before = delta_log.latest_version(target.path)
-    log.info("%s: %s", table.name, fit_code_generation(spark, landed))
+
+    def writer(lease):
+        log.info("%s: %s", table.name, fit_code_generation(spark, landed))
+        read = (
+            lines
+            if lines is not None
+            else landing_lines_stream(spark, landing, args.max_files_per_trigger, plan)
+        )
+        # mergeSchema: a table created before columns were added at its end (the Kafka lineage)
+        # gains them; the transform's output is the declared schema, so nothing else can slip in.
+        return (
+            table.transform(read)
+            .writeStream.format("delta")
+            .outputMode("append")
+            .option("mergeSchema", "true")
+            .partitionBy(*table.partition_by)
+            .option("path", target.path)
+        )
+
     try:
         # The Delta sink's transaction app id is the query id: the check compares the checkpoint's.
         summary = run_available_now(
-            writer.option("path", target.path),
+            writer,
             checkpoint,
             name=table.name,
             writes=[Written(target)],

@@ -42,7 +42,7 @@ from lakehouse.sinks import (
     with_conflict_retries,
 )
 from lakehouse.sources import batch_input, delta_stream, require_table
-from lakehouse.spark import build_spark_session, fit_code_generation
+from lakehouse.spark import build_spark_session, fit_code_generation, lazy_session
 
 # A quarantine row's resolution, declared last in a quarantine: never set by classification, set by
 # a batch recompute that admits the row's line (lakehouse.sinks.mark_resolved).
@@ -342,15 +342,19 @@ def without_keys_kept_nearby(
 
 
 def run(table: Table, args: JobArgs) -> dict:
-    spark = build_spark_session(table.task)
+    # Connected on first use: a run with nothing new (told from files) opens no engine session.
+    spark = lazy_session(table.task)
     streamed, *static = table.upstream_tables()
     for upstream in static:
         require_table(spark, upstream)
     for written in table.written_by_its_task():
         ensure_table(spark, written)
-    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(table)))
+
+    def fit_code() -> None:
+        log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(table)))
 
     if args.mode == "batch":
+        fit_code()
         resolved = recompute(table, args.interval, spark=spark)
         log.info(
             "%s: recomputed %s from upstream; %d quarantined line(s) now accepted, marked resolved",
@@ -368,11 +372,15 @@ def run(table: Table, args: JobArgs) -> dict:
     generation = args.generation_of(table)
     on_batch = MergeBatch(table, generation)
     checkpoint = table.checkpoint(generation)
-    rows = delta_stream(spark, streamed)
-    return run_available_now(
-        lambda lease: rows.writeStream.foreachBatch(
+
+    def writer(lease):
+        fit_code()
+        return delta_stream(spark, streamed).writeStream.foreachBatch(
             guarded_batches(on_batch, checkpoint, lease, table.name)
-        ),
+        )
+
+    return run_available_now(
+        writer,
         checkpoint,
         name=table.name,
         writes=[

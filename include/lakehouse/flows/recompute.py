@@ -23,7 +23,7 @@ from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, run_available_now
 from lakehouse.sinks import ensure_table, replace_periods, txn_app_id, with_conflict_retries
 from lakehouse.sources import batch_input, delta_stream
-from lakehouse.spark import build_spark_session, fit_code_generation
+from lakehouse.spark import build_spark_session, fit_code_generation, lazy_session
 
 
 def event_hours(rows: DataFrame, upstream: TableSpec) -> DataFrame:
@@ -80,12 +80,16 @@ def figures_of(written: dict) -> str:
 
 
 def run(table: Table, args: JobArgs) -> dict:
-    spark = build_spark_session(table.task)
+    # Connected on first use: a run with nothing new (told from files) opens no engine session.
+    spark = lazy_session(table.task)
     lakehouse = table.lakehouse
     ensure_table(spark, table)
-    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(table)))
+
+    def fit_code() -> None:
+        log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(table)))
 
     if args.mode == "batch":
+        fit_code()
         periods = args.interval.to(table.grain)
         written = recompute(table, periods, spark=spark)
         return {"table": table.name, "mode": "batch", "hours": str(periods), **written}
@@ -113,13 +117,18 @@ def run(table: Table, args: JobArgs) -> dict:
         }
 
     checkpoint = table.checkpoint(generation)
+
     # The stream carries only each new row's event hour: foreachBatch hands a batch over as an RDD,
     # past column pruning, so without this every batch was read whole (4-5 CPU-s per task at 5M events).
-    rows = event_hours(delta_stream(spark, streamed), streamed.spec)
-    return run_available_now(
-        lambda lease: rows.writeStream.foreachBatch(
+    def writer(lease):
+        fit_code()
+        rows = event_hours(delta_stream(spark, streamed), streamed.spec)
+        return rows.writeStream.foreachBatch(
             guarded_batches(on_batch, checkpoint, lease, table.name)
-        ),
+        )
+
+    return run_available_now(
+        writer,
         checkpoint,
         name=table.name,
         writes=[Written(table, app_id)],

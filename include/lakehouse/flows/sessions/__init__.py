@@ -41,7 +41,12 @@ from lakehouse.flows.sessions.batch_form import (
     replace_sessions,
 )
 from lakehouse.flows.sessions.fragments import fragments_by_bucket
-from lakehouse.flows.sessions.late import late_rows, reconcile
+from lakehouse.flows.sessions.late import (
+    late_rows,
+    reconcile,
+    record_reconciled,
+    unchanged_since_reconciled,
+)
 from lakehouse.flows.sessions.open_sessions import (
     open_sessions_current,
     refresh_open_sessions,
@@ -77,7 +82,7 @@ from lakehouse.sinks import (
     with_conflict_retries,
 )
 from lakehouse.sources import delta_stream
-from lakehouse.spark import build_spark_session, fit_code_generation
+from lakehouse.spark import build_spark_session, fit_code_generation, lazy_session
 from lakehouse.tables.gold_user_sessions import (
     WATERMARK_DELAY,
 )
@@ -189,13 +194,17 @@ def sessions_stream(spark: SparkSession, table: Table) -> DataFrame:
 
 
 def run(target: Table, args: JobArgs) -> dict:
-    spark = build_spark_session(target.task)
+    # Connected on first use: a run with nothing to do (told from files) opens no engine session.
+    spark = lazy_session(target.task)
     table, lakehouse = target.spec, target.lakehouse
     for written in target.written_by_its_task():
         ensure_table(spark, written)
-    log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(target)))
+
+    def fit_code() -> None:
+        log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(target)))
 
     if args.mode == "batch":
+        fit_code()
         figures = recompute(target, args.interval, spark=spark)
         return {"table": table.name, "mode": "batch", "hours": str(args.interval), **figures}
 
@@ -274,11 +283,15 @@ def run(target: Table, args: JobArgs) -> dict:
         }
 
     silver = lakehouse.table(table.upstream[0])
-    sessions = sessions_stream(spark, target)
-    summary = run_available_now(
-        lambda lease: sessions.writeStream.foreachBatch(
+
+    def writer(lease):
+        fit_code()
+        return sessions_stream(spark, target).writeStream.foreachBatch(
             guarded_batches(on_batch, checkpoint, lease, table.name)
-        ),
+        )
+
+    summary = run_available_now(
+        writer,
         checkpoint,
         name=table.name,
         writes=[Written(target, app_id), Written(late_table, late_app_id)],
@@ -286,17 +299,29 @@ def run(target: Table, args: JobArgs) -> dict:
         progress_log=ProgressLog(spark, lakehouse),
     )
     run_label = f"sessions run of {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
-    reconciled = reconcile(spark, target, run_label)
-    try:
-        fault_point(f"{table.layer}.before_open_sessions")
-        if (
-            "not_started" not in summary
-            or reconciled.dirty_users is not None
-            or not open_sessions_current(target, checkpoint)
-        ):
-            summary["open_sessions"] = refresh_open_sessions(spark, target, checkpoint, reconciled)
-    finally:
-        reconciled.release()
+    # Nothing new read and nothing moved since the last reconciliation (no new silver, late event,
+    # watermark or write): it would settle nothing and rewrite what is there, a few Spark jobs
+    # for nothing in most idle runs (late events are almost always pending). Files only.
+    unchanged = unchanged_since_reconciled(target, checkpoint) if "not_started" in summary else None
+    if unchanged is not None and open_sessions_current(target, checkpoint):
+        log.info("%s: nothing moved since the last reconciliation; not reconciled", table.name)
+        summary["reconcile_skipped"] = True
+        reconciled = unchanged
+    else:
+        reconciled = reconcile(spark, target, run_label)
+        try:
+            fault_point(f"{table.layer}.before_open_sessions")
+            if (
+                "not_started" not in summary
+                or reconciled.dirty_users is not None
+                or not open_sessions_current(target, checkpoint)
+            ):
+                summary["open_sessions"] = refresh_open_sessions(
+                    spark, target, checkpoint, reconciled
+                )
+        finally:
+            reconciled.release()
+        record_reconciled(target, checkpoint, reconciled)
     summary.update(reconciled.figures())
     watermark = checkpoint_watermark_ms(checkpoint)
     summary["watermark"] = iso_instant(watermark) if watermark is not None else None

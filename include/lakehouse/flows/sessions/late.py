@@ -14,14 +14,16 @@ would have run for hours (issue 56).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakehouse import delta_log
+from lakehouse import catalog, checkpoint_log, delta_log
 from lakehouse.config import Table
+from lakehouse.files import lake_path, write_atomic
 from lakehouse.flows.sessions.batch_form import (
     recomputed_sessions,
     replace_users_sessions,
@@ -57,6 +59,54 @@ class Reconciled:
         for frame in self.cached:
             frame.unpersist()
         self.cached.clear()
+
+
+def reconcile_inputs(target: Table, checkpoint: str) -> dict:
+    """What a reconciliation's outcome depends on, from files alone (no Spark job).
+
+    The pending events (the late table's version), the events of their users (silver's), the
+    watermark that closes their sessions (the checkpoint's newest batch), what was written (the
+    sessions' and open sessions' versions) and the code that computes it: while none of these
+    moves, a reconciliation settles nothing new and writes what is there already.
+    """
+    return {
+        "code_version": catalog.code_version(target.name),
+        "checkpoint_batch": checkpoint_log.newest(checkpoint, "commits"),
+        **{
+            table.name: delta_log.latest_version(table.path)
+            for table in (*target.upstream_tables(), *target.written_by_its_task())
+        },
+    }
+
+
+def _reconciled_record(checkpoint: str):
+    return lake_path(f"{checkpoint}.reconciled.json")
+
+
+def unchanged_since_reconciled(target: Table, checkpoint: str) -> Reconciled | None:
+    """The last reconciliation's outcome when nothing it depends on has moved since (its pending
+    events then stay pending: a new run would settle none); None when it must run."""
+    record = _reconciled_record(checkpoint)
+    try:
+        recorded = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if recorded.get("inputs") != reconcile_inputs(target, checkpoint):
+        return None
+    return Reconciled(late_pending=int(recorded.get("late_pending", 0)))
+
+
+def record_reconciled(target: Table, checkpoint: str, reconciled: Reconciled) -> None:
+    """Note what a run's reconciliation (and open-sessions rewrite) left, for :func:`unchanged_since_reconciled`.
+
+    Written after the run's last write: a run that dies before it leaves the older note, whose
+    inputs no longer match, so the next run reconciles.
+    """
+    inputs = reconcile_inputs(target, checkpoint)
+    write_atomic(
+        _reconciled_record(checkpoint),
+        json.dumps({"inputs": inputs, "late_pending": reconciled.late_pending}),
+    )
 
 
 def reconcile(spark: SparkSession, target: Table, run_label: str) -> Reconciled:

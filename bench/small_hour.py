@@ -1,0 +1,190 @@
+"""The fixed cost of a small hourly run (issue 60): every task's CPU for one ~2,000-event hour.
+
+Usage (from the repository, in ``make env``'s environment):
+    python -m bench.small_hour [--events 2000] [--work .local/bench/small_hour] [--out bench/results/small_hour.json]
+
+A fresh lakehouse under ``--work``, campaigns and 3 producer hours from the project's generator,
+and a private warm engine on a free port. Every task (``python -m lakehouse.catalog``'s order, the
+DAG's) runs once as a Connect client (``python jobs/run.py <task>``) to prime the checkpoints; then
+one new hour of ``--events`` events lands and every task runs again, measured: each task's client
+process tree (CPU, wall) and the engine's process tree (its JVM and Python workers, ``/proc``).
+Then late events land (events more than an hour older than the newest, of a user whose session
+stays open, so they stay pending), every task runs to record them, and every task runs once more
+with nothing new: the no-data run with late events pending. Last, every table is checked against
+the plain-Python oracle, so a speed-up that breaks a result shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from bench.compare.check import against_oracle
+from bench.compare.processes import become_subreaper, run_tree, tree_cpu
+from lakehouse import catalog
+from lakehouse.config import Lakehouse
+from lakehouse.files import write_atomic
+from lakehouse_tools import engine
+from lakehouse_tools.generator import write_campaigns, write_hours
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+START = datetime(2026, 11, 20, tzinfo=UTC)
+SEED = 60  # campaigns and events from the same seed, or every line is an unknown ad
+MINUTE_MS = 60_000
+
+
+def run_tasks(label: str, lake: Lakehouse, logs: Path) -> dict:
+    """Every task in the DAG's order as a Connect client: per task CPU (client, engine) and wall."""
+    tasks = {}
+    for spec in catalog.tasks():
+        summary_file = logs / f"{label}-{spec.task}.json"
+        env = {**os.environ, "LAKEHOUSE_SUMMARY_FILE": str(summary_file)}
+        command = [sys.executable, str(PROJECT_DIR / "jobs" / "run.py"), spec.task]
+        before = tree_cpu(engine.server_pid())
+        code, wall, client = run_tree(
+            command + ["--lakehouse-root", lake.root], env, logs / f"{label}-{spec.task}.log", 1800
+        )
+        engine_cpu = tree_cpu(engine.server_pid()) - before
+        if code != 0:
+            raise RuntimeError(f"{label}: {spec.task} failed, see {logs}/{label}-{spec.task}.log")
+        summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+        tasks[spec.task] = {
+            "client_cpu_s": round(client, 2),
+            "engine_cpu_s": round(engine_cpu, 2),
+            "cpu_s": round(client + engine_cpu, 2),
+            "wall_s": round(wall, 2),
+            **{
+                k: summary[k]
+                for k in ("not_started", "late_pending", "late_reconciled")
+                if k in summary
+            },
+        }
+        print(
+            f"{label:>12} {spec.task:<24} client {client:5.1f}  engine {engine_cpu:5.1f}  wall {wall:5.1f} s",
+            flush=True,
+        )
+    return {
+        "tasks": tasks,
+        **{
+            f"total_{key}": round(sum(t[key] for t in tasks.values()), 2)
+            for key in ("client_cpu_s", "engine_cpu_s", "cpu_s", "wall_s")
+        },
+    }
+
+
+def land_late_events(lake: Lakehouse, newest_hour: datetime, users: int = 3) -> int:
+    """Land, in a new producer-hour folder, a chain of events per user from 70 minutes before the
+    newest event time up to the newest: the older ones are behind the watermark (late), and as the
+    chain's session is still open, they stay pending."""
+    hour_dir = Path(lake.landing_events) / newest_hour.strftime("%Y-%m-%d/%H")
+    landed = []
+    for path in sorted(hour_dir.glob("part-*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                landed.append(json.loads(line))
+            except ValueError:  # the generator's malformed lines
+                pass
+    landed = [
+        event
+        for event in landed
+        if isinstance(event, dict) and event.get("event_time", "").isdigit()
+    ]
+    template, newest_ms = landed[0], max(int(event["event_time"]) for event in landed)
+    lines = []
+    for user in range(users):
+        user_id = str(uuid.UUID(int=user + 1))
+        for minutes in (70, 50, 30, 12, 0):  # 20 minutes apart at most: one session
+            event = {
+                **template,
+                "event_id": str(uuid.uuid4()),
+                "user_id": user_id,
+                "event_time": str(newest_ms - minutes * MINUTE_MS),
+            }
+            lines.append(json.dumps(event))
+    later = newest_hour + timedelta(hours=1)
+    write_atomic(
+        Path(lake.landing_events) / later.strftime("%Y-%m-%d/%H") / "part-late.jsonl",
+        "".join(f"{line}\n" for line in lines),
+    )
+    return len(lines)
+
+
+def measure(events: int, work: Path, hours: int = 3) -> dict:
+    """The scenario: prime, a new small hour measured, late events, a no-data run measured, the oracle."""
+    shutil.rmtree(work, ignore_errors=True)
+    logs = work / "logs"
+    logs.mkdir(parents=True)
+    lake = Lakehouse(root=str(work / "lakehouse"))
+    os.environ.update(
+        LAKEHOUSE_ROOT=lake.root,
+        LAKEHOUSE_ENGINE="connect",
+        LAKEHOUSE_ENGINE_PORT=str(engine.free_port()),
+        LAKEHOUSE_ENGINE_DIR=str(work / "engine"),
+        LAKEHOUSE_ENGINE_TOKEN=uuid.uuid4().hex,
+    )
+    os.environ.pop("LAKEHOUSE_ENGINE_URL", None)
+    eps = events / 3600
+    write_campaigns(lake, seed=SEED)
+    write_hours(lake, START, hours, events_per_second=eps, seed=SEED)
+    up = [sys.executable, "-m", "lakehouse_tools.engine"]
+    subprocess.run(up + ["up"], check=True, env=os.environ)
+    # After the engine's start: its supervisor, orphaned, must not become this process's child
+    # (run_tree kills the children still alive a minute after a task).
+    become_subreaper()
+    try:
+        run_tasks("prime", lake, logs)
+        write_hours(lake, START + timedelta(hours=hours), 1, events_per_second=eps, seed=SEED)
+        small = run_tasks("small_hour", lake, logs)
+        late = land_late_events(lake, START + timedelta(hours=hours))
+        run_tasks("late_landed", lake, logs)
+        idle = run_tasks("no_new_data", lake, logs)
+    finally:
+        subprocess.run(up + ["down"], check=False, env=os.environ)
+    tables = {spec.name: lake.table(spec.name).path for spec in catalog.tables()}
+    verdicts = against_oracle(lake.landing_events, lake.landing_campaigns, tables)
+    wrong = {name: v["detail"] for name, v in verdicts.items() if not v["ok"]}
+    sessions = next(s.task for s in catalog.tasks() if s.write is catalog.Write.SESSIONS)
+    return {
+        "events_per_hour": int(eps * 3600),
+        "late_events_landed": late,
+        "small_hour": small,
+        "no_new_data_late_pending": idle,
+        "small_hour_cpu_s": small["total_cpu_s"],
+        "no_new_data_late_pending_sessions_s": idle["tasks"][sessions]["wall_s"],
+        "no_new_data_late_pending_sessions_cpu_s": idle["tasks"][sessions]["cpu_s"],
+        "oracle_ok": not wrong,
+        "oracle_differences": wrong,
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=2000, help="events of the measured hour")
+    parser.add_argument(
+        "--work", type=Path, default=PROJECT_DIR / ".local" / "bench" / "small_hour"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=PROJECT_DIR / "bench" / "results" / "small_hour.json"
+    )
+    args = parser.parse_args(argv)
+    figures = measure(args.events, args.work.absolute())
+    args.out.write_text(json.dumps(figures, indent=2) + "\n")
+    print(
+        f"small hour: {figures['small_hour_cpu_s']} CPU-s; no-data run with late events pending: "
+        f"sessions {figures['no_new_data_late_pending_sessions_s']} s; oracle "
+        f"{'ok' if figures['oracle_ok'] else 'DIFFERS: ' + str(figures['oracle_differences'])}"
+    )
+    if not figures["oracle_ok"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
