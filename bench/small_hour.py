@@ -1,7 +1,11 @@
 """The fixed cost of a small hourly run (issue 60): every task's CPU for one ~2,000-event hour.
 
-Usage (from the repository, in ``make env``'s environment):
-    python -m bench.small_hour [--events 2000] [--work .local/bench/small_hour] [--out bench/results/small_hour.json]
+Usage (from the repository, ``make bench-small-hour`` runs it):
+    python -m bench.small_hour [--events 2000] [--work .local/bench/small_hour] [--before BEFORE.json]
+    python -m bench.small_hour --from NOW.json --before BEFORE.json   # save two earlier runs, no Spark
+
+``--before``: an earlier run's figures (``--raw`` of this command at another commit, e.g. run in a
+``git archive`` copy of it), shown beside this run's, task by task.
 
 A fresh lakehouse under ``--work``, campaigns and 3 producer hours from the project's generator,
 and a private warm engine on a free port. Every task (``python -m lakehouse.catalog``'s order, the
@@ -27,7 +31,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.compare.check import against_oracle
-from bench.compare.processes import become_subreaper, run_tree, tree_cpu
+from bench.harness import become_subreaper, run_tree, tree_cpu
+from bench.render import publish
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
 from lakehouse.files import write_atomic
@@ -165,18 +170,87 @@ def measure(events: int, work: Path, hours: int = 3) -> dict:
     }
 
 
+def render(results: dict) -> str:
+    """The section: every task's CPU-s and wall, this run beside the run ``--before`` gave."""
+    now, before = results["now"], results.get("before")
+    rows = []
+    for run, title in (
+        ("small_hour", "a new 2,000-event hour"),
+        ("no_new_data_late_pending", "nothing new, late events pending"),
+    ):
+        head = (
+            "| task | "
+            + ("CPU-s before | " if before else "")
+            + "CPU-s | of it the engine's | wall s |"
+        )
+        rows += [
+            f"*{title}* ({now['events_per_hour']:,} events an hour, every task as a client of a warm engine):",
+            "",
+            head,
+            "| --- |" + " ---: |" * (head.count("|") - 2),
+        ]
+        for task, figures in [*now[run]["tasks"].items(), ("**all tasks**", None)]:
+            mine = figures or {
+                "cpu_s": now[run]["total_cpu_s"],
+                "engine_cpu_s": now[run]["total_engine_cpu_s"],
+                "wall_s": now[run]["total_wall_s"],
+            }
+            earlier = (
+                (before[run]["tasks"].get(task) or {}).get("cpu_s")
+                if before and figures
+                else before and before[run]["total_cpu_s"]
+            )
+            cells = ([f"{earlier}"] if before else []) + [
+                f"{mine['cpu_s']}",
+                f"{mine['engine_cpu_s']}",
+                f"{mine['wall_s']}",
+            ]
+            rows.append(f"| {task} | " + " | ".join(cells) + " |")
+        rows.append("")
+    rows.append(
+        f"Measured {now['measured_at']}"
+        + (
+            f"; before: {results.get('before_label', 'an earlier commit')}, measured {before['measured_at']}"
+            if before
+            else ""
+        )
+        + f"; every table checked against the oracle: {'equal' if now['oracle_ok'] else 'DIFFERS'}."
+    )
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=2000, help="events of the measured hour")
     parser.add_argument(
         "--work", type=Path, default=PROJECT_DIR / ".local" / "bench" / "small_hour"
     )
+    parser.add_argument("--raw", type=Path, help="also write this run's figures to this file")
     parser.add_argument(
-        "--out", type=Path, default=PROJECT_DIR / "bench" / "results" / "small_hour.json"
+        "--from",
+        dest="saved",
+        type=Path,
+        help="an earlier run's figures (--raw), not measured again",
+    )
+    parser.add_argument(
+        "--before", type=Path, help="figures (--raw) of the code before, shown beside"
+    )
+    parser.add_argument(
+        "--before-label", default="the code before", help="what --before ran, e.g. a commit"
+    )
+    parser.add_argument("--out", help="render that Markdown file (BENCHMARKS.md) from the results")
+    parser.add_argument(
+        "--summary",
+        help="update this benchmark's keys in that JSON file (bench/results/summary.json)",
     )
     args = parser.parse_args(argv)
-    figures = measure(args.events, args.work.absolute())
-    args.out.write_text(json.dumps(figures, indent=2) + "\n")
+    figures = (
+        json.loads(args.saved.read_text())
+        if args.saved
+        else measure(args.events, args.work.absolute())
+    )
+    if args.raw:
+        args.raw.write_text(json.dumps(figures, indent=2) + "\n")
     print(
         f"small hour: {figures['small_hour_cpu_s']} CPU-s; no-data run with late events pending: "
         f"sessions {figures['no_new_data_late_pending_sessions_s']} s; oracle "
@@ -184,6 +258,23 @@ def main(argv: list[str] | None = None) -> None:
     )
     if not figures["oracle_ok"]:
         sys.exit(1)
+    results = {"now": figures}
+    if args.before:
+        results.update(before=json.loads(args.before.read_text()), before_label=args.before_label)
+    idle = figures["no_new_data_late_pending"]
+    publish(
+        render(results),
+        args.out,
+        args.summary,
+        {
+            "small_hour_cpu_s": figures["small_hour_cpu_s"],
+            "no_new_data_late_pending_tasks_cpu_s": idle["total_cpu_s"],
+            "no_new_data_late_pending_tasks_s": idle["total_wall_s"],
+            "no_new_data_late_pending_sessions_s": figures["no_new_data_late_pending_sessions_s"],
+        },
+        benchmark="small_hour",
+        results=results,
+    )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ COMPARE_ARGS ?= --sizes 1M,5M --reps 2
 
 BENCH_OUT := --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
 BENCH_TARGETS := bench-smoke bench-engine bench-compare bench-sessions bench-sessions-compare bench-reconcile \
-                 bench-history benchmarks-md
+                 bench-history bench-small-hour benchmarks-md
 
 .PHONY: $(BENCH_TARGETS)
 
@@ -60,3 +60,7 @@ bench-sessions-compare: setup  ## the sessions task beside Spark's own session_w
 HISTORY_BENCH_ARGS ?= --hours 9,8760 --baseline 07870b4
 bench-history: setup  ## bronze's Python checks per run after a short and a year-long landing history, before and now
 	python -m bench.landing_history $(HISTORY_BENCH_ARGS) $(BENCH_OUT)
+
+SMALL_HOUR_ARGS ?=
+bench-small-hour: setup  ## every task's CPU for one ~2,000-event hour and a no-data run with late events pending (issue 60)
+	python -m bench.small_hour $(SMALL_HOUR_ARGS) $(BENCH_OUT)

@@ -60,16 +60,18 @@ def test_a_scenario_that_renders_its_own_markdown_is_kept_and_rendered(tmp_path,
 
 
 def test_a_new_scenario_needs_no_edit_of_the_renderer(tmp_path):
-    """A scenario the template does not name (e.g. bench/small_hour.py) is rendered from its file."""
-    figures = {"small_hour_cpu_s": 14.2}
-    save_results("small_hour", tmp_path, figures=figures, title="A small hour", per_table=False)
+    """A scenario the template does not name (e.g. bench/export_cost.py) is rendered from its file."""
+    figures = {"export_cpu_s": 14.2}
+    save_results(
+        "export_cost", tmp_path, figures=figures, title="An export's cost", per_table=False
+    )
 
     report = render.render_all(tmp_path)
 
     section = report[report.index("## A small hour") :]
-    assert "*Reproduce:* `python -m bench.small_hour`, then `make benchmarks-md`." in section
-    assert "| `small_hour_cpu_s` | 14.2 |" in section
-    assert "| `small_hour_cpu_s` | 14.2 | small_hour |" in report
+    assert "*Reproduce:* `python -m bench.export_cost`, then `make benchmarks-md`." in section
+    assert "| `export_cpu_s` | 14.2 |" in section
+    assert "| `export_cpu_s` | 14.2 | export_cost |" in report
 
 
 def test_the_committed_report_is_the_rendering_of_the_committed_results():
@@ -83,12 +85,10 @@ def test_the_committed_report_is_the_rendering_of_the_committed_results():
 
 def test_a_flat_results_file_is_rendered_as_its_figures(tmp_path):
     """A scenario that writes its figures as a flat object, without the harness, still shows."""
-    (tmp_path / "summary.json").write_text(json.dumps({"small_hour_cpu_s": 14.2}))
-    (tmp_path / "small_hour.json").write_text(
-        json.dumps({"small_hour_cpu_s": 14.2, "events": 2000})
-    )
+    (tmp_path / "summary.json").write_text(json.dumps({"export_cpu_s": 14.2}))
+    (tmp_path / "export_cost.json").write_text(json.dumps({"export_cpu_s": 14.2, "events": 2000}))
 
     report = render.render_all(tmp_path)
 
-    assert "## small_hour" in report and "| `events` | 2000 |" in report
-    assert "| `small_hour_cpu_s` | 14.2 | small_hour |" in report
+    assert "## export_cost" in report and "| `events` | 2000 |" in report
+    assert "| `export_cpu_s` | 14.2 | export_cost |" in report
