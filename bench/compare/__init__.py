@@ -79,6 +79,14 @@ MINIMAL_TABLES = (
     USER_SESSIONS,
     OPEN_SESSIONS,
 )
+
+
+def hourly_columns(keys: tuple[str, ...], distinct_users: bool = False) -> list[str]:
+    """A per-hour KPI table's columns (gold.campaign_hourly, ad_hourly, ad_type_hourly) in the catalog's order."""
+    users = ["distinct_users"] if distinct_users else []
+    return [*keys, "hour_start", "views", "clicks", "purchases", *users, "ctr", "event_date"]
+
+
 # The session semantics of gold.user_sessions (lakehouse/tables/gold_user_sessions.py), restated:
 # a gap of 30 minutes or more between a user's events starts a new session; a session is closed
 # once its last event plus the gap is at or behind the watermark, the newest event minus 10 minutes.

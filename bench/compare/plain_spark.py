@@ -41,6 +41,7 @@ from bench.compare import (
     USER_SESSIONS,
     WATERMARK_DELAY_MS,
     WINDOW_SECONDS,
+    hourly_columns,
 )
 from bench.harness import jvm_pid, self_cpu, tree_cpu, unreaped_cpu
 
@@ -156,71 +157,25 @@ def run(spec: dict) -> dict:
         )
     )
     write(windows, CAMPAIGN_WINDOWS)
-    campaign_hourly = (
-        silver.groupBy("campaign_id", hour.alias("hour_start"))
-        .agg(
-            count_of("view").alias("views"),
-            count_of("click").alias("clicks"),
-            count_of("purchase").alias("purchases"),
-            F.countDistinct("user_id").alias("distinct_users"),
+    counts = [count_of(kind).alias(f"{kind}s") for kind in ("view", "click", "purchase")]
+    users = F.countDistinct("user_id").alias("distinct_users")
+
+    def per_hour(*keys: str, distinct_users: bool = False):
+        """Each group's hourly counts and CTR, columns in the catalog's order."""
+        extra = [users] if distinct_users else []
+        return (
+            silver.groupBy(*keys, hour.alias("hour_start"))
+            .agg(*counts, *extra)
+            .withColumns({"ctr": ctr, "event_date": F.to_date("hour_start")})
+            .select(*hourly_columns(keys, distinct_users))
         )
-        .select(
-            "campaign_id",
-            "hour_start",
-            "views",
-            "clicks",
-            "purchases",
-            "distinct_users",
-            ctr,
-            F.to_date("hour_start").alias("event_date"),
-        )
-    )
-    write(campaign_hourly, CAMPAIGN_HOURLY)
-    ad_type_hourly = (
-        silver.groupBy("ad_type", hour.alias("hour_start"))
-        .agg(
-            count_of("view").alias("views"),
-            count_of("click").alias("clicks"),
-            count_of("purchase").alias("purchases"),
-        )
-        .select(
-            "ad_type",
-            "hour_start",
-            "views",
-            "clicks",
-            "purchases",
-            ctr,
-            F.to_date("hour_start").alias("event_date"),
-        )
-    )
-    write(ad_type_hourly, AD_TYPE_HOURLY)
-    ad_hourly = (
-        silver.groupBy("ad_id", "campaign_id", hour.alias("hour_start"))
-        .agg(
-            count_of("view").alias("views"),
-            count_of("click").alias("clicks"),
-            count_of("purchase").alias("purchases"),
-        )
-        .select(
-            "ad_id",
-            "campaign_id",
-            "hour_start",
-            "views",
-            "clicks",
-            "purchases",
-            ctr,
-            F.to_date("hour_start").alias("event_date"),
-        )
-    )
-    write(ad_hourly, AD_HOURLY)
+
+    write(per_hour("campaign_id", distinct_users=True), CAMPAIGN_HOURLY)
+    write(per_hour("ad_type"), AD_TYPE_HOURLY)
+    write(per_hour("ad_id", "campaign_id"), AD_HOURLY)
     campaign_daily = (
         silver.groupBy("campaign_id", F.to_date("event_time").alias("event_date"))
-        .agg(
-            count_of("view").alias("views"),
-            count_of("click").alias("clicks"),
-            count_of("purchase").alias("purchases"),
-            F.countDistinct("user_id").alias("distinct_users"),
-        )
+        .agg(*counts, users)
         .select("campaign_id", "views", "clicks", "purchases", "distinct_users", ctr, "event_date")
     )
     write(campaign_daily, CAMPAIGN_DAILY)

@@ -37,6 +37,7 @@ from bench.compare import (
     USER_SESSIONS,
     WATERMARK_DELAY_MS,
     WINDOW_SECONDS,
+    hourly_columns,
 )
 from bench.harness import self_cpu
 
@@ -156,58 +157,27 @@ def run(spec: dict) -> dict:
         .collect(),
         CAMPAIGN_WINDOWS,
     )
-    write(
-        hourly.group_by("campaign_id", "hour_start")
-        .agg(*counts, distinct_users=pl.col("user_id").n_unique().cast(pl.Int64))
-        .select(
-            "campaign_id",
-            "hour_start",
-            "views",
-            "clicks",
-            "purchases",
-            "distinct_users",
-            ctr,
-            event_date=pl.col("hour_start").dt.date(),
+    users = pl.col("user_id").n_unique().cast(pl.Int64).alias("distinct_users")
+
+    def per_hour(*keys: str, distinct_users: bool = False) -> pl.DataFrame:
+        """Each group's hourly counts and CTR, columns in the catalog's order."""
+        extra = [users] if distinct_users else []
+        return (
+            hourly.group_by(*keys, "hour_start")
+            .agg(*counts, *extra)
+            .with_columns(ctr, event_date=pl.col("hour_start").dt.date())
+            .select(hourly_columns(keys, distinct_users))
+            .collect()
         )
-        .collect(),
-        CAMPAIGN_HOURLY,
-    )
-    write(
-        hourly.group_by("ad_type", "hour_start")
-        .agg(*counts)
-        .select(
-            "ad_type",
-            "hour_start",
-            "views",
-            "clicks",
-            "purchases",
-            ctr,
-            event_date=pl.col("hour_start").dt.date(),
-        )
-        .collect(),
-        AD_TYPE_HOURLY,
-    )
-    write(
-        hourly.group_by("ad_id", "campaign_id", "hour_start")
-        .agg(*counts)
-        .select(
-            "ad_id",
-            "campaign_id",
-            "hour_start",
-            "views",
-            "clicks",
-            "purchases",
-            ctr,
-            event_date=pl.col("hour_start").dt.date(),
-        )
-        .collect(),
-        AD_HOURLY,
-    )
+
+    write(per_hour("campaign_id", distinct_users=True), CAMPAIGN_HOURLY)
+    write(per_hour("ad_type"), AD_TYPE_HOURLY)
+    write(per_hour("ad_id", "campaign_id"), AD_HOURLY)
     write(
         silver.lazy()
         .with_columns(event_date=pl.col("event_time").dt.date())
         .group_by("campaign_id", "event_date")
-        .agg(*counts, distinct_users=pl.col("user_id").n_unique().cast(pl.Int64))
+        .agg(*counts, users)
         .select("campaign_id", "views", "clicks", "purchases", "distinct_users", ctr, "event_date")
         .collect(),
         CAMPAIGN_DAILY,

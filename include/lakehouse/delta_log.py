@@ -187,32 +187,30 @@ def commit_time(path: str, version: int) -> datetime | None:
     return None if millis is None else datetime.fromtimestamp(millis / 1000, tz=UTC)
 
 
-def table_id(path: str) -> str | None:
-    """The table's id (its ``metaData`` action's), which a streaming reader's offsets name as ``reservoirId``."""
+def _newest_metadata(path: str) -> dict | None:
+    """The table's current ``metaData`` action (its id, schema, properties); None: no table."""
     found = _log(path)
     if found is None:
         return None
     log, names = found
     for version in _commit_versions(names, newest_first=True):
         for metadata in _actions(log, version, "metaData"):
-            return metadata["id"]
+            return metadata
     for metadata in _checkpoint_actions(log, names, "metaData", _newest_checkpoint(log, names)):
-        return metadata["id"]
+        return metadata
     return None
+
+
+def table_id(path: str) -> str | None:
+    """The table's id (its ``metaData`` action's), which a streaming reader's offsets name as ``reservoirId``."""
+    metadata = _newest_metadata(path)
+    return metadata and metadata["id"]
 
 
 def schema_fields(path: str) -> list[dict] | None:
     """The fields of the table's current schema, as its log records them (None: no table)."""
-    found = _log(path)
-    if found is None:
-        return None
-    log, names = found
-    for version in _commit_versions(names, newest_first=True):
-        for metadata in _actions(log, version, "metaData"):
-            return json.loads(metadata["schemaString"])["fields"]
-    for metadata in _checkpoint_actions(log, names, "metaData", _newest_checkpoint(log, names)):
-        return json.loads(metadata["schemaString"])["fields"]
-    return None
+    metadata = _newest_metadata(path)
+    return metadata and json.loads(metadata["schemaString"])["fields"]
 
 
 def versions_of_txns(
