@@ -193,10 +193,15 @@ def _newest_metadata(path: str) -> dict | None:
     if found is None:
         return None
     log, names = found
+    # The checkpoint holds the metaData of its version: only the commits after it can change it
+    # (a month of hourly commits kept by log retention is not read every run).
+    checkpoint = _newest_checkpoint(log, names)
     for version in _commit_versions(names, newest_first=True):
+        if checkpoint is not None and version <= checkpoint:
+            break
         for metadata in _actions(log, version, "metaData"):
             return metadata
-    for metadata in _checkpoint_actions(log, names, "metaData", _newest_checkpoint(log, names)):
+    for metadata in _checkpoint_actions(log, names, "metaData", checkpoint):
         return metadata
     return None
 
