@@ -242,6 +242,37 @@ def reap_all(timeout: float) -> list[int]:
         time.sleep(0.1)
 
 
+def session_of(pid: int) -> int | None:
+    """The session id of process ``pid`` (field 6 of proc(5)), None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(text[text.rfind(")") + 2 :].split()[3])
+
+
+def reap_session(session: int, timeout: float) -> list[int]:
+    """Wait for this process's children in ``session`` (a command's orphans handed to it
+    included), so their CPU is counted; the pids still alive after ``timeout``.
+
+    Only that session's: a test runner's own children (an engine, a server) are left alone.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = []
+        for pid, (ppid, _) in proc_stats().items():
+            if ppid != os.getpid() or session_of(pid) != session:
+                continue
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    alive.append(pid)
+            except ChildProcessError:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
 def run_tree(
     command: list[str], env: dict, log_path: Path, timeout: float
 ) -> tuple[int, float, float]:
@@ -262,12 +293,12 @@ def run_tree(
             os.killpg(process.pid, signal.SIGKILL)
             code = process.wait()
     wall = time.perf_counter() - started
-    for pid in reap_all(timeout=60):  # still running a minute after the command exited
+    for pid in reap_session(process.pid, timeout=60):  # alive a minute after the command exited
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    reap_all(timeout=30)
+    reap_session(process.pid, timeout=30)
     return code, wall, children_cpu() - before
 
 

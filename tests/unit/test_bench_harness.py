@@ -39,6 +39,22 @@ def test_a_command_s_cpu_covers_the_grandchild_it_leaves_behind(tmp_path):
     assert cpu >= 0.55
 
 
+def test_a_command_s_end_waits_for_its_own_processes_only(tmp_path):
+    harness.become_subreaper()
+    # A child of this process outside the command (a test's engine, say): neither waited for nor killed.
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = time.monotonic()
+        code, _, _ = harness.run_tree(
+            [sys.executable, "-c", "pass"], dict(os.environ), tmp_path / "log", timeout=60
+        )
+        assert code == 0 and time.monotonic() - started < 10
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
 def test_a_live_process_tree_s_cpu():
     child = subprocess.Popen([sys.executable, "-c", BUSY.format(seconds=0.5) + "time.sleep(30)"])
     try:
