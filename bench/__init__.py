@@ -11,8 +11,8 @@
   :mod:`bench.compare`), DAG runs on the warm engine against spark-submit
   (:mod:`bench.engine_runs`), the sessions on hourly runs (:mod:`bench.sessions_runs`) and beside
   Spark's ``session_window`` (:mod:`bench.sessions_compare`), the late events' reconcile and a
-  catch-up (:mod:`bench.reconcile_late`), bronze's checks against a year of landed files
-  (:mod:`bench.landing_history`).
+  catch-up (:mod:`bench.reconcile_late`), a small hour's fixed cost (:mod:`bench.small_hour`) and
+  the same hour after a year of history (:mod:`bench.history`).
 
 A new scenario ``bench/<name>.py`` measures with the harness, then saves its figures:
 ``harness.save_results("<name>", figures={...}, title="...", command="make bench-<name>")``
