@@ -176,6 +176,15 @@ def render(figures: dict) -> str:
     for name, size in figures["artefact_bytes"].items():
         added = ", ".join(f"{g:+,}" for g in figures["artefact_growth_per_run"][name])
         rows.append(f"| {name} | {size:,} | {added} |")
+    rows += [
+        "",
+        "Where each stops growing (a few runs cannot reach it; the bounds are the tables' and "
+        "Spark's settings): a Delta log drops commits older than 30 days when it writes a "
+        "checkpoint (`delta.logRetentionDuration`; ops tables: their declared retention, by the "
+        "maintenance DAG); a checkpoint keeps its newest 100 batches' offsets, commits and state "
+        "versions (`minBatchesToRetain`), except bronze's file-source log (`sources/0`), one entry "
+        "per file ever read: Spark has no purge for it.",
+    ]
     return "\n".join(rows) + "\n"
 
 

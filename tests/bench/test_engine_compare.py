@@ -201,7 +201,7 @@ def test_the_summary_gets_this_benchmarks_keys_and_keeps_the_others(run):
         "incremental_to_batch_ratio_20k",
         "incremental_to_batch_ratio",
         "compare_sessions_cpu_s_20k",
-        "compare_sessions_ratio_to_plain_spark_20k",
+        "sessions_ratio_to_native_spark_warm_20k",
     }
     assert ratios <= set(summary) and all(summary[key] > 0 for key in ratios)
     assert sorted(run["saved"]["summary_keys"]) == sorted(set(summary) - {"someone_elses_key"})
