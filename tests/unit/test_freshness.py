@@ -1,6 +1,6 @@
 """What the checks before a query say from files: a dimension's snapshot is unchanged after maintenance.
 
-(Bronze's "nothing new" and new bytes: tests/unit/test_landing_history.py.)"""
+(Bronze's "nothing new" and new bytes: tests/unit/test_landing_window.py.)"""
 
 from __future__ import annotations
 
