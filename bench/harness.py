@@ -161,19 +161,34 @@ def proc_stats() -> dict[int, tuple[int, float]]:
     return found
 
 
-def tree_cpu(root: int, include_root: bool = True) -> float:
-    """CPU seconds so far of the live process ``root`` and its descendants (each with the children it reaped)."""
+def tree_cpus(root: int, include_root: bool = True) -> dict[int, float]:
+    """pid -> CPU seconds so far of the live process ``root`` and each of its descendants (each
+    with the children it reaped)."""
     found = proc_stats()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in found.items():
         children.setdefault(ppid, []).append(pid)
-    total, todo = 0.0, [root]
+    out, todo = {}, [root]
     while todo:
         pid = todo.pop()
         if pid in found and (include_root or pid != root):
-            total += found[pid][1]
+            out[pid] = found[pid][1]
         todo += children.get(pid, [])
-    return total
+    return out
+
+
+def tree_cpu(root: int, include_root: bool = True) -> float:
+    """CPU seconds so far of the live process ``root`` and its descendants (each with the children it reaped)."""
+    return sum(tree_cpus(root, include_root).values())
+
+
+def cpu_between(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds a process tree used between two :func:`tree_cpus` readings, process by process.
+
+    A process gone by the second reading (a Python worker that exited) adds nothing: a difference
+    of sums would subtract everything it had used before.
+    """
+    return sum(max(0.0, cpu - before.get(pid, 0.0)) for pid, cpu in after.items())
 
 
 def jvm_pid() -> int | None:

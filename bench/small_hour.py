@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.compare.check import against_oracle
-from bench.harness import become_subreaper, run_tree, tree_cpu
+from bench.harness import become_subreaper, cpu_between, run_tree, tree_cpus
 from bench.render import publish
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
@@ -52,11 +52,11 @@ def run_tasks(label: str, lake: Lakehouse, logs: Path) -> dict:
         summary_file = logs / f"{label}-{spec.task}.json"
         env = {**os.environ, "LAKEHOUSE_SUMMARY_FILE": str(summary_file)}
         command = [sys.executable, str(PROJECT_DIR / "jobs" / "run.py"), spec.task]
-        before = tree_cpu(engine.server_pid())
+        before = tree_cpus(engine.server_pid())
         code, wall, client = run_tree(
             command + ["--lakehouse-root", lake.root], env, logs / f"{label}-{spec.task}.log", 1800
         )
-        engine_cpu = tree_cpu(engine.server_pid()) - before
+        engine_cpu = cpu_between(before, tree_cpus(engine.server_pid()))
         if code != 0:
             raise RuntimeError(f"{label}: {spec.task} failed, see {logs}/{label}-{spec.task}.log")
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}

@@ -69,6 +69,11 @@ def test_a_live_process_tree_s_cpu():
         child.wait()
 
 
+def test_a_process_gone_between_two_readings_subtracts_nothing():
+    before = {1: 10.0, 2: 50.0}  # pid 2, a worker, exits after the first reading
+    assert harness.cpu_between(before, {1: 12.5, 3: 0.5}) == 3.0
+
+
 def test_a_block_s_cpu_and_wall_in_this_process_tree():
     with harness.timed() as took:
         subprocess.run([sys.executable, "-c", BUSY.format(seconds=0.4)], check=True)
