@@ -12,7 +12,7 @@ Two lakehouses and one warm engine (``LAKEHOUSE_METASTORE=none``: tables by path
   long part; checkpoints name absolute paths, so the copy goes back to the same folder).
 Each repetition lands the same new hour of ``--events`` events in both and runs every task there
 (``bench.small_hour``'s measure: the task's process tree and the engine's), the order of the two
-alternating. Before and after each run, the history lakehouse's artefacts are sized (every table's
+alternating; one more repetition first warms the engine up and is not kept. Before and after each run, the history lakehouse's artefacts are sized (every table's
 ``_delta_log``, every checkpoint folder with bronze's records): their growth per run. Last, both
 lakehouses' tables are checked against the plain-Python oracle.
 """
@@ -103,13 +103,17 @@ def measure(args) -> dict:
             "fresh": prepared(work, "fresh", 0, args.history_eps, args.events),
             "history": prepared(work, "history", args.history_hours, args.history_eps, args.events),
         }
-        for rep in range(args.reps):
+        # Repetition 0 warms the engine up (its JIT, Delta's caches of both lakehouses): not kept.
+        for rep in range(args.reps + 1):
             hour = MEASURED + timedelta(hours=rep)
-            order = ["fresh", "history"] if rep % 2 == 0 else ["history", "fresh"]
+            order = ["fresh", "history"] if rep % 2 else ["history", "fresh"]
             for name in order:
                 write_hours(lakes[name], hour, 1, args.events / 3600, SEED)
                 before = artefacts(lakes[name])
-                runs[name].append(run_tasks(f"{name}-{rep}", lakes[name], logs))
+                run = run_tasks(f"{name}-{rep}", lakes[name], logs)
+                if rep == 0:
+                    continue
+                runs[name].append(run)
                 if name == "history":
                     after = artefacts(lakes[name])
                     growth.append({k: after[k] - before.get(k, 0) for k in after})
