@@ -265,6 +265,26 @@ def data_changed_since(path: str, version: int) -> bool:
     return False
 
 
+def bytes_added_since(path: str, version: int) -> int | None:
+    """Bytes of the data files the commits from ``version`` on added with new data (not a
+    compaction's rewrite): what a streaming reader that has read the versions before gets next.
+    None when unsure (no table, a commit gone from the log or unreadable)."""
+    latest = latest_version(path)
+    if latest is None:
+        return None
+    total = 0
+    for current in range(version, latest + 1):
+        actions = _commit_actions(lake_path(path) / "_delta_log", current, ("add",))
+        if actions is None:
+            return None
+        total += sum(
+            int(action["add"].get("size") or 0)
+            for action in actions
+            if action["add"].get("dataChange", True)
+        )
+    return total
+
+
 def _live_files(path: str) -> dict[tuple[str, str], dict] | None:
     """The ``add`` actions of the table's live files (None: no table, or a commit that cannot be read).
 

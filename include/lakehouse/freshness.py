@@ -58,10 +58,34 @@ def delta_source_caught_up(checkpoint: str, upstream_path: str) -> str | None:
     return None
 
 
-def job_input_bytes(table: Table) -> int | None:
-    """At most how many bytes of Delta tables a table's job reads: its upstream tables and itself,
-    whole (a batch reads whole event periods of them); None when unsure."""
+def job_input_bytes(table: Table, checkpoint: str | None = None) -> int | None:
+    """About how many bytes of Delta tables a table's job reads; None when unsure.
+
+    A batch (no ``checkpoint``) reads whole event periods of its upstream tables and itself: at
+    most their bytes, whole. An incremental run with a committed batch in ``checkpoint`` reads
+    what its streamed upstream added since, and the periods that touches, which hold about as
+    much in hourly runs: the bytes added since the checkpoint's offset. Not the tables' whole
+    size: that grows every run, and after a year of history every small hour was compiled
+    (issue 56). A first run, or a batch to replay, falls back to the whole tables.
+    """
+    if checkpoint is not None:
+        unread = _unread_bytes(checkpoint, table.upstream_tables()[0].path)
+        if unread is not None:
+            return unread
     return delta_log.data_bytes(*(t.path for t in (*table.upstream_tables(), table)))
+
+
+def _unread_bytes(checkpoint: str, upstream_path: str) -> int | None:
+    """Bytes the Delta table at ``upstream_path`` added after what the query of ``checkpoint``
+    read (None: no committed batch, or an offset this cannot read)."""
+    sources = _committed_offsets(checkpoint)
+    if not sources or len(sources) != 1:
+        return None
+    try:
+        version = int(json.loads(sources[0])["reservoirVersion"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return delta_log.bytes_added_since(upstream_path, version)
 
 
 def file_fingerprint(path: str) -> str:

@@ -25,3 +25,39 @@ def _metadata(text: str):
     from deltalake import CommitProperties
 
     return CommitProperties(custom_metadata={"userMetadata": text})
+
+
+def test_an_incremental_run_sizes_its_input_by_what_its_upstream_added_since_its_checkpoint(
+    tmp_path,
+):
+    from pathlib import Path
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from lakehouse.config import Lakehouse
+    from lakehouse.delta_log import data_bytes
+    from lakehouse.freshness import job_input_bytes
+
+    lakehouse = Lakehouse(str(tmp_path))
+    gold = lakehouse.table("gold.ad_hourly")
+    silver = gold.upstream_tables()[0].path
+    for day in range(3):  # versions 0..2 of the upstream, one file each
+        write_deltalake(silver, pa.table({"n": list(range(100 * (day + 1)))}), mode="append")
+    write_deltalake(gold.path, pa.table({"n": [1]}))
+    whole = data_bytes(silver, gold.path)
+    newest = max(f.stat().st_size for f in Path(silver).glob("*.parquet"))  # version 2's
+
+    checkpoint = tmp_path / "checkpoint"
+    assert job_input_bytes(gold, str(checkpoint)) == whole  # no batch yet: the whole tables
+    # Batch 0 read versions 0 and 1: Delta's offset names the version after, index -1.
+    for folder, body in (
+        ("offsets", '{"batchWatermarkMs":0}\n{"reservoirVersion":2,"index":-1}'),
+        ("commits", "{}"),
+    ):
+        (checkpoint / folder).mkdir(parents=True)
+        (checkpoint / folder / "0").write_text(f"v1\n{body}\n")
+    assert job_input_bytes(gold, str(checkpoint)) == newest < whole
+    DeltaTable(silver).optimize.compact()  # rewrites files, adds no data
+    assert job_input_bytes(gold, str(checkpoint)) == newest
+    assert job_input_bytes(gold) == data_bytes(silver, gold.path)  # a batch: the whole tables

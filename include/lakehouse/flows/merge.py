@@ -350,8 +350,9 @@ def run(table: Table, args: JobArgs) -> dict:
     for written in table.written_by_its_task():
         ensure_table(spark, written)
 
-    def fit_code() -> None:
-        log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(table)))
+    def fit_code(checkpoint: str | None = None) -> None:
+        input_bytes = job_input_bytes(table, checkpoint)
+        log.info("%s: %s", table.name, fit_code_generation(spark, input_bytes))
 
     if args.mode == "batch":
         fit_code()
@@ -374,7 +375,7 @@ def run(table: Table, args: JobArgs) -> dict:
     checkpoint = table.checkpoint(generation)
 
     def writer(lease):
-        fit_code()
+        fit_code(checkpoint)
         return delta_stream(spark, streamed).writeStream.foreachBatch(
             guarded_batches(on_batch, checkpoint, lease, table.name)
         )

@@ -85,8 +85,9 @@ def run(table: Table, args: JobArgs) -> dict:
     lakehouse = table.lakehouse
     ensure_table(spark, table)
 
-    def fit_code() -> None:
-        log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(table)))
+    def fit_code(checkpoint: str | None = None) -> None:
+        input_bytes = job_input_bytes(table, checkpoint)
+        log.info("%s: %s", table.name, fit_code_generation(spark, input_bytes))
 
     if args.mode == "batch":
         fit_code()
@@ -121,7 +122,7 @@ def run(table: Table, args: JobArgs) -> dict:
     # The stream carries only each new row's event hour: foreachBatch hands a batch over as an RDD,
     # past column pruning, so without this every batch was read whole (4-5 CPU-s per task at 5M events).
     def writer(lease):
-        fit_code()
+        fit_code(checkpoint)
         rows = event_hours(delta_stream(spark, streamed), streamed.spec)
         return rows.writeStream.foreachBatch(
             guarded_batches(on_batch, checkpoint, lease, table.name)

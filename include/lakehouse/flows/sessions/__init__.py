@@ -200,8 +200,9 @@ def run(target: Table, args: JobArgs) -> dict:
     for written in target.written_by_its_task():
         ensure_table(spark, written)
 
-    def fit_code() -> None:
-        log.info("%s: %s", table.name, fit_code_generation(spark, job_input_bytes(target)))
+    def fit_code(checkpoint: str | None = None) -> None:
+        input_bytes = job_input_bytes(target, checkpoint)
+        log.info("%s: %s", table.name, fit_code_generation(spark, input_bytes))
 
     if args.mode == "batch":
         fit_code()
@@ -285,7 +286,7 @@ def run(target: Table, args: JobArgs) -> dict:
     silver = lakehouse.table(table.upstream[0])
 
     def writer(lease):
-        fit_code()
+        fit_code(checkpoint)
         return sessions_stream(spark, target).writeStream.foreachBatch(
             guarded_batches(on_batch, checkpoint, lease, table.name)
         )
