@@ -127,7 +127,10 @@ def measure(args) -> dict:
         verdicts[name] = {t: v["detail"] for t, v in checked.items() if not v["ok"]}
     tasks = [spec.task for spec in catalog.tasks()]
     per_task = {
-        name: {task: median([run["tasks"][task]["cpu_s"] for run in runs[name]]) for task in tasks}
+        name: {
+            task: round(median([run["tasks"][task]["cpu_s"] for run in runs[name]]), 2)
+            for task in tasks
+        }
         for name in runs
     }
     totals = {name: [run["total_cpu_s"] for run in runs[name]] for name in runs}
@@ -165,7 +168,7 @@ def render(figures: dict) -> str:
     ]
     for task, fresh in per_task["fresh"].items():
         year = per_task["history"][task]
-        rows.append(f"| {task} | {fresh} | {year} | {year / fresh if fresh else 0:.2f} |")
+        rows.append(f"| {task} | {fresh:.2f} | {year:.2f} | {year / fresh if fresh else 0:.2f} |")
     rows.append(
         f"| **all tasks** | {cell(totals['fresh'], 2)} | {cell(totals['history'], 2)} | "
         f"{cell(figures['ratios'], 2)} |"
