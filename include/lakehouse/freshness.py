@@ -70,11 +70,17 @@ def job_input_bytes(table: Table, checkpoint: str | None = None) -> int | None:
     silver's MERGE also reads its own rows within the key window (about 48 hours of them), so an
     hour of just under the threshold runs that read interpreted too.
     """
+    return job_input(table, checkpoint)[0]
+
+
+def job_input(table: Table, checkpoint: str | None = None) -> tuple[int | None, bool]:
+    """:func:`job_input_bytes`, and whether it counts only what is new upstream (True) or the
+    tables whole (False): the job's log says which."""
     if checkpoint is not None:
         unread = _unread_bytes(checkpoint, table.upstream_tables()[0].path)
         if unread is not None:
-            return unread
-    return delta_log.data_bytes(*(t.path for t in (*table.upstream_tables(), table)))
+            return unread, True
+    return delta_log.data_bytes(*(t.path for t in (*table.upstream_tables(), table))), False
 
 
 def _unread_bytes(checkpoint: str, upstream_path: str) -> int | None:

@@ -344,14 +344,24 @@ def _engine_session(
 GENERATED_CODE_FROM_BYTES = 16 * 1024 * 1024
 
 
-def fit_code_generation(spark: SparkSession, input_bytes: int | None) -> str:
+def fit_code_generation(
+    spark: SparkSession, input_bytes: int | None, new_only: bool = False
+) -> str:
     """Interpret the session's queries when their input is small (``input_bytes``, None: unknown)
     and compile them otherwise; what was chosen, for the job's log. Set before a streaming query
-    starts, it holds for its micro-batches too."""
+    starts, it holds for its micro-batches too. ``new_only``: the figure is what is new upstream
+    (an incremental run), not a bound on everything read."""
     interpreted = input_bytes is not None and input_bytes < GENERATED_CODE_FROM_BYTES
     spark.conf.set("spark.sql.codegen.wholeStage", "false" if interpreted else "true")
     spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN" if interpreted else "FALLBACK")
-    size = "of unknown size" if input_bytes is None else f"at most {input_bytes / 1024**2:.1f} MiB"
+    mib = None if input_bytes is None else f"{input_bytes / 1024**2:.1f} MiB"
+    size = (
+        "of unknown size"
+        if mib is None
+        else f"{mib} new upstream (and the periods it touches)"
+        if new_only
+        else f"at most {mib}"
+    )
     return f"input {size}: queries {'interpreted' if interpreted else 'compiled'}"
 
 

@@ -57,3 +57,9 @@ def test_the_input_size_chooses_interpreted_or_generated_code_and_both_give_the_
     assertDataFrameEqual(
         counted, spark.createDataFrame(rows, "campaign long, events long, total long")
     )
+
+
+def test_an_incremental_run_s_log_says_its_figure_is_what_is_new_upstream(restored):
+    # Not "at most": the run also reads the periods the new rows touch (issue 56).
+    said = fit_code_generation(restored, 629_146, new_only=True)
+    assert said == "input 0.6 MiB new upstream (and the periods it touches): queries interpreted"

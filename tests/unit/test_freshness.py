@@ -61,3 +61,26 @@ def test_an_incremental_run_sizes_its_input_by_what_its_upstream_added_since_its
     DeltaTable(silver).optimize.compact()  # rewrites files, adds no data
     assert job_input_bytes(gold, str(checkpoint)) == newest
     assert job_input_bytes(gold) == data_bytes(silver, gold.path)  # a batch: the whole tables
+
+
+def test_the_input_size_says_whether_it_counts_only_what_is_new(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakehouse.config import Lakehouse
+    from lakehouse.freshness import job_input
+
+    lakehouse = Lakehouse(str(tmp_path))
+    gold = lakehouse.table("gold.ad_hourly")
+    silver = gold.upstream_tables()[0].path
+    write_deltalake(silver, pa.table({"n": [1, 2]}))
+    write_deltalake(gold.path, pa.table({"n": [1]}))
+    checkpoint = tmp_path / "checkpoint"
+    assert job_input(gold, str(checkpoint))[1] is False  # no batch yet: the whole tables
+    for folder, body in (
+        ("offsets", '{"batchWatermarkMs":0}\n{"reservoirVersion":1,"index":-1}'),
+        ("commits", "{}"),
+    ):
+        (checkpoint / folder).mkdir(parents=True)
+        (checkpoint / folder / "0").write_text(f"v1\n{body}\n")
+    assert job_input(gold, str(checkpoint)) == (0, True)  # version 0 read, nothing since

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from lakehouse.catalog import Grain, TableSpec
 from lakehouse.config import Table
 from lakehouse.faults import fault_point
-from lakehouse.freshness import delta_source_caught_up, job_input_bytes
+from lakehouse.freshness import delta_source_caught_up, job_input
 from lakehouse.periods import Periods
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, guarded_batches, log, run_available_now
@@ -86,8 +86,8 @@ def run(table: Table, args: JobArgs) -> dict:
     ensure_table(spark, table)
 
     def fit_code(checkpoint: str | None = None) -> None:
-        input_bytes = job_input_bytes(table, checkpoint)
-        log.info("%s: %s", table.name, fit_code_generation(spark, input_bytes))
+        input_bytes, new_only = job_input(table, checkpoint)
+        log.info("%s: %s", table.name, fit_code_generation(spark, input_bytes, new_only))
 
     if args.mode == "batch":
         fit_code()

@@ -64,7 +64,7 @@ from lakehouse.flows.sessions.state import (
     watermark_for,
     whole_sessions,
 )
-from lakehouse.freshness import delta_source_caught_up, job_input_bytes
+from lakehouse.freshness import delta_source_caught_up, job_input
 from lakehouse.periods import Periods
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import (
@@ -201,8 +201,8 @@ def run(target: Table, args: JobArgs) -> dict:
         ensure_table(spark, written)
 
     def fit_code(checkpoint: str | None = None) -> None:
-        input_bytes = job_input_bytes(target, checkpoint)
-        log.info("%s: %s", table.name, fit_code_generation(spark, input_bytes))
+        input_bytes, new_only = job_input(target, checkpoint)
+        log.info("%s: %s", table.name, fit_code_generation(spark, input_bytes, new_only))
 
     if args.mode == "batch":
         fit_code()
