@@ -21,9 +21,10 @@ from lakehouse.periods import Periods
 # finds a file's producer hour. The source reads every visible *.jsonl and *.jsonl.gz at any depth
 # (lakehouse.landing).
 LANDING_FILES = "*/*/*.jsonl"
-# Read without Hadoop's glob or checksummed local file system: both build a file's path from its
-# bare name, which fails on a colon ("Relative path in absolute URI") and made Spark's glob re-match
-# names with [x], {x}, ? or * against other files. Options reach only this source's Hadoop conf.
+# Read without Hadoop's glob (but for the date folders' names a plan checked: ReadPlan.source_path)
+# or checksummed local file system: both build a file's path from its bare name, which fails on a
+# colon ("Relative path in absolute URI") and made Spark's glob re-match names with [x], {x}, ? or
+# * against other files. Options reach only this source's Hadoop conf.
 _ANY_NAME_OPTIONS = {"recursiveFileLookup": "true", "pathGlobFilter": READ_NAMES_GLOB}
 # Only for a local landing zone: on S3 the connector's file system, cached per bucket, would keep
 # this conf, and the state store's uploads through it would find a raw local file system where
@@ -44,7 +45,8 @@ def landing_lines_stream(
     :mod:`lakehouse.landing`). ``plan`` (:func:`lakehouse.landing.plan_new_files`): the new files
     that are copies give no line (the source still logs them as read), and a gzip payload under a
     ``.jsonl`` name only its first line. The file source remembers every
-    file it has read in its checkpoint, so a rerun reads only files that appeared since. Hidden
+    file it has read in its checkpoint, so a rerun reads only files that appeared since; it lists
+    the date folders the plan names (:meth:`lakehouse.landing.ReadPlan.source_path`). Hidden
     (``.``- or ``_``-prefixed) files and folders are ignored until renamed. A file is read whatever
     its modification time: one copied in late with an old mtime (a re-delivered hour, a restored
     backup) is new data, not something to skip.
@@ -64,7 +66,7 @@ def landing_lines_stream(
         .option("maxFileAge", "100000d")
         .options(**_ANY_NAME_OPTIONS)
         .options(**({} if is_object_store(landing_dir) else _RAW_LOCAL_OPTIONS))
-        .load(landing_dir)
+        .load(plan.source_path(landing_dir) if plan else landing_dir)
     )
     if plan and (plan.copies or plan.gzip_payloads):
         lines = lines.filter(_planned_lines(plan))

@@ -1,5 +1,6 @@
 """Bronze after a long landing history: its checks list the hour folders that can hold new files,
-and a file landed late in an old hour folder is still read, once, and named in the summary."""
+its source the date folders of the new files, and a file landed late in an old hour folder is read
+once, by the next daily look at the whole landing folder."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from urllib.parse import unquote, urlsplit
 
 from helpers import run_job, table, view_line
 
-from lakehouse.landing.window import OLDER_PER_RUN, RECENT_HOURS
+from lakehouse.landing import LandedIndex
+from lakehouse.landing.window import OLDER_PER_RUN, RECENT_HOURS, WHOLE_LOOK_EVERY
 
 START = datetime(2026, 11, 1)
 HOURS = RECENT_HOURS + OLDER_PER_RUN + 8  # some folders no check lists in the next run
@@ -34,22 +36,33 @@ def _bronze_files(spark, lakehouse) -> list[str]:
     )
 
 
-def test_a_late_file_in_an_old_hour_folder_is_read_once_and_reported(spark, lakehouse):
+def test_a_late_file_in_an_old_hour_folder_is_read_once_by_the_next_whole_look(spark, lakehouse):
     root = Path(lakehouse.landing_events)
     for n in range(HOURS):
         _land(root, n, "part-0.jsonl", f"e-{n}")
-    first = run_job("bronze_ad_events", lakehouse)
-    assert first["late_files"] == []  # a catch-up lists its whole backlog: nothing is late
+    first = run_job("bronze_ad_events", lakehouse)  # a first run looks at everything
+    assert first["late_files"] == []
 
     _land(root, HOURS, "part-0.jsonl", "e-new")  # the next hour
     _land(root, 0, "late.jsonl", "e-late")  # hour 0 again: neither recent nor this run's turn
     second = run_job("bronze_ad_events", lakehouse)
-    assert [(p["file"], p["reason"], p["read"]) for p in second["late_files"]] == [
-        (f"{_folder(0)}/late.jsonl", "late_in_old_folder", True)
-    ]
-    assert _bronze_files(spark, lakehouse) == sorted(
-        [f"{_folder(n)}/part-0.jsonl" for n in range(HOURS + 1)] + [f"{_folder(0)}/late.jsonl"]
-    )
-    third = run_job("bronze_ad_events", lakehouse)  # nothing new: nothing read, nothing late
-    assert third.get("late_files", []) == []
+    assert second["late_files"] == []  # its date folder not listed: not read yet
+    on_time = [f"{_folder(n)}/part-0.jsonl" for n in range(HOURS + 1)]
+    assert _bronze_files(spark, lakehouse) == on_time
+
+    _whole_look_a_day_ago(lakehouse)
+    third = run_job("bronze_ad_events", lakehouse)  # the daily whole look: checked, then read
+    assert (third["late_files"], third["copied_files"]) == ([], [])
+    assert _bronze_files(spark, lakehouse) == sorted([*on_time, f"{_folder(0)}/late.jsonl"])
+    _whole_look_a_day_ago(lakehouse)
+    fourth = run_job("bronze_ad_events", lakehouse)  # nothing new: nothing read again
+    assert fourth.get("late_files", []) == []
     assert len(_bronze_files(spark, lakehouse)) == HOURS + 2
+
+
+def _whole_look_a_day_ago(lakehouse) -> None:
+    """Move bronze's last whole look of the landing folder back by a day (as a day of runs would)."""
+    index = LandedIndex(lakehouse.table("bronze.ad_events").checkpoint())
+    last = datetime.fromisoformat(index.state["whole_look_at"])
+    index.state["whole_look_at"] = (last - WHOLE_LOOK_EVERY).isoformat()
+    index.save()

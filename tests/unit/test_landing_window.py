@@ -8,7 +8,7 @@ late in an old folder is read by the source all the same and named after the rea
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from lakehouse.flows.ingest import _caught_up, _new_bytes
@@ -243,3 +243,45 @@ def test_a_checkpoint_gone_back_is_recorded_anew(tmp_path):
     plan = plan_new_files(str(checkpoint), landing)
     assert plan.new_files == len(second)
     assert sorted(LandedIndex(str(checkpoint)).every_record()) == sorted(map(spark_uri, first))
+
+
+def test_the_source_lists_the_date_folders_of_the_new_files_only(tmp_path):
+    landing, checkpoint, _ = _history(tmp_path, 200)
+    _land(landing, range(200, 202))  # two new hours: hour 200 is 2026-01-09 08:00
+    plan = plan_new_files(str(checkpoint), landing)
+    assert plan.read_dates == ("2026-01-09",)
+    assert plan.source_path(str(landing)) == f"{landing}/{{2026-01-09}}"
+
+    _land(landing, range(230, 231))  # the next day too
+    (landing / "loose.jsonl").write_text('{"loose": true}\n')
+    plan = plan_new_files(str(checkpoint), landing)
+    assert plan.read_dates is None  # a new file above the date folders: the whole folder
+    assert plan.source_path(str(landing)) == str(landing)
+
+
+def test_a_date_name_a_glob_would_misread_has_the_source_list_everything(tmp_path):
+    landing, checkpoint, _ = _history(tmp_path, 10)
+    odd = landing / "2026-01-01 {x}" / "00" / "part-0.jsonl"
+    odd.parent.mkdir(parents=True)
+    odd.write_text('{"odd": true}\n')
+    plan = plan_new_files(str(checkpoint), landing)
+    assert plan.new_files == 1 and plan.read_dates is None
+
+
+def test_a_run_looks_at_the_whole_landing_folder_once_a_day(tmp_path):
+    landing, checkpoint, _ = _history(tmp_path, 200)
+    _land(landing, range(200, 201))
+    now, day = datetime(2026, 2, 1, tzinfo=UTC), timedelta(hours=24)
+
+    first = plan_new_files(str(checkpoint), landing, whole_every=day, now=now)
+    assert first.folders is None  # never looked: everything
+    assert len(first.listing.files) == 2 * 201
+    assert first.read_dates == ("2026-01-09",)  # where the new files are
+    later = plan_new_files(str(checkpoint), landing, whole_every=day, now=now + day / 2)
+    assert len(later.folders) == RECENT_HOURS + OLDER_PER_RUN
+    assert later.read_dates == ("2026-01-09",)
+    again = plan_new_files(str(checkpoint), landing, whole_every=day, now=now + day)
+    assert (again.folders, again.read_dates) == (None, ("2026-01-09",))
+    # A read-only look (status) is no run's whole look.
+    plan_new_files(str(checkpoint), landing, write=False, whole=True, now=now + 3 * day)
+    assert LandedIndex(str(checkpoint)).state["whole_look_at"] == (now + day).isoformat()

@@ -49,6 +49,7 @@ from lakehouse.landing import (
     plan_new_files,
     record_ingested_files,
 )
+from lakehouse.landing.window import WHOLE_LOOK_EVERY
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, log, run_available_now
 from lakehouse.sources import (
@@ -142,7 +143,7 @@ def run(target: Table, args: JobArgs) -> dict:
 
 def _plan(checkpoint: str, landing_dir: str) -> ReadPlan:
     """How this run reads its new files (copies not at all, gzip payloads as one line), logged."""
-    plan = plan_new_files(checkpoint, landing_dir)
+    plan = plan_new_files(checkpoint, landing_dir, whole_every=WHOLE_LOOK_EVERY)
     refusal = plan.refusal(landing_dir)
     if refusal:
         raise ConfigError(refusal)
@@ -150,6 +151,8 @@ def _plan(checkpoint: str, landing_dir: str) -> ReadPlan:
         log.warning("landing file %s NOT read: the same bytes as %s, read once", copy, original)
     for payload in sorted(plan.gzip_payloads):
         log.warning("landing file %s holds a gzip payload: read as one line", payload)
+    if plan.new_files:
+        log.info("%d new landing file(s); %s", plan.new_files, plan.describe_reading())
     return plan
 
 

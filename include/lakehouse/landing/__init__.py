@@ -18,8 +18,9 @@ SHA-256) in an index beside its checkpoint, kept by folder and size; a file appe
 rewritten afterwards is reported by name with the exact fix (:func:`changed_files`), never read
 again in part or twice. A run's checks list only the hour folders that can hold new files and a
 few older ones in turn (:mod:`~lakehouse.landing.window`): their cost does not grow with the
-landing zone; a file landed late in an older folder is read and named after the read
-(:func:`late_files`).
+landing zone, and the whole landing folder once a day, when a file landed late in an older
+folder is found, checked and read; the source lists the date folders of the new files (one it
+reads from a folder the checks did not list is named after the read: :func:`late_files`).
 
 Before each run, bronze plans how the source reads its new files (:func:`plan_new_files`): a file
 whose bytes equal those of a file bronze has read, or of another new file (renamed, moved to
@@ -34,7 +35,8 @@ The modules, by concept:
 * :mod:`~lakehouse.landing.listing`: which files the source reads, their URIs as Spark logs them;
 * :mod:`~lakehouse.landing.problems`: a file not read as events (:class:`LandingProblem`, its
   :class:`Problem` code), and the files ignored by their name or read with a caveat;
-* :mod:`~lakehouse.landing.window`: the hour folders a run's checks list (not the whole zone);
+* :mod:`~lakehouse.landing.window`: the hour folders a run's checks list (the whole zone once a
+  day), the date folders its source lists;
 * :mod:`~lakehouse.landing.manifest`: what bronze has read (the source's log, bronze's index);
 * :mod:`~lakehouse.landing.read_back`: what bronze read of a file still being written (its rows);
 * :mod:`~lakehouse.landing.plan`: a run's new files planned (copies, gzip payloads, broken gzip);

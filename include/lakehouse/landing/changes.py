@@ -81,9 +81,10 @@ def changed_files(
 def late_files(index: LandedIndex, root: str | Path, listed: Iterable[str]) -> list[LandingProblem]:
     """The files this run read (``index.recorded_now``) from folders its checks did not list.
 
-    The source reads any new file, wherever it landed; the checks before the run (copies, gzip
-    payloads) list only the hour folders that can hold new files (:mod:`lakehouse.landing.window`),
-    so such a file is named here, after the read, and recorded like any other.
+    The source reads any new file of the date folders it lists; the checks before the run
+    (copies, gzip payloads) list only the hour folders that can hold new files
+    (:mod:`lakehouse.landing.window`), so such a file is named here, after the read, and recorded
+    like any other.
     """
     root = lake_path(root)
     listed = set(listed)

@@ -15,6 +15,7 @@ import shlex
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from lakehouse.files import S3Path, lake_path, read_head
@@ -38,7 +39,7 @@ from lakehouse.landing.manifest import (
     sha256_of,
 )
 from lakehouse.landing.problems import LandingProblem, Problem
-from lakehouse.landing.window import select_folders
+from lakehouse.landing.window import dates_to_read, select_folders, whole_look_due
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class ReadPlan:
     folders: tuple[str, ...] | None = None  # the hour folders listed (None: the whole folder)
     new_bytes: int = 0  # the bytes of the files listed that the source has not read
     new_files: int = 0  # how many of them there are
+    read_dates: tuple[str, ...] | None = None  # the date folders the source lists (None: all)
     folder_uris: frozenset[str] = frozenset()  # the folders of the files listed, as in their URIs
     index: LandedIndex | None = None  # bronze's records, as loaded for this plan
 
@@ -89,6 +91,21 @@ class ReadPlan:
             return None
         return " ".join(reasons) + " Nothing was read; the next run reads the other files as usual."
 
+    def source_path(self, root: str) -> str:
+        """What the source lists: the landing folder, or a glob of the date folders to read
+        (Hadoop's glob on the date names alone; the files below are listed, not globbed)."""
+        if self.read_dates is None:
+            return root
+        return f"{root.rstrip('/')}/{{{','.join(self.read_dates)}}}"
+
+    def describe_reading(self) -> str:
+        """What the source lists, for the run's log."""
+        if self.read_dates is None:
+            return "the source lists the whole landing folder"
+        return (
+            f"the source lists {len(self.read_dates)} date folder(s): {', '.join(self.read_dates)}"
+        )
+
 
 def plan_new_files(
     checkpoint: str,
@@ -96,13 +113,16 @@ def plan_new_files(
     write: bool = True,
     table_path: str | None = None,
     whole: bool = False,
+    whole_every: timedelta | None = None,
+    now: datetime | None = None,
 ) -> ReadPlan:
     """Before a run: which new files are copies of a file bronze has read (or of another new file),
     and which ``*.jsonl`` files hold a gzip payload; the decisions recorded in bronze's index.
 
     The hour folders that can hold new files are listed, and a few older ones in turn
     (:func:`lakehouse.landing.window.select_folders`); ``whole=True`` lists everything (a whole
-    look: ``lakehouse status``). A file's identity is its size and SHA-256 (and whether it is a
+    look: ``lakehouse status``), as does a run whose last whole look is ``whole_every`` old or more
+    (bronze's runs: once a day; ``now`` for a test). A file's identity is its size and SHA-256 (and whether it is a
     gzip payload); only a file of a size another file has is hashed here. Of identical new files,
     the first by URI is the original. Decisions on files no committed batch has read are made
     again each run (a planned file may be gone or changed since); a committed one stays, so a run
@@ -113,6 +133,8 @@ def plan_new_files(
     """
     index = record_ingested_files(checkpoint, False, table_path, root)
     state = index.state
+    now = now or datetime.now(UTC)
+    whole = whole or (whole_every is not None and whole_look_due(state, whole_every, now))
     if whole:
         listing, folders, next_audit = list_landing(root), None, state["audit_after"]
     else:
@@ -154,6 +176,8 @@ def plan_new_files(
             index.drop(uri)
     if write:
         state["audit_after"] = next_audit
+        if whole:
+            state["whole_look_at"] = now.isoformat()
         index.save()
     loops = tuple(link for link in listing.links if link.loop)
     manifest = index.every_record() if whole else index.records(folder_uris)
@@ -167,6 +191,9 @@ def plan_new_files(
         folders=folders,
         new_bytes=sum(stat.st_size for _, stat in new.values()),
         new_files=len(new),
+        read_dates=dates_to_read(
+            [relative_name(path, lake_path(root)) for path, _ in new.values()], folders or ()
+        ),
         folder_uris=frozenset(folder_uris),
         index=index,
     )

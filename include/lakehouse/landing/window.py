@@ -14,22 +14,38 @@ they were read, names the source skips) must not cost more as the landing zone g
   ``older folders / OLDER_PER_RUN`` runs.
 
 Listing the landing folder's own entries (one name per day) is the only part that grows, by a
-name a day. A file landed late in an old hour folder is still read by the source at the next run
-that has anything new; that run reports it after the read, from the source log's entries of its
-own batches (:func:`lakehouse.landing.changes.late_files`), and records it by key.
+name a day.
+
+Once a day (:data:`WHOLE_LOOK_EVERY`, and at the first run) the checks list the whole landing
+folder: a file landed late in an old hour folder is found then, or earlier when its folder's turn
+comes, and checked like any other before it is read.
+
+Spark's file source lists only the date folders that hold the new files the checks found
+(:func:`dates_to_read`): listed whole, it compares every file ever landed with its log at each run
+(seconds a run after a year). It lists the whole landing folder when a new file lies above the
+date folders, or the new files span more dates than :data:`MAX_DATES_NAMED` (a catch-up). A file
+it reads from an hour folder the checks did not list (one landed meanwhile in a listed date) is
+named after the read (:func:`lakehouse.landing.changes.late_files`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
-from pathlib import Path
+from datetime import datetime, timedelta
+from pathlib import Path, PurePosixPath
 
 from lakehouse.files import S3Path, lake_path
 from lakehouse.landing.listing import Listing, UnreadableLink, _walk, hidden
 
 RECENT_HOURS = 48  # a producer lands an hour during the next; a day of lateness is usual
 OLDER_PER_RUN = 24  # a year's 8,760 older folders are all looked at within a year of hourly runs
+# A run looks at the whole landing folder (checks and source) when the last whole look is older.
+WHOLE_LOOK_EVERY = timedelta(hours=24)
+MAX_DATES_NAMED = 31  # the source lists more date folders than this as the whole landing folder
+# Date names a Hadoop glob matches as they are (no glob character, no colon, not hidden).
+_GLOB_SAFE_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z.=+-]*")
 
 
 @dataclass(frozen=True)
@@ -160,3 +176,32 @@ def folder_key(uri: str, root_uri: str) -> str | None:
         return None
     parts = unquote(uri[len(prefix) :]).split("/")
     return "/".join(parts[:2]) if len(parts) >= 3 else None
+
+
+def whole_look_due(state: dict, every: timedelta, now: datetime) -> bool:
+    """Is it time for a whole look (``state``: bronze's records' state; never looked: yes)?"""
+    last = state.get("whole_look_at")
+    return last is None or now - datetime.fromisoformat(last) >= every
+
+
+def dates_to_read(new_files: list[str], folders: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The date folders the source lists to find the run's new files, or None: the whole landing
+    folder (a new file outside a date folder, a date name a glob would misread, too many dates).
+
+    ``new_files``: the new files' names under the landing folder; ``folders``: the hour folders
+    the checks listed, newest first (with no new file, a batch to replay lists the newest date;
+    none: a whole look, the whole folder).
+    """
+    dates = set()
+    for name in new_files:
+        parts = PurePosixPath(name).parts
+        if len(parts) < 2:
+            return None  # loose in the landing folder
+        dates.add(parts[0])
+    if not dates and folders:
+        dates.add(folders[0].split("/")[0])
+    if not dates or len(dates) > MAX_DATES_NAMED:
+        return None
+    if not all(_GLOB_SAFE_NAME.fullmatch(date) for date in dates):
+        return None
+    return tuple(sorted(dates))
