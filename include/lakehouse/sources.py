@@ -68,7 +68,7 @@ def landing_lines_stream(
         .options(**({} if is_object_store(landing_dir) else _RAW_LOCAL_OPTIONS))
         .load(plan.source_path(landing_dir) if plan else landing_dir)
     )
-    if plan and (plan.copies or plan.gzip_payloads):
+    if plan and (plan.copies or plan.gzip_payloads or plan.read_before):
         lines = lines.filter(_planned_lines(plan))
     return lines.select(
         "value",
@@ -78,11 +78,13 @@ def landing_lines_stream(
 
 
 def _planned_lines(plan: ReadPlan):
-    """The lines a plan keeps: none of a copy; of a gzip payload, its first line only (the line of
-    the file's first block equal to it: ten bytes of gzip header do not recur by chance)."""
+    """The lines a plan keeps: none of a copy or of a file read in an earlier generation; of a
+    gzip payload, its first line only (the line of the file's first block equal to it: ten bytes
+    of gzip header do not recur by chance)."""
     # A local file's path as the source logs it (file:///...), which _metadata writes file:/...
     file = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "file:///")
-    keep = ~file.isin(*plan.copies) if plan.copies else F.lit(True)
+    skipped = {*plan.copies, *plan.read_before}
+    keep = ~file.isin(*sorted(skipped)) if skipped else F.lit(True)
     if plan.gzip_payloads:
         first_lines = F.create_map(
             *[

@@ -10,7 +10,8 @@ from urllib.parse import unquote, urlsplit
 
 from helpers import run_job, table, view_line
 
-from lakehouse.landing import LandedIndex
+from lakehouse.landing import LandedIndex, ingested_files
+from lakehouse.landing.source_log import roll_over, roll_over_due
 from lakehouse.landing.window import OLDER_PER_RUN, RECENT_HOURS, WHOLE_LOOK_EVERY
 
 START = datetime(2026, 11, 1)
@@ -66,3 +67,29 @@ def _whole_look_a_day_ago(lakehouse) -> None:
     last = datetime.fromisoformat(index.state["whole_look_at"])
     index.state["whole_look_at"] = (last - WHOLE_LOOK_EVERY).isoformat()
     index.save()
+
+
+def test_after_a_roll_over_of_the_source_log_every_file_is_still_read_once(spark, lakehouse):
+    """A new checkpoint generation starts the file source's log empty: it lists dates whose files
+    it read before, and gives no line of them; a file new in them is read as usual."""
+    root = Path(lakehouse.landing_events)
+    for n in range(30):  # two dates: 2026-11-01 and 2026-11-02
+        _land(root, n, "part-0.jsonl", f"e-{n}")
+    run_job("bronze_ad_events", lakehouse)
+    bronze = lakehouse.table("bronze.ad_events")
+    assert roll_over_due(bronze.checkpoint(), limit=1 << 30) is None
+    assert roll_over(bronze, str(root)) == 1
+    assert LandedIndex(bronze.checkpoint()).state["carried_from"] == 0
+
+    _land(root, 29, "part-1.jsonl", "e-29b")  # beside files of generation 0, in its date
+    _land(root, 0, "late.jsonl", "e-late")  # an old date: read by the next whole look
+    run_job("bronze_ad_events", lakehouse)
+    _whole_look_a_day_ago(lakehouse)
+    run_job("bronze_ad_events", lakehouse)
+    on_time = [f"{_folder(n)}/part-0.jsonl" for n in range(30)]
+    assert _bronze_files(spark, lakehouse) == sorted(
+        [*on_time, f"{_folder(29)}/part-1.jsonl", f"{_folder(0)}/late.jsonl"]
+    )
+    # The new generation's log names what it listed: the two dates, each file once.
+    logged = ingested_files(bronze.checkpoint())
+    assert len(logged) == 32 and bronze.current_generation() == 1

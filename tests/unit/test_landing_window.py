@@ -21,6 +21,7 @@ from lakehouse.landing import (
     record_ingested_files,
     spark_uri,
 )
+from lakehouse.landing.source_log import roll_over_due, source_log_bytes
 from lakehouse.landing.window import OLDER_PER_RUN, RECENT_HOURS
 
 START = datetime(2026, 1, 1)
@@ -285,3 +286,15 @@ def test_a_run_looks_at_the_whole_landing_folder_once_a_day(tmp_path):
     # A read-only look (status) is no run's whole look.
     plan_new_files(str(checkpoint), landing, write=False, whole=True, now=now + 3 * day)
     assert LandedIndex(str(checkpoint)).state["whole_look_at"] == (now + day).isoformat()
+
+
+def test_the_source_log_rolls_over_once_its_compacted_file_is_large_and_no_batch_waits(tmp_path):
+    landing, checkpoint = tmp_path / "events", tmp_path / "gen=0"
+    for batch in range(10):  # batch 9 writes 9.compact, every entry before it
+        _read(checkpoint, batch, _land(landing, range(batch, batch + 1)))
+    size = (checkpoint / "sources" / "0" / "9.compact").stat().st_size
+    assert source_log_bytes(str(checkpoint)) == size
+    assert roll_over_due(str(checkpoint), limit=size + 1) is None
+    assert roll_over_due(str(checkpoint), limit=size).startswith("its file-source log holds")
+    (checkpoint / "offsets" / "10").write_text('v1\n{}\n{"logOffset":10}\n')  # planned, not done
+    assert roll_over_due(str(checkpoint), limit=size) is None

@@ -49,6 +49,7 @@ from lakehouse.landing import (
     plan_new_files,
     record_ingested_files,
 )
+from lakehouse.landing.source_log import roll_over, roll_over_due
 from lakehouse.landing.window import WHOLE_LOOK_EVERY
 from lakehouse.progress import ProgressLog
 from lakehouse.runtime import JobArgs, Written, log, run_available_now
@@ -92,6 +93,17 @@ def run(target: Table, args: JobArgs) -> dict:
     else:
         checkpoint = target.checkpoint(generation)
         landing = args.lakehouse.landing(table.source)
+        why = roll_over_due(checkpoint) if args.generation is None else None
+        if why:
+            generation = roll_over(target, landing)
+            log.info(
+                "%s: %s: checkpoint generation %d -> %d",
+                table.name,
+                why,
+                generation - 1,
+                generation,
+            )
+            checkpoint = target.checkpoint(generation)
         plan = _plan(checkpoint, landing)
         # Connected on first use: a run with no new file (the plan tells) opens no engine session.
         spark = lazy_session(table.task)

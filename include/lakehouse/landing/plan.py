@@ -59,6 +59,9 @@ class ReadPlan:
     new_bytes: int = 0  # the bytes of the files listed that the source has not read
     new_files: int = 0  # how many of them there are
     read_dates: tuple[str, ...] | None = None  # the date folders the source lists (None: all)
+    # Files there that bronze read in an earlier checkpoint generation (lakehouse.landing.source_log):
+    # the source, whose log starts empty in a new generation, gives no line of them.
+    read_before: frozenset[str] = frozenset()
     folder_uris: frozenset[str] = frozenset()  # the folders of the files listed, as in their URIs
     index: LandedIndex | None = None  # bronze's records, as loaded for this plan
 
@@ -180,6 +183,14 @@ def plan_new_files(
             state["whole_look_at"] = now.isoformat()
         index.save()
     loops = tuple(link for link in listing.links if link.loop)
+    read_dates = dates_to_read(
+        [relative_name(path, lake_path(root)) for path, _ in new.values()], folders or ()
+    )
+    read_before = (
+        _read_before(index, root, read_dates)
+        if state.get("carried_from") is not None
+        else frozenset()
+    )
     manifest = index.every_record() if whole else index.records(folder_uris)
     return ReadPlan(
         copies,
@@ -191,11 +202,25 @@ def plan_new_files(
         folders=folders,
         new_bytes=sum(stat.st_size for _, stat in new.values()),
         new_files=len(new),
-        read_dates=dates_to_read(
-            [relative_name(path, lake_path(root)) for path, _ in new.values()], folders or ()
-        ),
+        read_dates=read_dates,
+        read_before=read_before,
         folder_uris=frozenset(folder_uris),
         index=index,
+    )
+
+
+def _read_before(
+    index: LandedIndex, root: str | Path, dates: tuple[str, ...] | None
+) -> frozenset[str]:
+    """The files under ``dates`` (None: the whole landing folder) that bronze has read."""
+    if dates is None:
+        return frozenset(uri for uri, known in index.every_record().items() if "batch" in known)
+    root = lake_path(root)
+    return frozenset(
+        uri
+        for date in dates
+        for uri in readable_in(list_landing(root / date), root)
+        if index.read(uri)
     )
 
 
