@@ -10,7 +10,9 @@ Two lakehouses and one warm engine (``LAKEHOUSE_METASTORE=none``: tables by path
   by one run of every task, as a deployment starting with a backlog does. The caught-up lakehouse
   is kept in ``<work>/history.caught-up`` and copied back on the next run (the catch-up is the
   long part; checkpoints name absolute paths, so the copy goes back to the same folder).
-Each repetition lands the same new hour of ``--events`` events in both and runs every task there
+Then :data:`SETTLING_HOURS` hourly runs in both (kept with the copy), so that every table's log
+has a checkpoint after the catch-up's one large commit. Each repetition lands the same new hour
+of ``--events`` events in both and runs every task there
 (``bench.small_hour``'s measure: the task's process tree and the engine's), the order of the two
 alternating; one more repetition first warms the engine up and is not kept. Before and after each run, the history lakehouse's artefacts are sized (every table's
 ``_delta_log``, every checkpoint folder with bronze's records): their growth per run. Last, both
@@ -38,6 +40,11 @@ from lakehouse_tools.generator import write_campaigns, write_hours
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 MEASURED = datetime(2026, 11, 20, tzinfo=UTC)  # the first measured hour, in both lakehouses
 PRIMING_HOURS = 3  # the hours just before it, the same in both
+# Hourly runs after the catch-up, before any measured one, the same in both: the catch-up adds
+# every file in one commit (silver's JSON commit holds 32 MB after a year), which every reader
+# replays until Delta's 10th commit writes the first checkpoint after it. Measured after them:
+# the steady state of a deployment that has run a few hours since its catch-up.
+SETTLING_HOURS = 10
 SEED = 56
 
 
@@ -58,13 +65,22 @@ def prepared(work: Path, name: str, hours: int, eps: float, events: int) -> Lake
     if kept.is_dir():
         log(f"{name}: the caught-up lakehouse kept in {kept}, copied back")
         shutil.copytree(kept, root, symlinks=True)
-        return lake
-    started = time.perf_counter()
-    land_history(lake, hours, eps, events)
-    log(f"{name}: {hours + PRIMING_HOURS:,} hours landed in {time.perf_counter() - started:.0f} s")
-    caught_up = run_tasks(f"{name}-catch-up", lake, work / "logs")
-    (root / "catch-up.json").write_text(json_text(caught_up))
-    shutil.copytree(root, kept, symlinks=True)
+    else:
+        started = time.perf_counter()
+        land_history(lake, hours, eps, events)
+        log(
+            f"{name}: {hours + PRIMING_HOURS:,} hours landed in {time.perf_counter() - started:.0f} s"
+        )
+        caught_up = run_tasks(f"{name}-catch-up", lake, work / "logs")
+        (root / "catch-up.json").write_text(json_text(caught_up))
+    if not (root / "settled.json").is_file():
+        runs = []
+        for n in range(SETTLING_HOURS):
+            write_hours(lake, MEASURED + timedelta(hours=n), 1, events / 3600, SEED)
+            runs.append(run_tasks(f"{name}-settling-{n}", lake, work / "logs"))
+        (root / "settled.json").write_text(json_text({"hours": SETTLING_HOURS, "runs": runs}))
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(root, kept, symlinks=True)
     return lake
 
 
@@ -88,6 +104,13 @@ def artefacts(lake: Lakehouse) -> dict[str, int]:
     return {name: size for name, size in sizes.items() if size}
 
 
+def first_run(root: Path) -> dict:
+    """The first hourly run after a lakehouse's catch-up (its first settling run)."""
+    import json
+
+    return json.loads((root / "settled.json").read_text())["runs"][0]
+
+
 def measure(args) -> dict:
     work = args.work.absolute()
     logs = work / "logs"
@@ -104,17 +127,15 @@ def measure(args) -> dict:
             "fresh": prepared(work, "fresh", 0, args.history_eps, args.events),
             "history": prepared(work, "history", args.history_hours, args.history_eps, args.events),
         }
-        warm_up: dict[str, dict] = {}
         # Repetition 0 warms the engine up (its JIT, Delta's caches of both lakehouses): not kept.
         for rep in range(args.reps + 1):
-            hour = MEASURED + timedelta(hours=rep)
+            hour = MEASURED + timedelta(hours=SETTLING_HOURS + rep)
             order = ["fresh", "history"] if rep % 2 else ["history", "fresh"]
             for name in order:
                 write_hours(lakes[name], hour, 1, args.events / 3600, SEED)
                 before = artefacts(lakes[name])
                 run = run_tasks(f"{name}-{rep}", lakes[name], logs)
                 if rep == 0:
-                    warm_up[name] = run
                     continue
                 runs[name].append(run)
                 if name == "history":
@@ -127,7 +148,11 @@ def measure(args) -> dict:
         index.state["whole_look_at"] = None
         index.save()
         write_hours(
-            lakes["history"], MEASURED + timedelta(hours=args.reps + 1), 1, args.events / 3600, SEED
+            lakes["history"],
+            MEASURED + timedelta(hours=SETTLING_HOURS + args.reps + 1),
+            1,
+            args.events / 3600,
+            SEED,
         )
         whole_look = run_tasks("history-whole-look", lakes["history"], logs)
         sizes = artefacts(lakes["history"])
@@ -159,7 +184,8 @@ def measure(args) -> dict:
         "bronze_whole_look_cpu_s": whole_look["tasks"][bronze.spec.task]["cpu_s"],
         # The first run after the catch-up rolls bronze's source log over when it is large.
         "bronze_generation": bronze.current_generation(),
-        "bronze_first_run_cpu_s": warm_up["history"]["tasks"][bronze.spec.task]["cpu_s"],
+        "bronze_first_run_cpu_s": first_run(work / "history")["tasks"][bronze.spec.task]["cpu_s"],
+        "settling_hours": SETTLING_HOURS,
         "artefact_bytes": sizes,
         "artefact_growth_per_run": {k: [g.get(k, 0) for g in growth] for k in sizes},
         "oracle_differences": verdicts,
@@ -176,8 +202,14 @@ def render(figures: dict) -> str:
         f"* **Date:** {figures['measured_at']}; one warm engine for both lakehouses",
         f"* **Work:** a new hour of {figures['events_per_hour']:,} events, every task, in a fresh "
         f"lakehouse (3 hours before it) and in one with {figures['history_hours']:,} more hours "
-        f"before those (4 files an hour, {figures['history_eps']} events/s) caught up in one run; "
-        f"the order alternating; every table of both checked against the oracle: "
+        f"before those (4 files an hour, {figures['history_eps']} events/s) caught up in one run"
+        + (
+            f", then {figures['settling_hours']} hourly runs in both before the measured ones (so "
+            "that every Delta log has a checkpoint after the catch-up's one large commit)"
+            if figures.get("settling_hours")
+            else ""
+        )
+        + "; the order alternating; every table of both checked against the oracle: "
         f"{'equal' if ok else 'DIFFERS'}.",
         "",
         "| task | fresh CPU-s | after the history CPU-s | ratio |",
@@ -203,7 +235,7 @@ def render(figures: dict) -> str:
     if figures.get("bronze_generation"):
         rows += [
             "",
-            f"The first run after the catch-up (the warm-up, on a cold engine) found bronze's "
+            f"The first run after the catch-up (the first settling run) found bronze's "
             f"file-source log over its roll-over size and moved bronze to checkpoint generation "
             f"{figures['bronze_generation']}, its index carried: bronze cost "
             f"{figures['bronze_first_run_cpu_s']:.2f} CPU-s in that run (a whole look too).",
