@@ -235,7 +235,13 @@ def render(figures: dict) -> str:
     if figures.get("bronze_generation"):
         rows += [
             "",
-            f"The first run after the catch-up (the first settling run) found bronze's "
+            "The first run after the catch-up "
+            + (
+                "(the first settling run)"
+                if figures.get("settling_hours")
+                else "(the warm-up, on a cold engine)"
+            )
+            + " found bronze's "
             f"file-source log over its roll-over size and moved bronze to checkpoint generation "
             f"{figures['bronze_generation']}, its index carried: bronze cost "
             f"{figures['bronze_first_run_cpu_s']:.2f} CPU-s in that run (a whole look too).",
