@@ -124,12 +124,13 @@ def plan_new_files(
 
     The hour folders that can hold new files are listed, and a few older ones in turn
     (:func:`lakehouse.landing.window.select_folders`); ``whole=True`` lists everything (a whole
-    look: ``lakehouse status``), as does a run whose last whole look is ``whole_every`` old or more
-    (bronze's runs: once a day; ``now`` for a test). A file's identity is its size and SHA-256 (and whether it is a
-    gzip payload); only a file of a size another file has is hashed here. Of identical new files,
-    the first by URI is the original. Decisions on files no committed batch has read are made
-    again each run (a planned file may be gone or changed since); a committed one stays, so a run
-    retried after a crash that read a copy before its original still reads the original.
+    look: ``lakehouse status``), as does a run whose last whole look is ``whole_every`` old or
+    more (bronze's runs: once a day; ``now`` for a test). A file's identity is its size and SHA-256
+    (and whether it is a gzip payload); only a file of a size another file has is hashed here. Of
+    identical new files, the first by URI is the original. Decisions on files no committed batch
+    has read are made again each run (a planned file may be gone or changed since); a committed
+    one stays, so a run retried after a crash that read a copy before its original still reads
+    the original.
     ``write=False``: a read-only look (status). ``table_path``: bronze's table, for the record of
     a file read while still being written
     (:func:`lakehouse.landing.manifest.record_ingested_files`).
