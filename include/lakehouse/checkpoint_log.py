@@ -36,6 +36,12 @@ def newest(checkpoint: str, log: str) -> int | None:
     return ids[-1] if ids else None
 
 
+def batch_to_replay(checkpoint: str) -> bool:
+    """Has the query planned a batch it has not committed (the next run replays it)?"""
+    planned = newest(checkpoint, "offsets")
+    return planned is not None and planned != newest(checkpoint, "commits")
+
+
 def log_files(checkpoint: str | Path, log: str, batch: int) -> tuple[Path, Path]:
     """Batch ``batch``'s file in the checkpoint's ``log``, and its hidden checksum file (Spark's rename
     of a file written again fails on a stale one)."""

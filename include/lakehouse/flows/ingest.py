@@ -168,16 +168,10 @@ def _plan(checkpoint: str, landing_dir: str) -> ReadPlan:
     return plan
 
 
-def _pending(checkpoint: str) -> bool:
-    """Has the query planned a batch it has not committed (the next run replays it)?"""
-    planned = checkpoint_log.newest(checkpoint, "offsets")
-    return planned is not None and planned != checkpoint_log.newest(checkpoint, "commits")
-
-
 def _caught_up(checkpoint: str, plan: ReadPlan) -> str | None:
     """Why the source has nothing new (every file the run's checks listed is read), or None."""
     committed = checkpoint_log.newest(checkpoint, "commits")
-    if plan.new_files or _pending(checkpoint) or committed is None:
+    if plan.new_files or checkpoint_log.batch_to_replay(checkpoint) or committed is None:
         return None
     listed = "" if plan.folders is None else f" in the {len(plan.folders)} hour folder(s) listed"
     return f"no new file among the {len(plan.manifest)} landed{listed}"
@@ -185,7 +179,7 @@ def _caught_up(checkpoint: str, plan: ReadPlan) -> str | None:
 
 def _new_bytes(checkpoint: str, plan: ReadPlan) -> int | None:
     """Bytes of the listed files the source has not read (None: a batch to replay, unsure)."""
-    return None if _pending(checkpoint) else plan.new_bytes
+    return None if checkpoint_log.batch_to_replay(checkpoint) else plan.new_bytes
 
 
 def landing_problems(

@@ -44,8 +44,7 @@ def roll_over_due(checkpoint: str, limit: int = ROLL_OVER_BYTES) -> str | None:
     size = source_log_bytes(checkpoint)
     if size < limit:
         return None
-    planned = checkpoint_log.newest(checkpoint, "offsets")
-    if planned is not None and planned != checkpoint_log.newest(checkpoint, "commits"):
+    if checkpoint_log.batch_to_replay(checkpoint):
         return None
     if LandedIndex(checkpoint).state["unsettled"]:
         return None

@@ -41,7 +41,7 @@ from lakehouse.landing.listing import Listing, UnreadableLink, _walk, hidden
 
 RECENT_HOURS = 48  # a producer lands an hour during the next; a day of lateness is usual
 OLDER_PER_RUN = 24  # a year's 8,760 older folders are all looked at within a year of hourly runs
-# A run looks at the whole landing folder (checks and source) when the last whole look is older.
+# A run's checks list the whole landing folder when their last whole look is this old.
 WHOLE_LOOK_EVERY = timedelta(hours=24)
 MAX_DATES_NAMED = 31  # the source lists more date folders than this as the whole landing folder
 # Date names a Hadoop glob matches as they are (no glob character, no colon, not hidden).
