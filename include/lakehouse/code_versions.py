@@ -130,7 +130,7 @@ def written(lakehouse: Lakehouse) -> list[Written]:
     if not delta_log.is_delta_table(path):
         return []
     columns = ["table_name", "period_start", "code_version", "whole", "written_at"]
-    rows = object_storage.delta_table(path).to_pyarrow_table(columns=columns).to_pylist()
+    rows = object_storage.read_delta(path, columns).to_pylist()
     return [
         Written(**{k: as_utc(v) if isinstance(v, datetime) else v for k, v in row.items()})
         for row in rows

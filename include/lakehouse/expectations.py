@@ -143,9 +143,10 @@ def still_failing(lakehouse: Lakehouse, spec: TableSpec) -> list[datetime]:
     # drops every file Spark wrote when filtering on a boolean (Spark keeps no min/max for it),
     # so a failure rewritten by maintenance would vanish. The rows read are bounded by the
     # table's declared retention (ops_expectation_results.py), not by every check ever made.
-    results = object_storage.delta_table(path).to_pyarrow_table(
-        columns=["rule", "hour_start", "checked_at", "passed"],
-        filters=[("table_name", "=", spec.name)],
+    results = object_storage.read_delta(
+        path,
+        ["rule", "hour_start", "checked_at", "passed"],
+        "table_name = '{}'".format(spec.name.replace("'", "''")),
     )
     newest: dict[tuple[str, datetime], bool] = {}
     for result in sorted(results.to_pylist(), key=lambda r: r["checked_at"]):

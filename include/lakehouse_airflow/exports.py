@@ -55,19 +55,16 @@ def export_period(lakehouse: Lakehouse, table: str, key: str) -> dict:
     import pyarrow.dataset as ds
 
     from lakehouse.files import write_atomic
-    from lakehouse.object_storage import delta_table
+    from lakehouse.object_storage import read_delta
 
     grain = catalog.get(table).grain
     start = period_of_key(key, grain)
-    selected = ds.field("event_date") == start.date()
+    # The period's date partition by delta-rs's own scan (lakehouse.object_storage.read_delta
+    # says why not an Arrow dataset), then its hour.
+    rows = read_delta(lakehouse.table(table).path, predicate=f"event_date = '{start.date()}'")
     if grain is Grain.HOUR:
-        selected &= ds.field("hour_start") == start
-    rows = (
-        delta_table(lakehouse.table(table).path)
-        .to_pyarrow_dataset()
-        .to_table(filter=selected)
-        .sort_by([("campaign_id", "ascending")])
-    )
+        rows = rows.filter(ds.field("hour_start") == start)
+    rows = rows.sort_by([("campaign_id", "ascending")])
     text = io.BytesIO()
     csv.write_csv(rows, text)
     path = report_path(lakehouse, table, start, grain)
