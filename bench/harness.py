@@ -191,6 +191,41 @@ def cpu_between(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(max(0.0, cpu - before.get(pid, 0.0)) for pid, cpu in after.items())
 
 
+# Where an engine's CPU goes, by how its JVM's threads are named (proc(5) keeps 15 characters:
+# "C2 CompilerThread0", "Executor task launch worker ..." renamed "Executor task idle worker#3").
+JVM_THREAD_PARTS = {"C1 CompilerThre": "jit", "C2 CompilerThre": "jit", "Executor task": "tasks"}
+
+
+def jvm_parts(pid: int) -> dict[str, dict[int, float]]:
+    """CPU seconds so far of the JVM ``pid``, in parts, each by thread or process id: ``jit`` (its
+    compiler threads), ``tasks`` (Spark's task threads), ``python`` (its Python workers, live or
+    reaped) and ``jvm`` (the whole JVM, threads that exited included)."""
+    parts: dict[str, dict[int, float]] = {"jit": {}, "tasks": {}, "python": {}, "jvm": {}}
+    for task in os.scandir(f"/proc/{pid}/task"):
+        try:
+            text = Path(task.path, "stat").read_text()
+        except OSError:
+            continue
+        name = text[text.find("(") + 1 : text.rfind(")")]
+        part = next((p for prefix, p in JVM_THREAD_PARTS.items() if name.startswith(prefix)), None)
+        if part:
+            rest = text[text.rfind(")") + 2 :].split()
+            parts[part][int(task.name)] = (int(rest[11]) + int(rest[12])) / CLK_TCK
+    text = Path(f"/proc/{pid}/stat").read_text()
+    rest = [int(v) for v in text[text.rfind(")") + 2 :].split()[11:15]]
+    parts["jvm"][pid] = (rest[0] + rest[1]) / CLK_TCK
+    parts["python"] = tree_cpus(pid, include_root=False) | {pid: (rest[2] + rest[3]) / CLK_TCK}
+    return parts
+
+
+def jvm_parts_between(before: dict, after: dict) -> dict[str, float]:
+    """What each part of :func:`jvm_parts` used between two readings; ``other`` is the JVM's own
+    CPU that is neither compiling nor running tasks (planning, Delta's log, commits, streaming)."""
+    used = {part: cpu_between(before[part], after[part]) for part in after}
+    used["other"] = max(0.0, used.pop("jvm") - used["jit"] - used["tasks"])
+    return {part: round(cpu, 2) for part, cpu in used.items()}
+
+
 def jvm_pid() -> int | None:
     """The driver JVM of this Python process (py4j starts it as a child)."""
     for pid, (ppid, _) in proc_stats().items():

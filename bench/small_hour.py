@@ -1,7 +1,7 @@
 """The fixed cost of a small hourly run (issue 60): every task's CPU for one ~2,000-event hour.
 
 Usage (from the repository, ``make bench-small-hour`` runs it):
-    python -m bench.small_hour [--events 2000] [--work .local/bench/small_hour] [--before BEFORE.json]
+    python -m bench.small_hour [--events 2000] [--warm-hours 6] [--work .local/bench/small_hour] [--before BEFORE.json]
     python -m bench.small_hour --from NOW.json --before BEFORE.json   # save two earlier runs, no Spark
 
 ``--before``: an earlier run's figures (``--raw`` of this command at another commit, e.g. run in a
@@ -9,9 +9,11 @@ Usage (from the repository, ``make bench-small-hour`` runs it):
 
 A fresh lakehouse under ``--work``, campaigns and 3 producer hours from the project's generator,
 and a private warm engine on a free port. Every task (``python -m lakehouse.catalog``'s order, the
-DAG's) runs once as a Connect client (``python jobs/run.py <task>``) to prime the checkpoints; then
-one new hour of ``--events`` events lands and every task runs again, measured: each task's client
-process tree (CPU, wall) and the engine's process tree (its JVM and Python workers, ``/proc``).
+DAG's) runs once as a Connect client (``python jobs/run.py <task>``) to prime the checkpoints, then
+once per hour for ``--warm-hours`` new hours, as an engine that has run for a while (its JIT
+compiler's share falls with its age); then one new hour of ``--events`` events lands and every task
+runs again, measured: each task's client process tree (CPU, wall) and the engine's process tree
+(its JVM and Python workers, ``/proc``), the engine's split by part (``bench.harness.jvm_parts``).
 Then late events land (events more than an hour older than the newest, of a user whose session
 stays open, so they stay pending), every task runs to record them, and every task runs once more
 with nothing new: the no-data run with late events pending. Last, every table is checked against
@@ -31,7 +33,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.compare.check import against_oracle
-from bench.harness import become_subreaper, cpu_between, run_tree, tree_cpus
+from bench.harness import (
+    become_subreaper,
+    cpu_between,
+    jvm_parts,
+    jvm_parts_between,
+    run_tree,
+    tree_cpus,
+)
 from bench.render import publish
 from lakehouse import catalog
 from lakehouse.config import Lakehouse
@@ -52,11 +61,13 @@ def run_tasks(label: str, lake: Lakehouse, logs: Path) -> dict:
         summary_file = logs / f"{label}-{spec.task}.json"
         env = {**os.environ, "LAKEHOUSE_SUMMARY_FILE": str(summary_file)}
         command = [sys.executable, str(PROJECT_DIR / "jobs" / "run.py"), spec.task]
-        before = tree_cpus(engine.server_pid())
+        server = engine.server_pid()
+        before, parts_before = tree_cpus(server), jvm_parts(server)
         code, wall, client = run_tree(
             command + ["--lakehouse-root", lake.root], env, logs / f"{label}-{spec.task}.log", 1800
         )
-        engine_cpu = cpu_between(before, tree_cpus(engine.server_pid()))
+        engine_cpu = cpu_between(before, tree_cpus(server))
+        parts = jvm_parts_between(parts_before, jvm_parts(server))
         if code != 0:
             raise RuntimeError(f"{label}: {spec.task} failed, see {logs}/{label}-{spec.task}.log")
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
@@ -65,6 +76,7 @@ def run_tasks(label: str, lake: Lakehouse, logs: Path) -> dict:
             "engine_cpu_s": round(engine_cpu, 2),
             "cpu_s": round(client + engine_cpu, 2),
             "wall_s": round(wall, 2),
+            "engine_parts": parts,
             **{
                 k: summary[k]
                 for k in ("not_started", "late_pending", "late_reconciled")
@@ -121,7 +133,7 @@ def land_late_events(lake: Lakehouse, newest_hour: datetime, users: int = 3) -> 
     return len(lines)
 
 
-def measure(events: int, work: Path, hours: int = 3) -> dict:
+def measure(events: int, work: Path, warm_hours: int, hours: int = 3) -> dict:
     """The scenario: prime, a new small hour measured, late events, a no-data run measured, the oracle."""
     shutil.rmtree(work, ignore_errors=True)
     logs = work / "logs"
@@ -145,6 +157,10 @@ def measure(events: int, work: Path, hours: int = 3) -> dict:
     become_subreaper()
     try:
         run_tasks("prime", lake, logs)
+        for warm in range(warm_hours):
+            write_hours(lake, START + timedelta(hours=hours), 1, events_per_second=eps, seed=SEED)
+            run_tasks(f"warm-{warm + 1}", lake, logs)
+            hours += 1
         write_hours(lake, START + timedelta(hours=hours), 1, events_per_second=eps, seed=SEED)
         small = run_tasks("small_hour", lake, logs)
         late = land_late_events(lake, START + timedelta(hours=hours))
@@ -158,6 +174,7 @@ def measure(events: int, work: Path, hours: int = 3) -> dict:
     sessions = next(s.task for s in catalog.tasks() if s.write is catalog.Write.SESSIONS)
     return {
         "events_per_hour": int(eps * 3600),
+        "warm_hours": warm_hours,
         "late_events_landed": late,
         "small_hour": small,
         "no_new_data_late_pending": idle,
@@ -173,6 +190,11 @@ def measure(events: int, work: Path, hours: int = 3) -> dict:
 def render(results: dict) -> str:
     """The section: every task's CPU-s and wall, this run beside the run ``--before`` gave."""
     now, before = results["now"], results.get("before")
+    warmed = (
+        f" that ran {now['warm_hours']} hourly runs before this one"
+        if now.get("warm_hours")
+        else ""
+    )
     rows = []
     for run, title in (
         ("small_hour", "a new 2,000-event hour"),
@@ -184,7 +206,8 @@ def render(results: dict) -> str:
             + "CPU-s | of it the engine's | wall s |"
         )
         rows += [
-            f"*{title}* ({now['events_per_hour']:,} events an hour, every task as a client of a warm engine):",
+            f"*{title}* ({now['events_per_hour']:,} events an hour, every task as a client of a warm "
+            f"engine{warmed}):",
             "",
             head,
             "| --- |" + " ---: |" * (head.count("|") - 2),
@@ -207,6 +230,7 @@ def render(results: dict) -> str:
             ]
             rows.append(f"| {task} | " + " | ".join(cells) + " |")
         rows.append("")
+    rows += engine_parts_table(now["small_hour"])
     rows.append(
         f"Measured {now['measured_at']}"
         + (
@@ -219,9 +243,43 @@ def render(results: dict) -> str:
     return "\n".join(rows)
 
 
+# The engine's CPU by part (bench.harness.jvm_parts), as the section names them.
+ENGINE_PARTS = {
+    "jit": "JIT compiler",
+    "tasks": "Spark's task threads",
+    "python": "Python workers",
+    "other": "the rest of the JVM",
+}
+
+
+def engine_parts_table(run: dict) -> list[str]:
+    """Where the engine's CPU of each task of ``run`` went (none for results measured before the
+    parts were)."""
+    tasks = {task: f["engine_parts"] for task, f in run["tasks"].items() if "engine_parts" in f}
+    if not tasks:
+        return []
+    totals = {part: round(sum(p[part] for p in tasks.values()), 2) for part in ENGINE_PARTS}
+    return [
+        "*where the engine's CPU-s of the new hour went* (its compiler threads, the threads running "
+        "Spark's tasks, its Python workers (foreachBatch functions, Python UDFs), and the rest: "
+        "the driver planning queries, reading Delta logs, committing, running the streams):",
+        "",
+        "| task | " + " | ".join(ENGINE_PARTS.values()) + " |",
+        "| --- |" + " ---: |" * len(ENGINE_PARTS),
+        *(
+            f"| {task} | " + " | ".join(f"{parts[p]}" for p in ENGINE_PARTS) + " |"
+            for task, parts in [*tasks.items(), ("**all tasks**", totals)]
+        ),
+        "",
+    ]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=2000, help="events of the measured hour")
+    parser.add_argument(
+        "--warm-hours", type=int, default=6, help="hourly runs before the measured one"
+    )
     parser.add_argument(
         "--work", type=Path, default=PROJECT_DIR / ".local" / "bench" / "small_hour"
     )
@@ -247,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
     figures = (
         json.loads(args.saved.read_text())
         if args.saved
-        else measure(args.events, args.work.absolute())
+        else measure(args.events, args.work.absolute(), args.warm_hours)
     )
     if args.raw:
         args.raw.write_text(json.dumps(figures, indent=2) + "\n")
