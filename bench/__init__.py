@@ -8,8 +8,7 @@
 - :mod:`bench.data`: generated landing data and fresh lakehouses over it;
 - the scenarios, each ``python -m bench.<name>`` with its ``make bench-*`` target: the whole
   pipeline against lean plain Spark and Polars (:mod:`bench.engine_compare`, contenders in
-  :mod:`bench.compare`), DAG runs on the warm engine against spark-submit
-  (:mod:`bench.engine_runs`), the sessions on hourly runs (:mod:`bench.sessions_runs`) and beside
+  :mod:`bench.compare`), the sessions on hourly runs (:mod:`bench.sessions_runs`) and beside
   Spark's ``session_window`` (:mod:`bench.sessions_compare`), the late events' reconcile and a
   catch-up (:mod:`bench.reconcile_late`), a small hour's fixed cost (:mod:`bench.small_hour`) and
   the same hour after a year of history (:mod:`bench.history`).

@@ -260,11 +260,6 @@ def local_driver(app: str):
     return spark
 
 
-def own_cpu() -> float:
-    """CPU of everything this process started: reaped children (getrusage) + live descendants (/proc)."""
-    return children_cpu() + tree_cpu(os.getpid(), include_root=False)
-
-
 def unreaped_cpu(root: int) -> float:
     """CPU seconds so far of the live grandchildren of ``root`` (and their descendants): what no
     ``RUSAGE_CHILDREN`` will count, when their parent ignores SIGCHLD.
@@ -275,21 +270,6 @@ def unreaped_cpu(root: int) -> float:
     """
     children = [pid for pid, (ppid, _) in proc_stats().items() if ppid == root]
     return sum(tree_cpu(child, include_root=False) for child in children)
-
-
-def reap_all(timeout: float) -> list[int]:
-    """Wait for every child of this process (orphans handed to it included); the pids still alive after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        except ChildProcessError:
-            return []
-        alive = [pid for pid, (ppid, _) in proc_stats().items() if ppid == os.getpid()]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.1)
 
 
 def session_of(pid: int) -> int | None:
@@ -454,17 +434,6 @@ class Engine:
             done = self._command("down", 180)
             log(f"engine: {(done.stdout + done.stderr).strip()}")
             self.started = False
-
-    def connection(self) -> str:
-        """The engine as an Airflow connection (JSON)."""
-        return json.dumps(
-            {
-                "conn_type": "spark_connect",
-                "host": "localhost",
-                "port": self.port,
-                "password": self.token,
-            }
-        )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@
 #   make bench-compare                           # per-event CPU beside a lean plain-Spark job and Polars at 1M and 5M
 #                                                # events, every catalog table counted (about 30 minutes; the first
 #                                                # run also generates 5M events)
-#   make bench-engine                            # DAG runs on the warm engine vs spark-submit (about 45 minutes)
 #   make bench-sessions                          # the sessions query on hourly runs
 #   make bench-sessions-compare                  # the sessions task beside Spark's session_window, 1M events (about 15 minutes)
 #   make bench-reconcile                         # the sessions' reconcile of 100,000 late events (minutes)
@@ -21,15 +20,13 @@
 # A new scenario (bench/<name>.py) needs no line here to be rendered: its results file is enough
 # (bench/__init__.py); a make target for it is one more line below.
 #
-# bench.engine_runs builds its Airflow homes with the tests' tests/airflow_env.py and the harness's
-# local driver takes the tests' Spark settings (tests/conftest.py): tests/ is on the
+# The harness's local driver takes the tests' Spark settings (tests/conftest.py): tests/ is on the
 # benchmarks' PYTHONPATH (pytest has it from pyproject.toml), so no bench module changes its import path.
 
-ENGINE_BENCH_ARGS ?= --reps 3
 COMPARE_ARGS ?= --sizes 1M,5M --reps 2
 
 BENCH_OUT := --out $(ROOT)/BENCHMARKS.md --summary $(ROOT)/bench/results/summary.json
-BENCH_TARGETS := bench-smoke bench-engine bench-compare bench-sessions bench-sessions-compare bench-reconcile \
+BENCH_TARGETS := bench-smoke bench-compare bench-sessions bench-sessions-compare bench-reconcile \
                  bench-history bench-small-hour benchmarks-md
 
 .PHONY: $(BENCH_TARGETS)
@@ -41,9 +38,6 @@ benchmarks-md: venv  ## BENCHMARKS.md from the results files in bench/results/ (
 
 bench-smoke: setup  ## the comparison's test on tiny data (tests/bench, minutes)
 	python -m pytest tests/bench -q -ra
-
-bench-engine: setup  ## Airflow DAG runs on the warm engine vs spark-submit (bench/results/engine_runs.json)
-	python -m bench.engine_runs $(ENGINE_BENCH_ARGS) $(BENCH_OUT)
 
 bench-compare: setup  ## the project's CPU per event beside a minimal Spark job and Polars, every table
 	python -m bench.engine_compare $(COMPARE_ARGS) $(BENCH_OUT)
