@@ -248,16 +248,32 @@ def timed(pid: int | None = None) -> Iterator[dict]:
     took.update(cpu_s=tree_cpu(pid) - cpu, wall_s=time.perf_counter() - wall)
 
 
-def local_driver(app: str):
-    """A ``local[2]`` driver in this process, with the tests' settings; the jobs then run on it."""
-    from conftest import TEST_SPARK_CONF
+# The measured contenders' drivers (bench.engine_compare, bench.sessions_compare): the project's
+# settings but the master, memory and UI; the tests' (local_driver's default) shuffle less.
+BENCH_SPARK_CONF = {
+    "spark.master": "local[2]",
+    "spark.ui.enabled": "false",
+    "spark.driver.memory": "2g",
+}
+
+
+def local_driver(app: str, conf: dict | None = None):
+    """A ``local[2]`` driver in this process (``conf``, by default the tests' settings); the jobs
+    then run on it."""
+    if conf is None:
+        from conftest import TEST_SPARK_CONF as conf
 
     from lakehouse.spark import build_spark_session
 
     os.environ["LAKEHOUSE_ENGINE"] = "local"
-    spark = build_spark_session(app, TEST_SPARK_CONF, engine_kind="local")
+    spark = build_spark_session(app, conf, engine_kind="local")
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def process_cpu(jvm: int | None) -> float:
+    """CPU seconds so far of this process and of its driver JVM ``jvm`` with the JVM's children."""
+    return self_cpu() + (tree_cpu(jvm) if jvm else 0.0)
 
 
 def unreaped_cpu(root: int) -> float:
@@ -330,6 +346,33 @@ def run_tree(
             pass
     reap_session(process.pid, timeout=30)
     return code, wall, children_cpu() - before
+
+
+def run_worker(
+    module: str, kind: str, spec: dict, folder: Path, include: Path, timeout: float, **env: str
+) -> tuple[int, float, float, dict | None, Path]:
+    """``python -m MODULE worker KIND SPEC.json`` in a process tree of its own (:func:`run_tree`),
+    ``include`` as the project's code: (exit code, wall s, CPU s, what it wrote to the spec's
+    ``out``, None if it failed, its log). The module's ``__main__`` calls :func:`worker_main`."""
+    spec_path, out = folder / f"{kind}.spec.json", folder / f"{kind}.out.json"
+    out.unlink(missing_ok=True)
+    spec_path.write_text(json.dumps({**spec, "out": str(out)}, indent=1))
+    paths = os.pathsep.join([str(include), str(PROJECT_DIR)])
+    env = {**os.environ, "PYTHONPATH": paths, "LAKEHOUSE_ENGINE": "local", **env}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    log_path = folder / f"{kind}.log"
+    command = [sys.executable, "-m", module, "worker", kind, str(spec_path)]
+    code, wall, cpu = run_tree(command, env, log_path, timeout)
+    result = json.loads(out.read_text()) if code == 0 and out.is_file() else None
+    return code, wall, cpu, result, log_path
+
+
+def worker_main(workers: dict, argv: list[str]) -> None:
+    """A worker of :func:`run_worker`: ``KIND SPEC.json`` runs ``workers[KIND](spec)`` and writes
+    what it returns to the spec's ``out`` file."""
+    kind, spec_path = argv
+    spec = json.loads(Path(spec_path).read_text())
+    Path(spec["out"]).write_text(json.dumps(workers[kind](spec), indent=1, default=str))
 
 
 # ----------------------------------------------------------------------------------------------

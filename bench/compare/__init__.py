@@ -5,11 +5,10 @@
   (what a backfill runs): the incremental run's cost against the batch's on the same new data;
 * ``plain_spark``: a minimal hand-written PySpark batch job (:mod:`bench.compare.plain_spark`);
 * ``polars``: Polars, written to Delta by delta-rs (:mod:`bench.compare.with_polars`): the
-  single-machine reference. (DuckDB, a second one, was dropped with issue 60's bench harness; a
-  saved run with it still renders.)
+  single-machine reference.
 
-Each runs in a fresh process of its own (``python -m bench.compare.job CONTENDER SPEC.json``), so
-its CPU figure is its whole process tree's, start-up included. A spec (:func:`spec_for`) says where
+Each runs in a fresh process of its own (``python -m bench.engine_compare worker CONTENDER
+SPEC.json``), so its CPU figure is its whole process tree's, start-up included. A spec (:func:`spec_for`) says where
 the landing lines and the campaigns file are and where every table the catalog declares goes (the
 lakehouse's layout, partitioned as the catalog declares); the minimal jobs take the paths from it
 and nothing else from the project, and write the tables of :data:`MINIMAL_TABLES` (the ops
@@ -21,18 +20,13 @@ from __future__ import annotations
 
 from bench.harness import declared_tables
 
-# Both Spark contenders' driver settings (with local[2]).
-BENCH_SPARK_CONF = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}
 # The project's own batch form: its CPU against the incremental run's is the incremental-to-batch ratio.
 BATCH = "project_batch"
 CONTENDERS = ("project", BATCH, "plain_spark", "polars")
-# The project's pipeline at another commit (engine_compare's --baseline): the before of a change.
-BASELINE = "baseline"
 LABELS = {
     "project": "project (the pipeline, task by task)",
     BATCH: "project, batch form (a backfill of the same hours)",
     "plain_spark": "plain Spark (minimal batch job)",
-    "duckdb": "DuckDB + delta-rs",
     "polars": "Polars + delta-rs",
 }
 MODULES = {
@@ -96,7 +90,7 @@ WATERMARK_DELAY_MS = 10 * 60 * 1000
 
 def implemented(contender: str) -> tuple[str, ...] | None:
     """The tables ``contender`` writes; None for the project's own runs (every table its tasks write)."""
-    if contender in ("project", BASELINE):
+    if contender == "project":
         return None
     if contender == BATCH:
         # The batch form recomputes a table's own rows; what the stream writes beside them (the
@@ -109,7 +103,7 @@ def implemented(contender: str) -> tuple[str, ...] | None:
     return MINIMAL_TABLES
 
 
-def spec_for(root: str, contender: str, result: str) -> dict:
+def spec_for(root: str, contender: str) -> dict:
     """What a contender's process gets: its inputs under ``root``'s landing zone, every table's path and partitioning."""
     from lakehouse import catalog
     from lakehouse.config import Lakehouse
@@ -123,5 +117,4 @@ def spec_for(root: str, contender: str, result: str) -> dict:
         "campaigns": lakehouse.landing_campaigns,
         "tables": {name: lakehouse.table(name).path for name in names},
         "partition_by": {name: list(catalog.get(name).partition_by) for name in names},
-        "result": result,
     }

@@ -1,8 +1,8 @@
 """Contender ``plain_spark``: a minimal hand-written PySpark batch job with the project's tables.
 
-No project code runs here but the session factory: ``lakehouse.spark.build_spark_session(...,
-engine_kind="local")`` with the settings the ``project`` contender gets (``DEFAULT_CONF``: Delta,
-UTC, 4 shuffle partitions; ``local[2]``; the YSB benchmark's ``spark.driver.memory`` 2g, no UI).
+No project code runs here but the session factory: :func:`bench.harness.local_driver` with the
+settings the ``project`` contender gets (``DEFAULT_CONF``: Delta, UTC, 4 shuffle partitions;
+``local[2]``; the YSB benchmark's ``spark.driver.memory`` 2g, no UI).
 
 The job: campaigns.csv as the dimension; ``spark.read.text`` of the landing lines as bronze; from
 bronze read back, one ``from_json`` with an explicit schema (a corrupt-record column marks lines
@@ -43,7 +43,7 @@ from bench.compare import (
     WINDOW_SECONDS,
     hourly_columns,
 )
-from bench.harness import jvm_pid, self_cpu, tree_cpu, unreaped_cpu
+from bench.harness import BENCH_SPARK_CONF, jvm_pid, local_driver, process_cpu, unreaped_cpu
 
 CORRUPT = "_corrupt_record"
 # Spark merges a user's event into a session when it is at most the gap after the session's last
@@ -55,18 +55,12 @@ NATIVE_GAP = f"{SESSION_GAP_MS - 1} milliseconds"
 def run(spec: dict) -> dict:
     from pyspark.sql import functions as F
 
-    from bench.compare import BENCH_SPARK_CONF
-    from lakehouse.spark import build_spark_session
-
     steps, started = {}, time.perf_counter()
-    spark = build_spark_session(
-        "compare-plain-spark", {**BENCH_SPARK_CONF, "spark.master": "local[2]"}, engine_kind="local"
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_driver("compare-plain-spark", BENCH_SPARK_CONF)
     pid = jvm_pid()
 
     def cpu() -> float:
-        return self_cpu() + (tree_cpu(pid) if pid else 0.0)
+        return process_cpu(pid)
 
     steps["session"] = {"wall": time.perf_counter() - started, "cpu": cpu()}
 

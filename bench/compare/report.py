@@ -2,25 +2,204 @@
 
 Every table the catalog declared when the run measured (``results["catalog"]``) has a row in the
 per-table check, with each contender's verdict (:mod:`bench.compare.check`): equal to the
-reference, differs, not implemented, not run, or written but not compared.
+reference, differs, not implemented, not run, or written but not compared. The project's run is
+also shown step by step: each task's CPU, beside the batch form's.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from bench.compare import BASELINE, BATCH
-from bench.compare.steps import (
-    cpu_ratio,
-    label_of,
-    project_section,
-    samples,
-    sessions_cpu,
-    short_label,
-    size_labels,
-    steps_side_by_side,
-)
+from bench.compare import BATCH, LABELS, OPEN_SESSIONS, USER_SESSIONS
 from bench.harness import cell, median
+
+
+def samples(results: dict, size: str, contender: str, measure: str = "cpu") -> list[float]:
+    return [
+        r[measure]
+        for r in results["runs"]
+        if r["size"] == size and r["contender"] == contender and r["ok"]
+    ]
+
+
+def cpu_ratio(results: dict, size: str, contender: str) -> float | None:
+    """Project CPU ÷ the contender's (medians): how many times the project's cost per event is the contender's."""
+    project, other = (
+        median(samples(results, size, "project")),
+        median(samples(results, size, contender)),
+    )
+    return project / other if project and other else None
+
+
+def size_labels(results: dict) -> list[str]:
+    return list(results["datasets"])
+
+
+def sessions_cpu(results: dict, size: str, contender: str) -> list[float]:
+    """CPU seconds of a contender's sessions: the project's sessions task; a minimal job's steps
+    from silver to both sessions tables written."""
+    runs = [
+        r
+        for r in results["runs"]
+        if r["size"] == size and r["contender"] == contender and r["ok"] and "job" in r
+    ]
+    task = results.get("sessions_task")
+    if contender in ("project", BATCH):
+        return [r["job"]["tasks"][task]["cpu"] for r in runs if task in r["job"].get("tasks", {})]
+    out = []
+    for run in runs:
+        steps = run["job"].get("steps", {})
+        parts = [steps.get(name) for name in ("sessions", USER_SESSIONS, OPEN_SESSIONS)]
+        cpus = [part.get("cpu") for part in parts if isinstance(part, dict)]
+        if cpus and None not in cpus:
+            out.append(sum(cpus))
+    return out
+
+
+def project_layers(
+    results: dict, size: str, contender: str = "project"
+) -> list[tuple[str, str, list[float], list[float]]]:
+    """(row label, layer, CPU samples, wall samples) of the project's runs at ``size``: start-up, each task, stop, the rest."""
+    runs = [
+        r
+        for r in results["runs"]
+        if r["size"] == size and r["contender"] == contender and r["ok"] and "job" in r
+    ]
+    if not runs:
+        return []
+    rows = [
+        (
+            "process start, imports, JVM, session",
+            "",
+            [r["job"]["setup"]["cpu"] for r in runs],
+            [r["job"]["setup"]["wall"] for r in runs],
+        )
+    ]
+    for task, figures in runs[0]["job"]["tasks"].items():
+        rows.append(
+            (
+                f"`{task}`",
+                figures["layer"],
+                [r["job"]["tasks"][task]["cpu"] for r in runs],
+                [r["job"]["tasks"][task]["wall"] for r in runs],
+            )
+        )
+    rest_cpu = [
+        r["cpu"] - r["job"]["setup"]["cpu"] - sum(t["cpu"] for t in r["job"]["tasks"].values())
+        for r in runs
+    ]
+    rest_wall = [
+        r["wall"] - r["job"]["setup"]["wall"] - sum(t["wall"] for t in r["job"]["tasks"].values())
+        for r in runs
+    ]
+    rows.append(("spark.stop(), JVM and process exit", "", rest_cpu, rest_wall))
+    return rows
+
+
+def layer_totals(results: dict, size: str) -> dict[str, float]:
+    """Median CPU seconds per layer of the project's tasks at ``size``."""
+    totals: dict[str, list[float]] = {}
+    runs = [
+        r
+        for r in results["runs"]
+        if r["size"] == size and r["contender"] == "project" and r["ok"] and "job" in r
+    ]
+    for run in runs:
+        per_layer: dict[str, float] = {}
+        for figures in run["job"]["tasks"].values():
+            per_layer[figures["layer"]] = per_layer.get(figures["layer"], 0.0) + figures["cpu"]
+        for layer, cpu in per_layer.items():
+            totals.setdefault(layer, []).append(cpu)
+    return {layer: median(values) for layer, values in totals.items()}
+
+
+def project_section(results: dict) -> list[str]:
+    sizes = [s for s in size_labels(results) if project_layers(results, s)]
+    if not sizes:
+        return []
+    header = (
+        "| the project's run | layer | "
+        + " | ".join(f"{s} CPU s | {s} wall s" for s in sizes)
+        + " |"
+    )
+    out = [
+        "The project's run, step by step (CPU = its Python process + its driver JVM, read before and after each task; "
+        "median (min–max)):",
+        "",
+        header,
+        "| --- | --- |" + " ---: | ---: |" * len(sizes),
+    ]
+    by_size = {s: project_layers(results, s) for s in sizes}
+    for index, (label, layer, _, _) in enumerate(by_size[sizes[0]]):
+        cells = []
+        for s in sizes:
+            _, _, cpu, wall = by_size[s][index]
+            cells.append(f"{cell(cpu)} | {cell(wall)}")
+        out.append(f"| {label} | {layer} | " + " | ".join(cells) + " |")
+    whole = [
+        f"{cell(samples(results, s, 'project'))} | {cell(samples(results, s, 'project', 'wall'))}"
+        for s in sizes
+    ]
+    out.append("| **whole process tree** | | " + " | ".join(whole) + " |")
+    out.append("")
+    for s in sizes:
+        totals = layer_totals(results, s)
+        total = median(samples(results, s, "project"))
+        if totals and total:
+            out.append(
+                f"By layer at {s}: "
+                + ", ".join(
+                    f"{layer} {cpu:.1f} CPU-s ({cpu / total:.0%})" for layer, cpu in totals.items()
+                )
+                + f" of {total:.1f}."
+            )
+    return out
+
+
+def beside_batch(results: dict) -> list[str]:
+    """The project's steps beside its batch form's: where the incremental run costs more."""
+    sizes = [
+        s
+        for s in size_labels(results)
+        if project_layers(results, s, BATCH) and project_layers(results, s)
+    ]
+    if not sizes:
+        return []
+    out = [
+        "The incremental run beside the batch form (a backfill of the same hours), step by step "
+        "(CPU s, median (min–max); the same run, alternating):",
+        "",
+        "| step | layer | "
+        + " | ".join(f"{s} batch | {s} incremental | {s} ratio" for s in sizes)
+        + " |",
+        "| --- | --- |" + " ---: | ---: | ---: |" * len(sizes),
+    ]
+    before = {s: project_layers(results, s, BATCH) for s in sizes}
+    after = {s: project_layers(results, s) for s in sizes}
+
+    def cells(then: list[float], now: list[float]) -> str:
+        ratio = median(now) / median(then) if median(then) and median(then) > 0 else None
+        return f"{cell(then)} | {cell(now)} | " + (f"{ratio:.2f}×" if ratio else "–")
+
+    for index, (label, layer, _, _) in enumerate(after[sizes[0]]):
+        out.append(
+            f"| {label} | {layer} | "
+            + " | ".join(cells(before[s][index][2], after[s][index][2]) for s in sizes)
+            + " |"
+        )
+    out.append(
+        "| **whole process tree** | | "
+        + " | ".join(
+            cells(samples(results, s, BATCH), samples(results, s, "project")) for s in sizes
+        )
+        + " |"
+    )
+    return [*out, ""]
+
+
+def short_label(contender: str) -> str:
+    return LABELS[contender].split(" (")[0]
+
 
 # make bench-compare's (COMPARE_ARGS in include/make/bench.mk)
 DEFAULT_ARGS = "--sizes 1M,5M --reps 2"
@@ -116,7 +295,7 @@ def table_matrix(results: dict, size: str) -> list[str]:
         "it; *not run*: no task of the DAG writes it; *written, not compared*: run records whose "
         "times and ids differ from run to run):",
         "",
-        "| table | " + " | ".join(short_label(results, c) for c in contenders) + " |",
+        "| table | " + " | ".join(short_label(c) for c in contenders) + " |",
         "| --- |" + " --- |" * len(contenders),
         *(
             f"| `{table}` | "
@@ -133,20 +312,18 @@ def sessions_line(results: dict, size: str) -> str:
     if not project:
         return ""
     others = [
-        (c, median(sessions_cpu(results, size, c)))
-        for c in results["contenders"]
-        if c not in ("project", BASELINE)
+        (c, median(sessions_cpu(results, size, c))) for c in results["contenders"] if c != "project"
     ]
     return (
         f"**Sessions at {size}:** the project's `{results.get('sessions_task')}` task "
         f"{project:.1f} CPU-s; "
         + ", ".join(
-            f"{short_label(results, c)} {cpu:.1f} CPU-s (the project's {project / cpu:.1f}×)"
+            f"{short_label(c)} {cpu:.1f} CPU-s (the project's {project / cpu:.1f}×)"
             for c, cpu in others
             if cpu
         )
         + ". A minimal job's sessions are its steps from silver to both sessions tables written "
-        "(plain Spark: `session_window`; DuckDB and Polars: window functions over each user's "
+        "(plain Spark: `session_window`; Polars: window functions over each user's "
         "events); the project's task also records late events, its state and its progress."
     )
 
@@ -176,7 +353,6 @@ def render(results: dict) -> str:
             else " (the work tree's files)"
         )
         + f"; PySpark {versions['pyspark']}, Delta Lake {versions['delta-spark']}, "
-        + (f"DuckDB {versions['duckdb']}, " if "duckdb" in versions else "")
         + f"Polars {versions['polars']}, deltalake (delta-rs) {versions['deltalake']}.",
         "* **Work:** the same landing lines (the project's generator: ≈1% duplicates, 0.5% malformed lines, 1% late "
         f"events) into every table the catalog declares ({len(tables)}), as Delta, partitioned as the catalog "
@@ -194,14 +370,9 @@ def render(results: dict) -> str:
         "session: `lakehouse.spark.build_spark_session(engine_kind='local')`, i.e. `DEFAULT_CONF` (Delta, UTC, 4 "
         "shuffle partitions, the driver JVM options `LONG_RUN_JAVA_OPTIONS` of `lakehouse/spark.py` at that commit), "
         "`local[2]`, `spark.driver.memory` 2g, no UI. "
-        + (
-            "**DuckDB** = SQL, **Polars** = lazy frames, sessions with window functions in both, each writing "
-            "Arrow to Delta with `deltalake` (plain overwrite), both on their default of one thread per core. "
-            if "duckdb" in results["contenders"]
-            else "**Polars** = lazy frames, sessions with window functions, writing Arrow to Delta with "
-            "`deltalake` (plain overwrite), on its default of one thread per core. "
-        )
-        + "The minimal jobs write no ops records: those rows say *not implemented*.",
+        "**Polars** = lazy frames, sessions with window functions, writing Arrow to Delta with "
+        "`deltalake` (plain overwrite), on its default of one thread per core. "
+        "The minimal jobs write no ops records: those rows say *not implemented*.",
         "* **CPU** = user + system seconds of the contender's whole process tree (Python, the driver JVM, their "
         "children), from process start to exit: imports, JVM start-up and shutdown included. Median (min–max) over "
         "the repetitions; events per CPU-s = landing lines ÷ CPU seconds; the ratio is the project's median CPU ÷ "
@@ -227,7 +398,7 @@ def render(results: dict) -> str:
                 if r["size"] == size and r["contender"] == contender and not r["ok"]
             )
             out.append(
-                f"| {label_of(results, contender)} | {cell(cpu)} | {cell(samples(results, size, contender, 'wall'))} | {eps} | "
+                f"| {LABELS[contender]} | {cell(cpu)} | {cell(samples(results, size, contender, 'wall'))} | {eps} | "
                 + (f"{ratio:.2f}×" if ratio else "–")
                 + f" | {check_cell(results, size, contender)}"
                 + (f"; {failed} run(s) failed" if failed else "")
@@ -239,10 +410,8 @@ def render(results: dict) -> str:
             out += [line, ""]
     if "project" in results["contenders"]:
         out += project_section(results)
-    if results.get("baseline"):
-        out += ["", *steps_side_by_side(results, BASELINE)]
     if BATCH in results["contenders"]:
-        out += ["", *steps_side_by_side(results, BATCH)]
+        out += ["", *beside_batch(results)]
     out += ["", interpretation(results), "", LEFT_OUT]
     failures = check_failures(results)
     if failures:
@@ -309,17 +478,13 @@ def check_failures(results: dict) -> list[str]:
 def interpretation(results: dict) -> str:
     parts = []
     for size in size_labels(results):
-        ratios = {
-            c: cpu_ratio(results, size, c)
-            for c in results["contenders"]
-            if c not in ("project", BASELINE)
-        }
+        ratios = {c: cpu_ratio(results, size, c) for c in results["contenders"] if c != "project"}
         known = {c: r for c, r in ratios.items() if r}
         if not known:
             continue
         parts.append(
             f"At {size} events the project spends "
-            + ", ".join(f"{r:.1f}× the CPU of {short_label(results, c)}" for c, r in known.items())
+            + ", ".join(f"{r:.1f}× the CPU of {short_label(c)}" for c, r in known.items())
             + "."
         )
     if not parts:
@@ -336,7 +501,7 @@ def summary_figures(results: dict) -> dict:
     sizes = size_labels(results)
     out: dict = {"events": results["sizes"], "tables_counted": len(tables_of(results))}
     for contender in results["contenders"]:
-        if contender in ("project", BASELINE):
+        if contender == "project":
             continue
         missing = {
             table
@@ -348,7 +513,7 @@ def summary_figures(results: dict) -> dict:
             out[f"tables_not_implemented_{contender}"] = sorted(missing)
     for size in sizes:
         suffix = size.lower().replace(".", "_")
-        for contender in ("plain_spark", "polars", "duckdb"):
+        for contender in ("plain_spark", "polars"):
             ratio = cpu_ratio(results, size, contender)
             if ratio:
                 out[f"cpu_ratio_project_to_{contender}_{suffix}"] = round(ratio, 2)
@@ -379,7 +544,7 @@ def summary_figures(results: dict) -> dict:
     if len(sizes) >= 2:  # the marginal cost: events per CPU-s between the smallest and largest size
         first, last = sizes[0], sizes[-1]
         events = results["datasets"][last]["lines"] - results["datasets"][first]["lines"]
-        for contender in ("project", "plain_spark", "duckdb", "polars"):
+        for contender in ("project", "plain_spark", "polars"):
             low = median(samples(results, first, contender))
             high = median(samples(results, last, contender))
             if low and high and high > low:

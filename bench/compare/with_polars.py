@@ -57,7 +57,6 @@ def run(spec: dict) -> dict:
         )
         steps[name] = {"wall": time.perf_counter() - began, "cpu": self_cpu() - cpu}
 
-    began = time.perf_counter()
     line = pl.col("raw_line")
     is_object = line.str.starts_with("{") & line.str.ends_with("}")
     event = pl.Struct({name: pl.String for name in FIELDS})
@@ -96,8 +95,6 @@ def run(spec: dict) -> dict:
         .collect()
     )
     del bronze
-    steps["classify"] = {"wall": time.perf_counter() - began}
-    began = time.perf_counter()
     event_time = pl.from_epoch("_millis", time_unit="ms").dt.replace_time_zone("UTC").cast(utc)
     silver = (
         classified.lazy()
@@ -115,7 +112,6 @@ def run(spec: dict) -> dict:
         )
         .collect()
     )
-    steps["dedup"] = {"wall": time.perf_counter() - began}
     write(silver, SILVER)
     write(
         classified.filter(pl.col("reason").is_not_null()).select(
