@@ -355,6 +355,7 @@ def run_worker(
     ``include`` as the project's code: (exit code, wall s, CPU s, what it wrote to the spec's
     ``out``, None if it failed, its log). The module's ``__main__`` calls :func:`worker_main`."""
     spec_path, out = folder / f"{kind}.spec.json", folder / f"{kind}.out.json"
+    folder.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
     spec_path.write_text(json.dumps({**spec, "out": str(out)}, indent=1))
     paths = os.pathsep.join([str(include), str(PROJECT_DIR)])
@@ -419,23 +420,17 @@ def free_port() -> int:
 
 
 class Engine:
-    """A warm engine of the scenario's own (``python -m lakehouse_tools.engine up|down``), on a
-    free port unless given one, named to this process's jobs through the environment."""
+    """A warm engine of the scenario's own (``python -m lakehouse_tools.engine up|down``) on a
+    free port, named to this process's jobs through the environment."""
 
-    def __init__(self, state_dir: Path, port: int | None = None):
-        self.port, self.state_dir, self.token = (
-            port or free_port(),
-            state_dir,
-            secrets.token_hex(16),
-        )
+    def __init__(self, state_dir: Path):
+        self.port, self.started = free_port(), False
         os.environ.update(
             LAKEHOUSE_ENGINE_PORT=str(self.port),
             LAKEHOUSE_ENGINE_DIR=str(state_dir),
-            LAKEHOUSE_ENGINE_TOKEN=self.token,
+            LAKEHOUSE_ENGINE_TOKEN=secrets.token_hex(16),
         )
         os.environ.pop("LAKEHOUSE_ENGINE_URL", None)
-        self.pid: int | None = None
-        self.started = False
 
     def _command(self, verb: str, timeout: float) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -447,30 +442,16 @@ class Engine:
             check=False,
         )
 
-    def up(self) -> tuple[float, float]:
-        """Start it and wait until it answers a query: (wall seconds, the server's CPU seconds)."""
-        from lakehouse_tools import engine
-
+    def up(self) -> None:
+        """Start it and wait until it answers a query."""
         status = self._command("status", 60)
         if status.returncode == 0:
             raise RuntimeError(f"something already answers on port {self.port}: {status.stdout}")
         self._command("down", 120)  # a supervisor of an earlier run that no longer answers
-        started = time.perf_counter()
         self.started = True
         done = self._command("up", 600)
-        wall = time.perf_counter() - started
         if done.returncode != 0:
             raise RuntimeError(f"the engine did not start:\n{done.stdout}{done.stderr[-3000:]}")
-        self.pid = engine.server_pid()
-        if self.pid is None:
-            raise RuntimeError("the engine answers but its server process was not found")
-        return wall, tree_cpu(self.pid)
-
-    def cpu(self) -> float | None:
-        """CPU seconds of the server JVM and its Python workers so far (None if it was restarted)."""
-        from lakehouse_tools import engine
-
-        return tree_cpu(self.pid) if engine.server_pid() == self.pid else None
 
     def down(self) -> None:
         if self.started:

@@ -22,6 +22,7 @@ lakehouses' tables are checked against the plain-Python oracle.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import time
@@ -29,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.compare.check import against_oracle
-from bench.harness import Engine, become_subreaper, cell, log, median
+from bench.harness import PROJECT_DIR, Engine, become_subreaper, cell, log, median
 from bench.render import publish
 from bench.small_hour import run_tasks
 from lakehouse import catalog
@@ -37,7 +38,6 @@ from lakehouse.config import Lakehouse
 from lakehouse.landing import LandedIndex
 from lakehouse_tools.generator import write_campaigns, write_hours
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
 MEASURED = datetime(2026, 11, 20, tzinfo=UTC)  # the first measured hour, in both lakehouses
 PRIMING_HOURS = 3  # the hours just before it, the same in both
 # Hourly runs after the catch-up, before any measured one, the same in both: the catch-up adds
@@ -85,8 +85,6 @@ def prepared(work: Path, name: str, hours: int, eps: float, events: int) -> Lake
 
 
 def json_text(figures: dict) -> str:
-    import json
-
     return json.dumps(figures, indent=2) + "\n"
 
 
@@ -106,8 +104,6 @@ def artefacts(lake: Lakehouse) -> dict[str, int]:
 
 def first_run(root: Path) -> dict:
     """The first hourly run after a lakehouse's catch-up (its first settling run)."""
-    import json
-
     return json.loads((root / "settled.json").read_text())["runs"][0]
 
 

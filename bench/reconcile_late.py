@@ -22,11 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.data import landed
-from bench.harness import local_driver, log, timed
+from bench.harness import PROJECT_DIR, local_driver, log, timed
 from bench.render import publish
 from lakehouse import catalog, runner
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
 START = datetime(2026, 11, 20, tzinfo=UTC)
 SEED = 56
 # A catch-up's hours lie well in the past: silver quarantines events a day ahead of their ingestion.

@@ -27,7 +27,19 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.harness import become_subreaper, code_snapshot, git, median, proc_stats, run_tree
+from bench.compare import SESSION_FIGURES
+from bench.harness import (
+    BENCH_SPARK_CONF,
+    become_subreaper,
+    code_snapshot,
+    git,
+    local_driver,
+    median,
+    parse_size,
+    proc_stats,
+    run_worker,
+    worker_main,
+)
 from bench.render import publish
 from bench.sessions_runs import (
     PROJECT_DIR,
@@ -43,35 +55,25 @@ from lakehouse.config import Lakehouse
 from lakehouse_tools.generator import write_campaigns, write_hours
 
 COMPARE_HOURS = 3
-SIZES = {"100k": 100_000, "1M": 1_000_000, "5M": 5_000_000}
 PROJECT, BASELINE, NATIVE = "project", "baseline", "native"
 # where the native job writes, under its root (no catalog table)
 NATIVE_TABLE = "tables/gold/native_sessions"
 
 
 def _spark():
-    from lakehouse.spark import build_spark_session
-
-    os.environ["LAKEHOUSE_ENGINE"] = "local"
-    spark = build_spark_session(
-        "bench-sessions-compare",
-        {"spark.master": "local[2]", "spark.ui.enabled": "false", "spark.driver.memory": "2g"},
-        engine_kind="local",
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_driver("bench-sessions-compare", BENCH_SPARK_CONF)
 
 
-def prepare(root: str, events: int) -> None:
+def prepare(spec: dict) -> dict:
     """The data of one size: the generator's hours and the pipeline up to silver."""
-    lakehouse = Lakehouse(root=root)
+    lakehouse = Lakehouse(root=spec["root"])
     write_campaigns(lakehouse, seed=SEED)
-    write_hours(lakehouse, START, COMPARE_HOURS, events / (COMPARE_HOURS * 3600), SEED)
+    write_hours(lakehouse, START, COMPARE_HOURS, spec["events"] / (COMPARE_HOURS * 3600), SEED)
     _spark()
     for entry in catalog.tasks():  # in DAG order: the dimension and bronze come before silver
-        runner.run(entry.task, ["--lakehouse-root", root])
+        runner.run(entry.task, ["--lakehouse-root", lakehouse.root])
         if entry.task == SILVER:
-            break
+            return {}
 
 
 def run_project(root: str) -> dict:
@@ -80,7 +82,7 @@ def run_project(root: str) -> dict:
     return runner.run(SESSIONS, ["--lakehouse-root", root]) or {}
 
 
-def run_native(root: str) -> dict:
+def run_native(root: str) -> None:
     """The lean job's sessions (:func:`bench.compare.plain_spark.native_sessions`) over silver,
     written to Delta with their ``closed`` mark."""
     from bench.compare.plain_spark import native_sessions
@@ -89,16 +91,15 @@ def run_native(root: str) -> dict:
     native_sessions(silver).write.format("delta").mode("overwrite").partitionBy(
         "session_date"
     ).save(f"{root}/{NATIVE_TABLE}")
-    return {}
 
 
-def measure_state(root: str) -> dict:
+def measure_state(spec: dict) -> dict:
     """The sessions query's state after its run: rows (state data source) and bytes on disk (newest version)."""
     from lakehouse.flows.sessions.processor import STATE_NAME
     from lakehouse.flows.sessions.state import open_sessions_in_state
 
     spark = _spark()
-    target = Lakehouse(root=root).table(catalog.get(SESSIONS_TABLE).name)
+    target = Lakehouse(root=spec["root"]).table(catalog.get(SESSIONS_TABLE).name)
     checkpoint = target.checkpoint(target.current_generation())
     spark.streams.active  # noqa: B018 - the state reader needs the state store coordinator
     state = spark.read.format("statestore").option("stateVarName", STATE_NAME).load(checkpoint)
@@ -125,8 +126,8 @@ def _cpu_by_process() -> dict:
 
 
 def _with_split(work):
-    def run(root: str) -> dict:
-        result = work(root) or {}
+    def run(spec: dict) -> dict:
+        result = work(spec["root"]) or {}
         return {"cpu_split": _cpu_by_process(), **result}
 
     return run
@@ -140,37 +141,17 @@ WORKERS = {
 }
 
 
-def worker(argv: list[str]) -> None:
-    """``worker KIND SPEC.json``: one contender's process; its result to the spec's ``out`` file."""
-    kind, spec_path = argv
-    spec = json.loads(Path(spec_path).read_text())
-    args = [spec["root"], spec["events"]] if kind == "prepare" else [spec["root"]]
-    result = WORKERS[kind](*args)
-    Path(spec["out"]).write_text(json.dumps(result, default=str))
-
-
-def _in_process(kind: str, spec: dict, include: Path, work: Path, timeout: float = 3600) -> dict:
-    """Run a worker in a fresh process tree with ``include`` as the project's code: its result, wall and CPU seconds."""
-    spec_path = work / f"{kind}-{Path(spec['root']).name}.json"
-    spec = {**spec, "out": str(spec_path.with_suffix(".out.json"))}
-    spec_path.write_text(json.dumps(spec))
-    # No table-name metastore: the sessions need none, and code from before it had none.
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{include}:{PROJECT_DIR}",
-        "LAKEHOUSE_ENGINE": "local",
-        "LAKEHOUSE_METASTORE": "none",
-    }
-    log_path = spec_path.with_suffix(".log")
-    code, wall, cpu = run_tree(
-        [sys.executable, "-m", "bench.sessions_compare", "worker", kind, str(spec_path)],
-        env,
-        log_path,
-        timeout,
+def _in_process(kind: str, spec: dict, include: Path) -> dict:
+    """Run a worker in a fresh process tree with ``include`` as the project's code: its result,
+    wall and CPU seconds. No table-name metastore: the sessions need none, and code from before
+    it had none."""
+    folder = Path(spec["root"])
+    code, wall, cpu, result, log_path = run_worker(
+        "bench.sessions_compare", kind, spec, folder, include, 3600, LAKEHOUSE_METASTORE="none"
     )
-    if code != 0:
+    if result is None:
         raise RuntimeError(f"{kind} in {spec['root']} failed ({code}); see {log_path}")
-    return {"wall_s": wall, "cpu_s": cpu, **(json.loads(Path(spec["out"]).read_text()) or {})}
+    return {"wall_s": wall, "cpu_s": cpu, **result}
 
 
 def _fresh_root(work: Path, name: str, data: Lakehouse) -> Lakehouse:
@@ -196,25 +177,9 @@ def _session_keys(path: str, closed: bool | None = None) -> Counter:
         "user_id",
         pl.col("session_start").dt.epoch("ms"),
         pl.col("session_end").dt.epoch("ms"),
-        *COMPARED[4:],
+        *SESSION_FIGURES,
     )
     return Counter(frame.iter_rows())
-
-
-COMPARED = (
-    "session_id",
-    "user_id",
-    "start_ms",
-    "end_ms",
-    "events",
-    "views",
-    "clicks",
-    "purchases",
-    "distinct_ads",
-    "distinct_campaigns",
-    "first_campaign_id",
-    "last_campaign_id",
-)
 
 
 def _oracle_keys(data: Lakehouse) -> tuple[Counter, Counter]:
@@ -227,7 +192,7 @@ def _oracle_keys(data: Lakehouse) -> tuple[Counter, Counter]:
                 r["user_id"],
                 r["start_millis"],
                 r["end_millis"],
-                *(r[name] for name in COMPARED[4:]),
+                *(r[name] for name in SESSION_FIGURES),
             )
             for r in rows
         )
@@ -274,14 +239,14 @@ def measure(options, argv: list[str]) -> dict:
             print(f"{label}: generating and building silver in {data.root}", flush=True)
             # With the committed code: silver is the same whatever the work tree holds meanwhile.
             _, committed = code_snapshot(work)
-            _in_process("prepare", {"root": data.root, "events": SIZES[label]}, committed, work)
+            _in_process("prepare", {"root": data.root, "events": parse_size(label)}, committed)
         closed_truth, open_truth = _oracle_keys(data)
         figures = results["sizes"][label] = {"oracle_closed": sum(closed_truth.values())}
         for rep in range(options.reps):
             for contender in contenders:
                 lakehouse = _fresh_root(work, contender, data)
                 kind = NATIVE if contender == NATIVE else PROJECT
-                run = _in_process(kind, {"root": lakehouse.root}, code[contender], work)
+                run = _in_process(kind, {"root": lakehouse.root}, code[contender])
                 entry = figures.setdefault(contender, {"cpu_s": [], "wall_s": []})
                 # The live tree's CPU when the task ended (/proc): what the wait for the process
                 # tree counts misses most of the Python workers' (pyspark's daemon forks them and
@@ -306,7 +271,7 @@ def measure(options, argv: list[str]) -> dict:
                         opened == open_truth,
                     )
                     entry["closed"] = sum(closed.values())
-                    state = _in_process("state", {"root": lakehouse.root}, code[contender], work)
+                    state = _in_process("state", {"root": lakehouse.root}, code[contender])
                     entry.update({k: v for k, v in state.items() if k.startswith("state_")})
                 print(f"{label} rep {rep + 1} {contender}: {json.dumps(entry)}", flush=True)
         native = median(figures[NATIVE]["cpu_s"]) if NATIVE in figures else None
@@ -393,7 +358,7 @@ def figures(results: dict) -> dict:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", default="1M", help=f"comma-separated sizes of {list(SIZES)}")
+    parser.add_argument("--events", default="1M", help="comma-separated sizes, e.g. 1M,5M")
     parser.add_argument("--baseline", help="also run the task with include/ as of these commits")
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument(
@@ -425,6 +390,6 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["worker"]:
-        worker(sys.argv[2:])
+        worker_main(WORKERS, sys.argv[2:])
     else:
         main(sys.argv[1:])

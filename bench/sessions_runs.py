@@ -23,12 +23,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.data import landed
-from bench.harness import local_driver, log, timed
+from bench.harness import PROJECT_DIR, local_driver, log, timed
 from bench.render import publish
 from lakehouse import catalog, runner
 from lakehouse_tools.generator import write_hours
-
-PROJECT_DIR = Path(__file__).resolve().parents[1]
 
 START = datetime(2026, 11, 20, tzinfo=UTC)
 SEED = 7

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -34,6 +33,8 @@ from pathlib import Path
 
 from bench.compare.check import against_oracle
 from bench.harness import (
+    PROJECT_DIR,
+    Engine,
     become_subreaper,
     cpu_between,
     jvm_parts,
@@ -48,7 +49,6 @@ from lakehouse.files import write_atomic
 from lakehouse_tools import engine
 from lakehouse_tools.generator import write_campaigns, write_hours
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
 START = datetime(2026, 11, 20, tzinfo=UTC)
 SEED = 60  # campaigns and events from the same seed, or every line is an unknown ad
 MINUTE_MS = 60_000
@@ -139,19 +139,12 @@ def measure(events: int, work: Path, warm_hours: int, hours: int = 3) -> dict:
     logs = work / "logs"
     logs.mkdir(parents=True)
     lake = Lakehouse(root=str(work / "lakehouse"))
-    os.environ.update(
-        LAKEHOUSE_ROOT=lake.root,
-        LAKEHOUSE_ENGINE="connect",
-        LAKEHOUSE_ENGINE_PORT=str(engine.free_port()),
-        LAKEHOUSE_ENGINE_DIR=str(work / "engine"),
-        LAKEHOUSE_ENGINE_TOKEN=uuid.uuid4().hex,
-    )
-    os.environ.pop("LAKEHOUSE_ENGINE_URL", None)
+    os.environ.update(LAKEHOUSE_ROOT=lake.root, LAKEHOUSE_ENGINE="connect")
     eps = events / 3600
     write_campaigns(lake, seed=SEED)
     write_hours(lake, START, hours, events_per_second=eps, seed=SEED)
-    up = [sys.executable, "-m", "lakehouse_tools.engine"]
-    subprocess.run(up + ["up"], check=True, env=os.environ)
+    server = Engine(work / "engine")
+    server.up()
     # After the engine's start: its supervisor, orphaned, must not become this process's child
     # (run_tree kills the children still alive a minute after a task).
     become_subreaper()
@@ -167,7 +160,7 @@ def measure(events: int, work: Path, warm_hours: int, hours: int = 3) -> dict:
         run_tasks("late_landed", lake, logs)
         idle = run_tasks("no_new_data", lake, logs)
     finally:
-        subprocess.run(up + ["down"], check=False, env=os.environ)
+        server.down()
     tables = {spec.name: lake.table(spec.name).path for spec in catalog.tables()}
     verdicts = against_oracle(lake.landing_events, lake.landing_campaigns, tables)
     wrong = {name: v["detail"] for name, v in verdicts.items() if not v["ok"]}

@@ -75,6 +75,19 @@ MINIMAL_TABLES = (
 )
 
 
+# A session's figures, in gold.user_sessions' order after its id, user, start, end and duration.
+SESSION_FIGURES = (
+    "events",
+    "views",
+    "clicks",
+    "purchases",
+    "distinct_ads",
+    "distinct_campaigns",
+    "first_campaign_id",
+    "last_campaign_id",
+)
+
+
 def hourly_columns(keys: tuple[str, ...], distinct_users: bool = False) -> list[str]:
     """A per-hour KPI table's columns (gold.campaign_hourly, ad_hourly, ad_type_hourly) in the catalog's order."""
     users = ["distinct_users"] if distinct_users else []

@@ -36,6 +36,7 @@ from bench.compare import (
     FIELDS,
     OPEN_SESSIONS,
     QUARANTINE,
+    SESSION_FIGURES,
     SESSION_GAP_MS,
     SILVER,
     USER_SESSIONS,
@@ -234,14 +235,7 @@ def native_sessions(silver):
             ((F.unix_millis("session_end") - F.unix_millis("session_start")) / 1000.0).alias(
                 "duration_seconds"
             ),
-            "events",
-            "views",
-            "clicks",
-            "purchases",
-            "distinct_ads",
-            "distinct_campaigns",
-            "first_campaign_id",
-            "last_campaign_id",
+            *SESSION_FIGURES,
             F.to_date("session_start").alias("session_date"),
             (F.unix_millis("session_end") + SESSION_GAP_MS <= F.col("watermark")).alias("closed"),
         )

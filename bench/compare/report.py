@@ -14,12 +14,22 @@ from bench.compare import BATCH, LABELS, OPEN_SESSIONS, USER_SESSIONS
 from bench.harness import cell, median
 
 
-def samples(results: dict, size: str, contender: str, measure: str = "cpu") -> list[float]:
+def runs_of(results: dict, size: str, contender: str) -> list[dict]:
+    """The contender's runs at ``size`` that succeeded."""
     return [
-        r[measure]
+        r
         for r in results["runs"]
-        if r["size"] == size and r["contender"] == contender and r["ok"]
+        if (r["size"], r["contender"], r["ok"]) == (size, contender, True)
     ]
+
+
+def jobs(results: dict, size: str, contender: str) -> list[dict]:
+    """What each of the contender's runs at ``size`` reported of itself (its steps or tasks)."""
+    return [r["job"] for r in runs_of(results, size, contender) if "job" in r]
+
+
+def samples(results: dict, size: str, contender: str, measure: str = "cpu") -> list[float]:
+    return [r[measure] for r in runs_of(results, size, contender)]
 
 
 def cpu_ratio(results: dict, size: str, contender: str) -> float | None:
@@ -38,17 +48,13 @@ def size_labels(results: dict) -> list[str]:
 def sessions_cpu(results: dict, size: str, contender: str) -> list[float]:
     """CPU seconds of a contender's sessions: the project's sessions task; a minimal job's steps
     from silver to both sessions tables written."""
-    runs = [
-        r
-        for r in results["runs"]
-        if r["size"] == size and r["contender"] == contender and r["ok"] and "job" in r
-    ]
     task = results.get("sessions_task")
     if contender in ("project", BATCH):
-        return [r["job"]["tasks"][task]["cpu"] for r in runs if task in r["job"].get("tasks", {})]
+        tasks = [job.get("tasks", {}) for job in jobs(results, size, contender)]
+        return [t[task]["cpu"] for t in tasks if task in t]
     out = []
-    for run in runs:
-        steps = run["job"].get("steps", {})
+    for job in jobs(results, size, contender):
+        steps = job.get("steps", {})
         parts = [steps.get(name) for name in ("sessions", USER_SESSIONS, OPEN_SESSIONS)]
         cpus = [part.get("cpu") for part in parts if isinstance(part, dict)]
         if cpus and None not in cpus:
@@ -60,11 +66,7 @@ def project_layers(
     results: dict, size: str, contender: str = "project"
 ) -> list[tuple[str, str, list[float], list[float]]]:
     """(row label, layer, CPU samples, wall samples) of the project's runs at ``size``: start-up, each task, stop, the rest."""
-    runs = [
-        r
-        for r in results["runs"]
-        if r["size"] == size and r["contender"] == contender and r["ok"] and "job" in r
-    ]
+    runs = [r for r in runs_of(results, size, contender) if "job" in r]
     if not runs:
         return []
     rows = [
@@ -99,14 +101,9 @@ def project_layers(
 def layer_totals(results: dict, size: str) -> dict[str, float]:
     """Median CPU seconds per layer of the project's tasks at ``size``."""
     totals: dict[str, list[float]] = {}
-    runs = [
-        r
-        for r in results["runs"]
-        if r["size"] == size and r["contender"] == "project" and r["ok"] and "job" in r
-    ]
-    for run in runs:
+    for job in jobs(results, size, "project"):
         per_layer: dict[str, float] = {}
-        for figures in run["job"]["tasks"].values():
+        for figures in job["tasks"].values():
             per_layer[figures["layer"]] = per_layer.get(figures["layer"], 0.0) + figures["cpu"]
         for layer, cpu in per_layer.items():
             totals.setdefault(layer, []).append(cpu)
@@ -226,13 +223,7 @@ CELL = {
 
 def tables_of(results: dict) -> list[str]:
     """The tables the run counted: every table the catalog declared when it ran."""
-    if results.get("catalog"):
-        return list(results["catalog"])
-    found: dict[str, None] = {}
-    for checked in results.get("checks", {}).values():
-        for outcome in [checked.get("oracle") or {}, *checked.get("contenders", {}).values()]:
-            found.update(dict.fromkeys(outcome.get("tables", {})))
-    return list(found)
+    return list(results["catalog"])
 
 
 def verdicts(results: dict, size: str, contender: str) -> dict[str, dict] | None:
@@ -533,11 +524,7 @@ def summary_figures(results: dict) -> dict:
             # Warm against warm: the sessions task on the engine that ran the tasks before it,
             # session_window in the lean job's process after its silver.
             out[f"sessions_ratio_to_native_spark_warm_{suffix}"] = round(sessions / native, 2)
-        peaks = [
-            r["job"].get("jvm_peak_rss_bytes")
-            for r in results["runs"]
-            if r["size"] == size and r["contender"] == "project" and r["ok"] and "job" in r
-        ]
+        peaks = [job.get("jvm_peak_rss_bytes") for job in jobs(results, size, "project")]
         if any(peaks):
             # the driver JVM of the project's run (its engine), the largest over the repetitions
             out[f"engine_peak_rss_gib_{suffix}"] = round(max(p for p in peaks if p) / 2**30, 2)

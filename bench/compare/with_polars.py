@@ -32,6 +32,7 @@ from bench.compare import (
     FIELDS,
     OPEN_SESSIONS,
     QUARANTINE,
+    SESSION_FIGURES,
     SESSION_GAP_MS,
     SILVER,
     USER_SESSIONS,
@@ -221,9 +222,7 @@ def run(spec: dict) -> dict:
                 (pl.col("session_end").dt.epoch("ms") - pl.col("session_start").dt.epoch("ms"))
                 / 1000.0
             ).alias("duration_seconds"),
-            *("events", "views", "clicks", "purchases", "distinct_ads", "distinct_campaigns"),
-            "first_campaign_id",
-            "last_campaign_id",
+            *SESSION_FIGURES,
             session_date=pl.col("session_start").dt.date(),
             _closed=pl.col("session_end").dt.epoch("ms") + SESSION_GAP_MS <= watermark,
         )
