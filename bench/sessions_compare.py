@@ -27,7 +27,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.compare import SESSION_FIGURES
+from bench.compare import session_figures
 from bench.harness import (
     BENCH_SPARK_CONF,
     become_subreaper,
@@ -88,7 +88,7 @@ def run_native(root: str) -> None:
     from bench.compare.plain_spark import native_sessions
 
     silver = _spark().read.format("delta").load(Lakehouse(root=root).table(SILVER_TABLE).path)
-    native_sessions(silver).write.format("delta").mode("overwrite").partitionBy(
+    native_sessions(silver, session_figures()).write.format("delta").mode("overwrite").partitionBy(
         "session_date"
     ).save(f"{root}/{NATIVE_TABLE}")
 
@@ -177,13 +177,15 @@ def _session_keys(path: str, closed: bool | None = None) -> Counter:
         "user_id",
         pl.col("session_start").dt.epoch("ms"),
         pl.col("session_end").dt.epoch("ms"),
-        *SESSION_FIGURES,
+        *session_figures(),
     )
     return Counter(frame.iter_rows())
 
 
 def _oracle_keys(data: Lakehouse) -> tuple[Counter, Counter]:
     from lakehouse_tools.oracle import expected_from_landing
+
+    figures = session_figures()
 
     def keys(rows: list[dict]) -> Counter:
         return Counter(
@@ -192,7 +194,7 @@ def _oracle_keys(data: Lakehouse) -> tuple[Counter, Counter]:
                 r["user_id"],
                 r["start_millis"],
                 r["end_millis"],
-                *(r[name] for name in SESSION_FIGURES),
+                *(r[name] for name in figures),
             )
             for r in rows
         )

@@ -75,19 +75,6 @@ MINIMAL_TABLES = (
 )
 
 
-# A session's figures, in gold.user_sessions' order after its id, user, start, end and duration.
-SESSION_FIGURES = (
-    "events",
-    "views",
-    "clicks",
-    "purchases",
-    "distinct_ads",
-    "distinct_campaigns",
-    "first_campaign_id",
-    "last_campaign_id",
-)
-
-
 def hourly_columns(keys: tuple[str, ...], distinct_users: bool = False) -> list[str]:
     """A per-hour KPI table's columns (gold.campaign_hourly, ad_hourly, ad_type_hourly) in the catalog's order."""
     users = ["distinct_users"] if distinct_users else []
@@ -116,6 +103,15 @@ def implemented(contender: str) -> tuple[str, ...] | None:
     return MINIMAL_TABLES
 
 
+def session_figures() -> list[str]:
+    """A session's figures, as the catalog declares gold.user_sessions: its columns between the
+    duration and the date."""
+    from lakehouse import catalog
+
+    names = list(catalog.get(USER_SESSIONS).column_names)
+    return names[names.index("duration_seconds") + 1 : names.index("session_date")]
+
+
 def spec_for(root: str, contender: str) -> dict:
     """What a contender's process gets: its inputs under ``root``'s landing zone, every table's path and partitioning."""
     from lakehouse import catalog
@@ -130,4 +126,5 @@ def spec_for(root: str, contender: str) -> dict:
         "campaigns": lakehouse.landing_campaigns,
         "tables": {name: lakehouse.table(name).path for name in names},
         "partition_by": {name: list(catalog.get(name).partition_by) for name in names},
+        "session_figures": session_figures(),
     }

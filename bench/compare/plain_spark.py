@@ -36,7 +36,6 @@ from bench.compare import (
     FIELDS,
     OPEN_SESSIONS,
     QUARANTINE,
-    SESSION_FIGURES,
     SESSION_GAP_MS,
     SILVER,
     USER_SESSIONS,
@@ -175,7 +174,7 @@ def run(spec: dict) -> dict:
     )
     write(campaign_daily, CAMPAIGN_DAILY)
 
-    sessions = native_sessions(silver).cache()
+    sessions = native_sessions(silver, spec["session_figures"]).cache()
     write(sessions.filter("closed").drop("closed"), USER_SESSIONS)
     write(
         sessions.filter("NOT closed")
@@ -195,7 +194,7 @@ def run(spec: dict) -> dict:
     }
 
 
-def native_sessions(silver):
+def native_sessions(silver, figures: list[str]):
     """Spark's session windows over every user's events, each closed or open by the watermark
     (the newest event time minus the delay), as one batch over all of silver sees it: the lean
     job's sessions, with a ``closed`` column (also :mod:`bench.sessions_compare`'s ``native``)."""
@@ -235,7 +234,7 @@ def native_sessions(silver):
             ((F.unix_millis("session_end") - F.unix_millis("session_start")) / 1000.0).alias(
                 "duration_seconds"
             ),
-            *SESSION_FIGURES,
+            *figures,
             F.to_date("session_start").alias("session_date"),
             (F.unix_millis("session_end") + SESSION_GAP_MS <= F.col("watermark")).alias("closed"),
         )

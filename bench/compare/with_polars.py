@@ -32,7 +32,6 @@ from bench.compare import (
     FIELDS,
     OPEN_SESSIONS,
     QUARANTINE,
-    SESSION_FIGURES,
     SESSION_GAP_MS,
     SILVER,
     USER_SESSIONS,
@@ -222,7 +221,7 @@ def run(spec: dict) -> dict:
                 (pl.col("session_end").dt.epoch("ms") - pl.col("session_start").dt.epoch("ms"))
                 / 1000.0
             ).alias("duration_seconds"),
-            *SESSION_FIGURES,
+            *spec["session_figures"],
             session_date=pl.col("session_start").dt.date(),
             _closed=pl.col("session_end").dt.epoch("ms") + SESSION_GAP_MS <= watermark,
         )
