@@ -20,9 +20,8 @@ no parent is charged for (a Spark job reads it just before ``spark.stop()``:
 Check (``--check``, by default at the smallest size): every table of each contender against the
 project's, and the project's against the independent oracle (:mod:`bench.compare.check`).
 
-Code: the Spark contenders import ``lakehouse`` from the commit checked out when the benchmark
-starts (``git archive HEAD include``; ``--code worktree`` for the files on disk), so edits made
-while it runs are in no figure; the commit is recorded. Section and summary keys:
+Code: the Spark contenders import ``lakehouse`` as of HEAD (``git archive``; ``--code worktree``:
+the files on disk), so edits made while it runs are in no figure. Section and summary keys:
 :mod:`bench.compare.report`.
 """
 
