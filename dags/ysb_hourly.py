@@ -4,9 +4,10 @@
 Runs the Yahoo! Streaming Benchmark pipeline every hour: the campaign dimension, then
 **bronze** (raw landing lines) → **silver** (parsed, validated, deduplicated, enriched; bad lines
 quarantined) → **gold** (per-campaign KPIs, among them YSB's views per 10-second window). One task
-per table of the catalog (`include/lakehouse/tables`), in the order their upstream tables give;
-each task's outlets are the tables it writes as Assets (`delta://<layer>.<table>`; its ops records
-in the group `lakehouse_ops`), its inlets the tables it reads. A task emits an asset event only
+per query of the catalog (`include/lakehouse/tables`; `gold_aggregates` is one query writing five
+tables), in the order their upstream tables give; each task's outlets are the tables it writes as
+Assets (`delta://<layer>.<table>`; its ops records in the group `lakehouse_ops`), its inlets the
+tables it reads. A task emits an asset event only
 for a table its run wrote, with the rows written and the event hours in the event's extra.
 
 Each Spark task is a Structured Streaming query with `trigger(availableNow=True)`: it processes

@@ -14,8 +14,11 @@ says what its writes mean.
 Everything else derives from these declarations: the DAG's tasks, their order and Assets, the
 job runner, full refresh, the consistency check, the fault harness, the warm-up, the benchmark
 and the tests. The module name is the table's task: the Airflow task id, the Spark app name and
-the argument of ``jobs/run.py``. A table another table's query writes beside it (silver's
-quarantine) is declared with :func:`side_table`.
+the argument of ``jobs/run.py``. Tables replaced by period from the same upstream table may share
+a task (``task="gold_aggregates"``): one query over the upstream's change recomputes each of them,
+each in its own module, with its own transform, grain, rules and code version (a task's first
+table, upstream first, is its lead: :func:`tasks`). A table another table's query writes beside
+it (silver's quarantine) is declared with :func:`side_table`.
 
 This module and the table modules import no Spark (the DAG reads the catalog at parse time);
 mistakes that would otherwise fail a run late fail the import here, with a message.
@@ -64,9 +67,11 @@ __all__ = [
     "parse_columns",
     "side",
     "side_table",
+    "side_tables",
     "table",
     "tables",
     "task",
+    "task_members",
     "tasks",
     "upstream_tasks",
     "written_by_task",
@@ -228,12 +233,14 @@ def table(
     grain: Grain | str | None = None,
     expect: list[Expectation] | tuple[Expectation, ...] = (),
     version: str | None = None,
+    task: str | None = None,
 ) -> Callable:
     """Declare the table that the decorated function computes from its upstream tables (or source).
 
     ``grain``: ``"hour"`` (the default of a table addressed by event period) or ``"day"``.
     ``version``: a code version declared in place of the hash of the table's code
-    (:mod:`lakehouse.code_versions`).
+    (:mod:`lakehouse.code_versions`). ``task``: the task that runs its query with the other
+    tables of that task (default: its module's own task).
     """
     try:
         grain = Grain(grain) if grain is not None else None
@@ -247,7 +254,7 @@ def table(
                 name=name,
                 schema=schema,
                 write=write,
-                task=transform.__module__.rsplit(".", 1)[-1],
+                task=task or transform.__module__.rsplit(".", 1)[-1],
                 upstream=tuple(upstream),
                 source=source,
                 partition_by=tuple(partition_by),
@@ -354,22 +361,48 @@ def get(name: str) -> TableSpec:
     return catalog[name]
 
 
-def tasks() -> list[TableSpec]:
-    """The tables that have a query of their own (one job, one DAG task each), upstream first."""
+def _queried() -> list[TableSpec]:
+    """The tables computed by a query (not side tables, not ops records), upstream first."""
     return [spec for spec in tables() if spec.written_by is None and spec.operation is None]
 
 
+def tasks() -> list[TableSpec]:
+    """One table per task (one job, one DAG task each), upstream first: the task's lead, its
+    first table (a task of several tables: :func:`task_members`)."""
+    leads: dict[str, TableSpec] = {}
+    for spec in _queried():
+        leads.setdefault(spec.task, spec)
+    return list(leads.values())
+
+
 def task(name: str) -> TableSpec:
-    """The table written by task ``name`` (``silver_ad_events``), or by table name."""
-    for spec in tasks():
+    """The lead table of task ``name`` (``silver_ad_events``), or of the task that writes table ``name``."""
+    for spec in _queried():
         if name in (spec.task, spec.name):
-            return spec
-    raise ConfigError(f"Unknown task {name!r}; known tasks: {', '.join(t.task for t in tasks())}")
+            return next(lead for lead in tasks() if lead.task == spec.task)
+    known = f"known tasks: {', '.join(t.task for t in tasks())}"
+    for spec in _queried():  # a table's module named, where its task is another's
+        if spec.transform and spec.transform.__module__.endswith(f".{name}"):
+            raise ConfigError(
+                f"Unknown task {name!r}: {spec.name} is written by task {spec.task}; {known}"
+            )
+    raise ConfigError(f"Unknown task {name!r}; {known}")
+
+
+def task_members(spec: TableSpec) -> list[TableSpec]:
+    """The tables computed by the query of ``spec``'s task, its lead first (most tasks: one)."""
+    return [t for t in _queried() if t.task == spec.task]
 
 
 def written_by_task(spec: TableSpec) -> list[TableSpec]:
-    """The tables a task's query writes: its own, then its side tables."""
-    return [spec, *(t for t in tables() if t.written_by == spec.name)]
+    """The tables a task's query writes: its own (each member's), then their side tables."""
+    members = task_members(spec)
+    return [*members, *(side for member in members for side in side_tables(member))]
+
+
+def side_tables(spec: TableSpec) -> list[TableSpec]:
+    """The tables ``spec``'s query writes beside it (:func:`side_table`)."""
+    return [t for t in tables() if t.written_by == spec.name]
 
 
 def side(spec: TableSpec, role: str) -> TableSpec:

@@ -55,14 +55,34 @@ def check_declarations(declared: dict) -> None:
                 f"{where}: only tables addressed by event period ({kinds}) have a batch form"
             )
         _check_expectations(spec, where, layout)
-    tasks_seen: dict[str, str] = {}
+    _check_shared_tasks(declared)
+
+
+def _check_shared_tasks(declared: dict) -> None:
+    """Tables may share a task only as one query's members: each replaced by period from the same
+    upstream tables, each declared in a module of its own."""
+    by_task: dict[str, list] = {}
     for spec in declared.values():
         if spec.written_by is None and spec.operation is None:
-            if spec.task in tasks_seen:
-                raise CatalogError(
-                    f"Module {spec.task} declares two tables with queries ({tasks_seen[spec.task]}, {spec.name})"
-                )
-            tasks_seen[spec.task] = spec.name
+            by_task.setdefault(spec.task, []).append(spec)
+    for task, specs in by_task.items():
+        if len(specs) < 2:
+            continue
+        names = ", ".join(s.name for s in specs)
+        modules = [s.transform.__module__ for s in specs if s.transform]
+        if len(set(modules)) < len(modules):
+            raise CatalogError(
+                f"Task {task} declares two tables with queries in one module ({names}): a table's "
+                "module is its code (its version); give each table a module of its own"
+            )
+        kinds = {s.write.value for s in specs}
+        upstreams = {s.upstream for s in specs}
+        if kinds != {"replace periods"} or len(upstreams) > 1 or not all(s.batch for s in specs):
+            raise CatalogError(
+                f"Task {task} is shared by {names}: tables share a task only when each is "
+                "replaced by period (write=Write.REPLACE_PERIODS, batch=True) from the same "
+                "upstream tables, so that one query over their change recomputes them all"
+            )
 
 
 def _check_expectations(spec, where: str, layout: dict | None) -> None:

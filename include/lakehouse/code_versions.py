@@ -25,8 +25,13 @@ RECORDS = "ops.code_versions"
 
 
 def versioned_tables() -> list[TableSpec]:
-    """The tables whose periods carry a version: those addressed by period with a query of their own."""
-    return [spec for spec in catalog.tasks() if spec.flow.periodic]
+    """The tables whose periods carry a version: those addressed by period that a query computes."""
+    return [
+        member
+        for lead in catalog.tasks()
+        for member in catalog.task_members(lead)
+        if member.flow.periodic
+    ]
 
 
 # --------------------------------------------------------------------------------------------

@@ -41,7 +41,9 @@ def check(table: Table, periods: Periods, summary: dict) -> dict | None:
     and the failed ``warn`` rules (None: no rules declared); raises :class:`ExpectationFailed`
     when a ``fail`` rule does not hold.
     """
-    declared = [spec for spec in catalog.written_by_task(table.spec) if spec.expectations]
+    declared = [
+        spec for spec in (table.spec, *catalog.side_tables(table.spec)) if spec.expectations
+    ]
     if not declared:
         return None
     lakehouse = table.lakehouse

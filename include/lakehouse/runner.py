@@ -1,15 +1,19 @@
-"""Run one table's job: the catalog says what the table is, its write kind's flow runs it.
+"""Run one task's job: the catalog says what its tables are, their write kind's flow runs it.
 
-Usage (``jobs/run.py`` is the spark-submit spec point; the task is the table's module name):
+Usage (``jobs/run.py`` is the spark-submit entry point; the task is the table's module name, or
+the task its tables declare, e.g. ``gold_aggregates``):
     spark-submit --jars "$(ls .jars/*.jar | paste -sd,)" jobs/run.py <task> [--lakehouse-root DIR] [--generation N]
     spark-submit ... jobs/run.py <task> --mode batch --start 2026-11-20T00:00Z --end 2026-11-20T03:00Z
     spark-submit ... jobs/run.py bronze_ad_events --source kafka [--kafka-bootstrap-servers HOST:PORT] \\
         [--kafka-topic ysb-ad-events] [--max-offsets-per-trigger N] [--max-files-per-trigger N]
+    spark-submit ... jobs/run.py gold_aggregates --mode batch --start ... --end ... --tables gold.campaign_hourly
 
-Tasks: every table of the catalog with a query of its own (``python -m lakehouse.catalog``
-lists them). Incremental mode runs the table's streaming query with availableNow; batch mode
-(tables with a batch form) recomputes the event periods of the table's grain that [start, end)
-touches: a day table recomputes each whole day an hour of the interval falls in.
+Tasks: one per query of the catalog (``python -m lakehouse.catalog`` lists them with their
+tables). Incremental mode runs the task's streaming query with availableNow; batch mode (tables
+with a batch form) recomputes the event periods of each table's grain that [start, end) touches:
+a day table recomputes each whole day an hour of the interval falls in. A task of several tables
+writes all of them, each with its own summary (``tables``), code versions and rules; in batch
+mode ``--tables`` picks some.
 """
 
 from __future__ import annotations
@@ -89,25 +93,19 @@ def record_code_version(table: Table, periods: Periods, batch: bool) -> None:
 
 
 def run(task: str, argv: list[str]) -> dict:
-    """Run task ``task`` (a table's module name, or the table's name) with job arguments ``argv``."""
+    """Run task ``task`` (its name, or the name of a table it writes) with job arguments ``argv``."""
     spec = catalog.task(task)
-    flow, job = spec.flow, flow_job(spec)
-    description = f"{spec.name}: {flow.description}"
+    job = flow_job(spec)
+    members = [member.name for member in catalog.task_members(spec)]
+    description = f"{', '.join(members)}: {spec.flow.description}"
     source = None
     if hasattr(job, "source_options"):  # a source-fed table's options (bronze's --source ...)
         source, argv = job.source_options().parse_known_args(argv)
-    args = parse_job_args(description, argv, batch=spec.batch, source=source)
+    args = parse_job_args(description, argv, batch=spec.batch, source=source, tables=tuple(members))
     table = args.lakehouse.table(spec.name)
     try:
-        # Before any write: a declaration with new nullable columns widens the table, another change stops here.
-        added = schema_evolution.evolve(lambda: build_spark_session(table.task), table.path, spec)
-        if added:
-            log.info(
-                "%s: column(s) %s added (declared since the table was written); the periods written "
-                "before hold nulls in them until recomputed (lakehouse repair --stale)",
-                spec.name,
-                ", ".join(added),
-            )
+        for name in members:
+            evolve_schema(args.lakehouse.table(name))
         try:
             summary = job.run(table, args)
         except Exception as error:
@@ -116,23 +114,48 @@ def run(task: str, argv: list[str]) -> dict:
             if full is None:
                 raise
             raise full from None
-        periods = Periods()
-        if flow.periodic:
-            # The periods written: the Airflow task's asset events carry them, the rules measure them.
-            periods = (
-                args.interval.to(table.grain)
-                if args.mode == "batch"
-                else touched_periods(summary, table)
-            )
-            summary = {**summary, "grain": table.grain.value, "periods": periods.isoformats()}
-            record_code_version(table, periods, batch=args.mode == "batch")
-        checked = expectations.check(table, periods, summary)
-        if checked:
-            summary = {**summary, "expectations": checked}
+        if "tables" in summary:  # a query of several tables: each one's own summary
+            tables = summary["tables"]
+            summary["tables"] = {
+                name: after_write(args.lakehouse.table(name), tables[name], args) for name in tables
+            }
+        else:
+            summary = after_write(table, summary, args)
         register_names(table)
         return summary
     finally:
         release_engine_sessions()
+
+
+def evolve_schema(table: Table) -> None:
+    """Before any write: a declaration with new nullable columns widens the table, another change stops here."""
+    added = schema_evolution.evolve(lambda: build_spark_session(table.task), table.path, table.spec)
+    if added:
+        log.info(
+            "%s: column(s) %s added (declared since the table was written); the periods written "
+            "before hold nulls in them until recomputed (lakehouse repair --stale)",
+            table.name,
+            ", ".join(added),
+        )
+
+
+def after_write(table: Table, summary: dict, args) -> dict:
+    """What follows a table's write: the periods it wrote and their code version recorded, its
+    rules checked; ``summary`` with both added."""
+    periods = Periods()
+    if table.spec.flow.periodic:
+        # The periods written: the Airflow task's asset events carry them, the rules measure them.
+        periods = (
+            args.interval.to(table.grain)
+            if args.mode == "batch"
+            else touched_periods(summary, table)
+        )
+        summary = {**summary, "grain": table.grain.value, "periods": periods.isoformats()}
+        record_code_version(table, periods, batch=args.mode == "batch")
+    checked = expectations.check(table, periods, summary)
+    if checked:
+        summary = {**summary, "expectations": checked}
+    return summary
 
 
 def main(argv: list[str]) -> dict:

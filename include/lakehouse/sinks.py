@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
-from lakehouse import delta_log, object_storage
+from lakehouse import catalog, delta_log, object_storage
 from lakehouse.config import Table
 from lakehouse.periods import Periods
 
@@ -42,6 +42,14 @@ OPS_TRANSACTION_RETENTION = "interval 7 days"
 def txn_app_id(table: Table, generation: int, writer: str) -> str:
     """The Delta transaction app id of ``writer`` into ``table`` for a checkpoint generation."""
     return f"{writer}->{table.name}@gen{generation}"
+
+
+def stream_app_id(table: Table, generation: int) -> str:
+    """The app id of the streaming query's writes into ``table``: ``stream`` for a table its task's
+    query writes alone; the members of a task of several tables (:func:`lakehouse.catalog.task_members`)
+    are written by that task's query, ``<task> stream`` (a new id: each once had a query of its own)."""
+    shared = len(catalog.task_members(table.spec)) > 1
+    return txn_app_id(table, generation, f"{table.task} stream" if shared else "stream")
 
 
 def committed_txns(spark: SparkSession, table: Table) -> dict[str, int]:

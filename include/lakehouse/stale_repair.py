@@ -5,8 +5,9 @@ Usage:
 
 The stale periods are :func:`lakehouse.code_versions.stale`'s: written by a version other than
 today's, or computed from an upstream period that is. Each table with stale periods is recomputed
-over them by its batch form (the runner's ``--mode batch``, as a backfill does), silver before the
-gold tables computed from it; no other table is written. The hourly runs may go on beside it: the
+over them by its batch form (the runner's ``--mode batch``, as a backfill does; a table whose task
+writes several, with ``--tables`` naming it alone), silver before the gold tables computed from it;
+no other table is written. The hourly runs may go on beside it: the
 batch writes retry on a write conflict. Each batch run records its periods with today's version,
 so a repair that dies part-way is resumed by running it again.
 """
@@ -42,19 +43,22 @@ def main(argv: list[str] | None = None) -> dict:
     runs = 0
     for name, periods in found.items():
         task = catalog.get(name).task
+        alone = ["--tables", name] if len(catalog.task_members(catalog.get(name))) > 1 else []
         for start, end in code_versions.ranges(periods):
             interval = (f"{start:%Y-%m-%dT%H:00Z}", f"{end:%Y-%m-%dT%H:00Z}")
             log.info(
-                "%s %s [%s, %s)",
+                "%s %s [%s, %s)%s",
                 "would recompute" if dry_run else "recomputing",
                 task,
                 *interval,
+                f" of {name}" if alone else "",
             )
             if not dry_run:
                 runner.run(
                     task,
                     ["--lakehouse-root", lakehouse.root, "--mode", "batch"]
-                    + ["--start", interval[0], "--end", interval[1]],
+                    + ["--start", interval[0], "--end", interval[1]]
+                    + alone,
                 )
                 runs += 1
     return {"stale": {name: len(periods) for name, periods in found.items()}, "runs": runs}

@@ -97,6 +97,11 @@ def written(table: TableSpec, summary: Any) -> dict[str, dict]:
     """
     if not isinstance(summary, dict):
         return {}
+    if isinstance(summary.get("tables"), dict):  # a query of several tables: each one's own
+        return _merged(
+            written(catalog.get(name), {"mode": summary.get("mode"), **own})
+            for name, own in summary["tables"].items()
+        )
     mode = summary.get("mode", "incremental")
     batch = mode == "batch"
     sides = {t.role: t.name for t in catalog.written_by_task(table) if t.role}
@@ -124,6 +129,23 @@ def written(table: TableSpec, summary: Any) -> dict[str, dict]:
         for name, changed in counts.items()
         if name in rewritten or changed.get("rows") or len(changed) > 1
     }
+
+
+def _merged(events) -> dict[str, dict]:
+    """The events of several tables' runs by one query as one: an ops table they all append to
+    (query progress, rule results, code versions) gets its rows summed, its periods joined."""
+    merged: dict[str, dict] = {}
+    for event in events:
+        for name, extra in event.items():
+            if name not in merged:
+                merged[name] = dict(extra)
+                continue
+            kept = merged[name]
+            if name != operation_table(STREAMING_QUERIES).name:  # one query: its batches once
+                kept["rows"] = (kept.get("rows") or 0) + (extra.get("rows") or 0)
+            if kept.get("grain") == extra.get("grain"):
+                kept["periods"] = sorted({*kept.get("periods", []), *extra.get("periods", [])})
+    return merged
 
 
 def maintenance_written(records: Any) -> dict[str, dict]:

@@ -88,7 +88,8 @@ def summary_lines(
         )
     if not isinstance(summary, dict):
         return []
-    lines = [headline(summary.get("table") or name, summary)]
+    # a query of several tables is its task's; one table's, the table's
+    lines = [headline(name if "tables" in summary else summary.get("table") or name, summary)]
     for table, extra in (written or {}).items():
         replaced = "".join(
             f", {_n(extra[key])} {label}"

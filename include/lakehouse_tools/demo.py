@@ -12,6 +12,7 @@ against the independent plain-Python oracle.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import subprocess
@@ -33,6 +34,22 @@ TASK_DONE = re.compile(r"(?P<task>\w+) done: (?P<summary>\{.*)")
 ROW_COUNTS = re.compile(r"'(rows_written|input_rows|inserted|quarantined)': (\d+)")
 
 
+def row_counts(summary: str) -> str:
+    """A task's row counts from its summary; a query of several tables: the rows each one got."""
+    counts = ", ".join(f"{k}={v}" for k, v in ROW_COUNTS.findall(summary.split("'tables':")[0]))
+    try:
+        tables = ast.literal_eval(summary).get("tables") or {}
+    except (ValueError, SyntaxError):  # a summary cut short: its counts as found
+        return counts
+    written = {
+        name: sum(note.get("rows_written") or 0 for note in own.get("batches", []))
+        or own.get("rows_written")
+        or 0
+        for name, own in tables.items()
+    }
+    return ", ".join(filter(None, [counts, *(f"{name}={rows}" for name, rows in written.items())]))
+
+
 def run_dag(logical_date: datetime, log_path: Path) -> float:
     """One run of the hourly DAG through Airflow; its full output goes to ``log_path``, and a line
     per Spark task as it finishes (task, seconds since the previous one, its summary) to stdout."""
@@ -49,7 +66,7 @@ def run_dag(logical_date: datetime, log_path: Path) -> float:
             done = TASK_DONE.search(line)
             if done:
                 now = time.monotonic()
-                counts = ", ".join(f"{k}={v}" for k, v in ROW_COUNTS.findall(done["summary"]))
+                counts = row_counts(done["summary"])
                 print(f"  {done['task']:<24} {now - last:>5.0f} s  {counts}", flush=True)
                 last = now
         returncode = process.wait()

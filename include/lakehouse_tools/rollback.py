@@ -159,7 +159,7 @@ def _batch_files(folder: Path | S3Path) -> dict[int, Path | S3Path]:
 
 def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
     """The rollback of every query downstream of the landing-fed table to before ``moment``; refuses what is unsafe."""
-    from lakehouse.sinks import txn_app_id  # imports pyspark (no JVM starts)
+    from lakehouse.sinks import stream_app_id  # imports pyspark (no JVM starts)
 
     ingest = next(t for t in catalog.tasks() if t.source and t.streamed)
     plans = []
@@ -184,9 +184,8 @@ def plan(lakehouse: Lakehouse, moment: datetime) -> list[QueryRollback]:
         offsets = _batch_files(checkpoint / "offsets")
         after = [b for b, p in offsets.items() if p.stat().st_mtime * 1000 >= _millis(moment)]
         own = next((r for r in restores if r.name == spec.name), None)
-        stream = txn_app_id(
-            target, target.current_generation(), "stream"
-        )  # the query's writes (not a backfill's)
+        # the query's writes (not a backfill's)
+        stream = stream_app_id(target, target.current_generation())
         undone = _txns(own.path, range(own.keep_version + 1, own.latest_version + 1)) if own else []
         undone_batches = [batch for app, batch, restore in undone if app == stream and not restore]
         first = min([*after, *undone_batches], default=None)

@@ -71,11 +71,22 @@ def test_silver_writes_its_rows_quarantine_metrics_and_records_with_the_hours():
 
 def test_a_backfill_replaces_its_hours_even_when_it_counts_no_rows():
     batch = {"mode": "batch", "grain": "hour", "periods": [H0, H1, H2]}
-    gold = {"table": "gold.ad_type_hourly", "mode": "batch", "rows_written": 5, "rows_deleted": 4}
     versions = {"ops.code_versions": {"rows": 3, **batch}}
-    assert written(catalog.task("gold_ad_type_hourly"), {**gold, **batch}) == {
+    # A query of several tables: each table's own summary, its periods in its grain.
+    day = {"mode": "batch", "grain": "day", "periods": [H0]}
+    gold = {
+        "table": "gold.ad_hourly",
+        "mode": "batch",
+        "tables": {
+            "gold.ad_type_hourly": {"rows_written": 5, "rows_deleted": 4, **batch},
+            "gold.campaign_daily": {"rows_written": 0, "rows_deleted": 2, **day},
+        },
+    }
+    assert written(catalog.task("gold_aggregates"), gold) == {
         "gold.ad_type_hourly": {"rows": 5, "rows_replaced": 4, **batch},
-        **versions,
+        "gold.campaign_daily": {"rows": 0, "rows_replaced": 2, **day},
+        # a record per period of each table: the hours', then the day's
+        "ops.code_versions": {"rows": 4, **batch},
     }
     silver = {"table": "silver.ad_events", "mode": "batch", "quarantine_resolved": 0}
     assert written(catalog.task("silver_ad_events"), {**silver, **batch}) == {

@@ -82,6 +82,16 @@ def events_of(
     )
 
 
+def gold_run(summary: dict) -> dict:
+    """The summary of the gold_aggregates task for a run that wrote one of its tables: each
+    table's own under ``tables`` (lakehouse.flows.recompute)."""
+    return {
+        "table": "gold.ad_hourly",
+        "mode": summary.get("mode"),
+        "tables": {summary["table"]: summary},
+    }
+
+
 def test_a_late_hour_is_a_partition_of_every_table_the_run_wrote(dag_bag):
     note = {"batch_id": 4, "rows_written": 6, "rows_deleted": 2, "periods": [H23, H1]}
     summary = {
@@ -94,7 +104,7 @@ def test_a_late_hour_is_a_partition_of_every_table_the_run_wrote(dag_bag):
     }
     # The export DAG is scheduled by this table's partitions: an event per hour; its query's record
     # one event for the run, the hours in its extra.
-    assert events_of("gold_campaign_hourly", summary, dag_bag, extra=True) == [
+    assert events_of("gold_aggregates", gold_run(summary), dag_bag, extra=True) == [
         ("gold.campaign_hourly", "2026-11-19T23:00:00", (H23, H1)),
         ("gold.campaign_hourly", "2026-11-20T01:00:00", (H23, H1)),
         ("ops.code_versions", None, (H23, H1)),
@@ -160,7 +170,7 @@ def test_a_table_without_event_time_gets_one_event_without_a_key_and_nothing_new
         "batches": [],
         "not_started": "no new data",
     }
-    assert events_of("gold_campaign_hourly", nothing, dag_bag) == []
+    assert events_of("gold_aggregates", gold_run(nothing), dag_bag) == []
 
 
 def test_a_backfill_publishes_the_hours_it_replaced(dag_bag):
@@ -172,7 +182,7 @@ def test_a_backfill_publishes_the_hours_it_replaced(dag_bag):
         "periods": [H0, "2026-11-20T01:00:00+00:00"],  # the runner's: the interval's hours
     }
     # Replaced by nothing is still replaced: the consumer must learn the hours are empty now.
-    assert events_of("gold_campaign_hourly", summary, dag_bag) == [
+    assert events_of("gold_aggregates", gold_run(summary), dag_bag) == [
         ("gold.campaign_hourly", "2026-11-20T00:00:00"),
         ("gold.campaign_hourly", "2026-11-20T01:00:00"),
         ("ops.code_versions", None),
@@ -248,7 +258,7 @@ def test_a_day_table_publishes_day_keys_and_the_daily_export_runs_per_day(dag_ba
         "grain": "day",
         "periods": ["2026-11-19T00:00:00+00:00", "2026-11-20T00:00:00+00:00"],
     }
-    assert events_of("gold_campaign_daily", summary, dag_bag) == [
+    assert events_of("gold_aggregates", gold_run(summary), dag_bag) == [
         ("gold.campaign_daily", "2026-11-19"),
         ("gold.campaign_daily", "2026-11-20"),
         ("ops.code_versions", None),

@@ -38,22 +38,25 @@ def test_each_table_gets_the_arguments_its_job_takes():
     ]
     assert operator("dim_campaigns").job_argv() == ["dim_campaigns", "--lakehouse-root", "/lake"]
     # An incremental run renders empty interval fields: they are left out.
-    incremental = operator("gold_campaign_daily", mode="incremental", start="", end="")
+    incremental = operator("gold_aggregates", mode="incremental", start="", end="")
     assert incremental.job_argv() == [
-        "gold_campaign_daily",
+        "gold_aggregates",
         *("--lakehouse-root", "/lake", "--mode", "incremental"),
     ]
 
 
 def test_a_table_task_is_named_and_wired_by_its_table():
-    task = operator("gold_campaign_daily")
-    assert (task.task_id, task.job, task.table.name) == (
-        "gold_campaign_daily",
-        "run",
-        "gold.campaign_daily",
-    )
+    task = operator("gold_aggregates")
+    assert (task.task_id, task.job, task.table.name) == ("gold_aggregates", "run", "gold.ad_hourly")
     assert [a.name for a in task.inlets] == ["silver.ad_events"]
-    assert "gold.campaign_daily" in [a.name for a in task.outlets]
+    # one query, five tables: each is an outlet of the task
+    assert [a.name for a in task.outlets if a.name.startswith("gold.")] == [
+        "gold.ad_hourly",
+        "gold.ad_type_hourly",
+        "gold.campaign_daily",
+        "gold.campaign_hourly",
+        "gold.campaign_windows",
+    ]
     assert set(TableJobOperator.template_fields) >= {"mode", "start", "end", "lakehouse_root"}
 
 

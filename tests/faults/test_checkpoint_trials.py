@@ -35,14 +35,14 @@ from lakehouse_tools.generator import write_campaigns, write_hours
 
 # A seed whose plan gives each kind of damage once, on the job where it hurt most when found by hand:
 # bronze's folder moved away (it appended every line again), silver's newest offsets file removed
-# (CONCURRENT_STREAM_LOG_UPDATE, then a silent skip), a gold one truncated, and another gold one
-# restored from an older copy.
+# (CONCURRENT_STREAM_LOG_UPDATE, then a silent skip), the gold tables' one truncated, and the
+# sessions' restored from an older copy.
 SEED = 8
 PLAN = [
     ("removed", "bronze_ad_events"),
     ("offsets_removed", "silver_ad_events"),
-    ("offsets_truncated", "gold_ad_type_hourly"),
-    ("restored_older", "gold_campaign_hourly"),
+    ("offsets_truncated", "gold_aggregates"),
+    ("restored_older", "gold_user_sessions"),
 ]
 # What each refusal must say it found.
 FOUND = {
@@ -141,9 +141,9 @@ def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse)
     # Three checkpoints damaged at once, an hour of input waiting; each refuses in DAG order:
     # * silver: a torn offsets file of a batch that was planned, but not written anywhere yet (a
     #   driver that died while writing it): that batch may be planned again;
-    # * gold hourly: the damaged newest commit file of a batch whose offsets are intact: replayed,
-    #   and skipped where held;
-    # * gold windows: a commit file of a batch that was never planned, and that no table holds.
+    # * the gold tables' query: the damaged newest commit file of a batch whose offsets are intact:
+    #   replayed, and skipped where held;
+    # * the sessions: a commit file of a batch that was never planned, and that no table holds.
     add_hour()
     assert run_task("bronze_ad_events")[0] == 0
     silver = Path(lakehouse.table("silver.ad_events").checkpoint())
@@ -151,12 +151,12 @@ def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse)
     (silver / "offsets" / str(planned)).write_bytes(
         (silver / "offsets" / str(planned - 1)).read_bytes()[:40]
     )
-    commits = Path(lakehouse.table("gold.campaign_hourly").checkpoint()) / "commits"
+    commits = Path(lakehouse.table("gold.ad_hourly").checkpoint()) / "commits"
     last = newest(commits)
     (commits / str(last)).write_bytes(b"v1\n{")
-    windows = Path(lakehouse.table("gold.campaign_windows").checkpoint())
-    stray = newest(windows / "commits") + 1
-    shutil.copy(windows / "commits" / str(stray - 1), windows / "commits" / str(stray))
+    sessions = Path(lakehouse.table("gold.user_sessions").checkpoint())
+    stray = newest(sessions / "commits") + 1
+    shutil.copy(sessions / "commits" / str(stray - 1), sessions / "commits" / str(stray))
 
     message = refused("silver_ad_events")
     torn = [str(silver / "offsets" / str(planned)), str(silver / "offsets" / f".{planned}.crc")]
@@ -170,7 +170,7 @@ def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse)
     )
     assert follow_recovery(message, run_task) == f"deleted {', '.join(torn)}"
 
-    message = refused("gold_campaign_hourly")
+    message = refused("gold_aggregates")
     damaged = [str(commits / str(last)), str(commits / f".{last}.crc")]
     assert (
         f"damaged (truncated or not Spark's format): commits/{last}. Recovery: delete {damaged[0]} and"
@@ -179,8 +179,8 @@ def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse)
     assert f"batch {last} is replayed with the same input (offsets/{last} is intact)" in message
     assert follow_recovery(message, run_task) == f"deleted {', '.join(damaged)}"
 
-    message = refused("gold_campaign_windows")
-    files = [str(windows / "commits" / str(stray)), str(windows / "commits" / f".{stray}.crc")]
+    message = refused("gold_user_sessions")
+    files = [str(sessions / "commits" / str(stray)), str(sessions / "commits" / f".{stray}.crc")]
     assert (
         f"commits/{stray} exists but offsets/{stray} does not. No table holds batch {stray}."
         in message
@@ -188,13 +188,13 @@ def test_recoveries_short_of_a_full_refresh_are_safe_to_follow(spark, lakehouse)
     follow_and_check(message, f"deleted {', '.join(files)}")
 
     # Another query's checkpoint put in place of this one's (both read silver: Spark would resume it).
-    hourly = Path(lakehouse.table("gold.campaign_hourly").checkpoint())
+    hourly = Path(lakehouse.table("gold.ad_hourly").checkpoint())
     shutil.rmtree(hourly)
-    shutil.copytree(windows, hourly)
+    shutil.copytree(sessions, hourly)
     add_hour()
-    message = refused("gold_campaign_hourly")
+    message = refused("gold_aggregates")
     assert (
-        f"gold.campaign_hourly: checkpoint {hourly} belongs to another query: its metadata names query"
+        f"gold.ad_hourly: checkpoint {hourly} belongs to another query: its metadata names query"
         in message
     )
     assert f"(recorded in {hourly}.identity.json)" in message

@@ -257,7 +257,7 @@ def test_the_next_hourly_run_after_a_dimension_fix_admits_the_quarantined_line_a
         True,
         {"lines": 1, "periods": ["2026-11-20T10:00:00+00:00"]},
     )
-    run_job("gold_campaign_hourly", lakehouse)
+    run_job("gold_aggregates", lakehouse)
     assert_tables_match_oracle(spark, lakehouse, gold=gold)  # e-2 in silver and gold, e-3 not
     resolved = table(spark, lakehouse, "silver.quarantine_ad_events").filter(
         "resolved_at IS NOT NULL"

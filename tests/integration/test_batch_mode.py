@@ -6,7 +6,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from helpers import START, assert_tables_match_oracle, gold_tables, run_job, run_pipeline, table
+from helpers import (
+    START,
+    assert_tables_match_oracle,
+    gold_tables,
+    run_job,
+    run_pipeline,
+    table,
+    table_version,
+)
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -84,6 +92,9 @@ def test_backfill_touches_only_its_hours(spark, two_hours):
         f"UPDATE delta.`{hourly}` SET views = -1 WHERE hour_start >= TIMESTAMP'2026-11-20 00:00:00'"
     )
 
+    # Its task writes five tables; --tables recomputes this one alone.
+    others = [t.name for t in catalog.task_members(SOME_GOLD) if t.name != SOME_GOLD.name]
+    before = {name: table_version(spark, lakehouse, name) for name in others}
     summary = run_job(
         SOME_GOLD.task,
         lakehouse,
@@ -93,7 +104,12 @@ def test_backfill_touches_only_its_hours(spark, two_hours):
         "2026-11-20T01:00Z",
         "--end",
         "2026-11-20T02:00Z",
+        "--tables",
+        SOME_GOLD.name,
     )
+    assert list(summary["tables"]) == [SOME_GOLD.name]
+    assert {name: table_version(spark, lakehouse, name) for name in others} == before
+    summary = summary["tables"][SOME_GOLD.name]
 
     gold = table(spark, lakehouse, SOME_GOLD.name)
     views_by_hour = {

@@ -56,10 +56,15 @@ def test_a_day_is_recomputed_whole_after_a_late_drop_and_a_one_hour_backfill(spa
     # Late events into hour 00, landed in hour 03's folder: the next run touches hour 00 only.
     assert late_drop(lakehouse, into_hour=0, arrives_in_hour=3) > 0
     summaries = {}
-    for task in ("bronze_ad_events", "silver_ad_events", "gold_campaign_daily"):
+    for task in ("bronze_ad_events", "silver_ad_events", "gold_aggregates"):
         summaries[task] = run_job(task, lakehouse)
-    assert summaries["gold_campaign_daily"]["periods"] == [START.isoformat()]
-    assert summaries["gold_campaign_daily"]["grain"] == "day"
+    # One query, each table in its own grain: the day of hour 00, and hour 00 alone.
+    gold = summaries["gold_aggregates"]["tables"]
+    assert (gold[DAILY]["grain"], gold[DAILY]["periods"]) == ("day", [START.isoformat()])
+    assert (gold["gold.campaign_hourly"]["grain"], gold["gold.campaign_hourly"]["periods"]) == (
+        "hour",
+        [START.isoformat()],
+    )
     assert_gold_matches_oracle(spark, lakehouse, names=(DAILY,))
 
     # Damage the whole day, then backfill one hour of it (14:00 holds no data): the day is
@@ -70,13 +75,14 @@ def test_a_day_is_recomputed_whole_after_a_late_drop_and_a_one_hour_backfill(spa
     )
     hour = START + timedelta(hours=14)
     done = run_job(
-        "gold_campaign_daily",
+        "gold_aggregates",
         lakehouse,
         *("--mode", "batch"),
         *("--start", f"{hour:%Y-%m-%dT%H:%MZ}"),
         *("--end", f"{hour + timedelta(hours=1):%Y-%m-%dT%H:%MZ}"),
     )
-    assert (done["grain"], done["periods"]) == ("day", [START.isoformat()])
+    daily = done["tables"][DAILY]
+    assert (daily["grain"], daily["periods"]) == ("day", [START.isoformat()])
     assert_gold_matches_oracle(spark, lakehouse, names=(DAILY,))
     # One commit replaced the day by its date: no partial-day predicate.
     last = spark.sql(f"DESCRIBE HISTORY delta.`{lakehouse.table(DAILY).path}` LIMIT 1").first()

@@ -131,14 +131,17 @@ def test_a_deployed_fix_is_recomputed_where_the_old_code_wrote_and_nowhere_else(
             run_job(entry.task, lakehouse)
     assert code_versions.stale(lakehouse) == {}
     hours = written_hours(lakehouse)
-    assert sorted(hours) == sorted([SILVER, AD_HOURLY, HOURLY])
+    # the gold tables are one task's: each of its tables recorded its periods
+    gold = [t.name for t in catalog.task_members(catalog.get(HOURLY))]
+    assert sorted(hours) == sorted([SILVER, *gold])
     assert hours[HOURLY] == hours[SILVER]
 
     # A fix to gold.campaign_hourly's transform: its hours, and nothing else, are stale.
     fix = deployed(tmp_path, "fix", percent_ctr)
     assert stale_of(fix, lakehouse) == {HOURLY: hours[HOURLY]}
-    versions = {name: table_version(spark, lakehouse, name) for name in (SILVER, AD_HOURLY)}
-    assert [task for task, _ in repaired(fix, lakehouse)] == ["gold_campaign_hourly"]
+    versions = {name: table_version(spark, lakehouse, name) for name in hours if name != HOURLY}
+    # the task of the gold tables, run over that table alone (--tables)
+    assert [task for task, _ in repaired(fix, lakehouse)] == ["gold_aggregates"]
     assert rows_of(spark, lakehouse, HOURLY) == percent_ctr_rows(lakehouse)
     # Nothing else was rewritten: their Delta histories have no new version.
     assert {name: table_version(spark, lakehouse, name) for name in versions} == versions
@@ -146,16 +149,10 @@ def test_a_deployed_fix_is_recomputed_where_the_old_code_wrote_and_nowhere_else(
 
     # A change to silver's code: silver's hours and every downstream table's, recomputed upstream first.
     change = deployed(tmp_path, "silver", percent_ctr, silver_comment)
-    assert stale_of(change, lakehouse) == {
-        name: hours[name] for name in (SILVER, AD_HOURLY, HOURLY)
-    }
+    assert stale_of(change, lakehouse) == hours
     runs = repaired(change, lakehouse)
-    assert list(dict.fromkeys(task for task, _ in runs)) == [
-        "silver_ad_events",
-        "gold_ad_hourly",
-        "gold_campaign_hourly",
-    ]
-    for task, name in (("silver_ad_events", SILVER), ("gold_campaign_hourly", HOURLY)):
+    assert list(dict.fromkeys(task for task, _ in runs)) == ["silver_ad_events", "gold_aggregates"]
+    for task, name in (("silver_ad_events", SILVER), ("gold_aggregates", HOURLY)):
         recomputed = sorted(h for t, run in runs if t == task for h in run)
         assert set(iso(hours[name])) <= set(recomputed), task
     expected = assert_silver_matches_oracle(spark, lakehouse)
@@ -163,7 +160,7 @@ def test_a_deployed_fix_is_recomputed_where_the_old_code_wrote_and_nowhere_else(
     assert rows_of(spark, lakehouse, HOURLY) == percent_ctr_rows(lakehouse)
     assert stale_of(change, lakehouse) == {}
     # To the code this test process runs (before the deploy), the deployed hours are the stale ones.
-    assert sorted(code_versions.stale(lakehouse)) == sorted([SILVER, AD_HOURLY, HOURLY])
+    assert sorted(code_versions.stale(lakehouse)) == sorted(hours)
 
     # A full refresh of gold empties it: what wrote its periods is forgotten, silver's is kept.
     run_job("full_refresh", lakehouse, "--layer", "gold")
@@ -216,7 +213,7 @@ def test_a_new_nullable_gold_column_is_added_in_place_and_a_dropped_one_refused(
     write_hours(lakehouse, START + timedelta(hours=2), 1, events_per_second=0.05, seed=59)
     for entry in tasks_up_to(SILVER):
         run_job(entry.task, lakehouse)
-    done = run_deployed(code, "gold_campaign_hourly", lakehouse)
+    done = run_deployed(code, "gold_aggregates", lakehouse)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "column(s) purchase_rate added" in done.stderr
     live = spark.read.format("delta").load(lakehouse.table(HOURLY).path)
@@ -231,7 +228,7 @@ def test_a_new_nullable_gold_column_is_added_in_place_and_a_dropped_one_refused(
 
     # The user chose to fill them: repair --stale recomputes exactly those, with the column.
     runs = repaired(code, lakehouse)
-    assert {task for task, _ in runs} == {"gold_campaign_hourly"}
+    assert {task for task, _ in runs} == {"gold_aggregates"}
     assert sorted(h for _, hours in runs for h in hours) == iso(sorted(stale))
     rows = oracle(lakehouse).rows(HOURLY)
     columns = [*catalog.get(HOURLY).column_names, "purchase_rate"]
@@ -247,7 +244,7 @@ def test_a_new_nullable_gold_column_is_added_in_place_and_a_dropped_one_refused(
     # Dropping a column cannot be done in place: refused, nothing written.
     version = table_version(spark, lakehouse, HOURLY)
     refused = run_deployed(
-        deployed(tmp_path, "drop", purchase_rate, without_ctr), "gold_campaign_hourly", lakehouse
+        deployed(tmp_path, "drop", purchase_rate, without_ctr), "gold_aggregates", lakehouse
     )
     assert refused.returncode != 0
     assert "gold.campaign_hourly: its declared columns changed" in refused.stderr

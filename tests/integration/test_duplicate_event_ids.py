@@ -42,7 +42,7 @@ def silver_rows(spark, lakehouse) -> list[tuple[str, str]]:
 
 def backfill(lakehouse, start: str, end: str) -> None:
     hours = ("--mode", "batch", "--start", f"2026-11-20T{start}Z", "--end", f"2026-11-20T{end}Z")
-    for job in ("silver_ad_events", "gold_campaign_hourly"):
+    for job in ("silver_ad_events", "gold_aggregates"):
         run_job(job, lakehouse, *hours)
 
 

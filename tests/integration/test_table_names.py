@@ -158,9 +158,9 @@ def test_noted_names_are_not_looked_up_again_and_a_dropped_one_comes_back_with_t
     assert set(noted.read_text().split()) == in_metastore
 
     spark.sql("DROP TABLE gold.campaign_windows")  # external: its files stay
-    run_job("gold_campaign_windows", lakehouse)
+    run_job("gold_aggregates", lakehouse)
     assert not spark.catalog.tableExists("gold.campaign_windows"), "the note spares the lookup"
     noted.unlink()
-    run_job("gold_campaign_windows", lakehouse)
+    run_job("gold_aggregates", lakehouse)
     assert by_name_and_by_path(spark, lakehouse, "gold.campaign_windows")[0] > 0
     assert set(noted.read_text().split()) == in_metastore

@@ -12,7 +12,7 @@ from pyspark.testing import assertDataFrameEqual
 from lakehouse import catalog
 from lakehouse.flows.containment import failing_keys
 from lakehouse.flows.merge import MergeBatch, one_row_per_key
-from lakehouse.flows.recompute import event_hours, touched_periods
+from lakehouse.flows.recompute import event_hours, new_hours
 from lakehouse.periods import Grain, Periods
 from lakehouse.sinks import ensure_table
 from lakehouse_tools.generator import campaign_dimension
@@ -110,11 +110,11 @@ def test_touched_hours_are_the_event_hours_of_the_new_rows(spark):
         ],
         "event_time timestamp",
     )
-    assert touched_periods(event_hours(rows, SILVER), Grain.HOUR) == Periods.between(
-        START, START.replace(hour=2)
-    )
-    assert touched_periods(event_hours(rows, SILVER), Grain.DAY) == Periods.of([START], Grain.DAY)
-    assert touched_periods(event_hours(rows.filter(F.lit(False)), SILVER), Grain.HOUR) == Periods()
+    hours = new_hours(event_hours(rows, SILVER))
+    assert len(hours) == 2
+    assert Periods.of(hours, Grain.HOUR) == Periods.between(START, START.replace(hour=2))
+    assert Periods.of(hours, Grain.DAY) == Periods.of([START], Grain.DAY)
+    assert new_hours(event_hours(rows.filter(F.lit(False)), SILVER)) == []
 
 
 def test_a_batch_that_fails_on_its_data_quarantines_the_failing_lines_and_keeps_the_rest(

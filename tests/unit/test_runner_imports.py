@@ -15,13 +15,13 @@ def test_each_write_kind_runs_by_its_flow_module():
         assert callable(job.run), spec.task
         assert job.__name__.startswith("lakehouse.flows."), spec.task
     assert flow_job(catalog.task("gold_user_sessions")).__name__ == "lakehouse.flows.sessions"
-    assert flow_job(catalog.task("gold_ad_hourly")).__name__ == "lakehouse.flows.recompute"
+    assert flow_job(catalog.task("gold_aggregates")).__name__ == "lakehouse.flows.recompute"
 
 
 def test_the_runner_does_not_import_the_sessions_flow_for_other_tasks():
     code = (
         "import sys, lakehouse.runner as r; from lakehouse import catalog; "
-        "r.flow_job(catalog.task('gold_ad_hourly')); "
+        "r.flow_job(catalog.task('gold_aggregates')); "
         "print('lakehouse.flows.sessions' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

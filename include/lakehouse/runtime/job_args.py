@@ -28,6 +28,8 @@ class JobArgs:
     generation: int | None  # checkpoint generation; None: the target table's current one
     max_files_per_trigger: int
     source: argparse.Namespace | None = None  # a source-fed table's own options (its flow's)
+    # a batch run of a task of several tables: the ones to recompute (empty: all of them)
+    tables: tuple[str, ...] = ()
 
     def generation_of(self, table: Table) -> int:
         return self.generation if self.generation is not None else table.current_generation()
@@ -38,8 +40,12 @@ def parse_job_args(
     argv: list[str] | None = None,
     batch: bool = True,
     source: argparse.Namespace | None = None,
+    tables: tuple[str, ...] = (),
 ) -> JobArgs:
-    """Parse a job's command line; a bad combination fails with a message that says what to fix."""
+    """Parse a job's command line; a bad combination fails with a message that says what to fix.
+
+    ``tables``: the tables of the job's task; a task of several takes ``--tables`` in batch mode.
+    """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--lakehouse-root", help="default: $LAKEHOUSE_ROOT")
     parser.add_argument(
@@ -57,7 +63,24 @@ def parse_job_args(
         help="checkpoint generation (default: the table's current one; a full refresh moves it)",
     )
     parser.add_argument("--max-files-per-trigger", type=int, default=1000)
+    if len(tables) > 1:
+        parser.add_argument(
+            "--tables",
+            default="",
+            help="batch mode: recompute only these of the task's tables, comma-separated "
+            f"(default: all of {', '.join(tables)})",
+        )
     args = parser.parse_args(argv)
+    chosen = tuple(name for name in getattr(args, "tables", "").split(",") if name)
+    unknown = [name for name in chosen if name not in tables]
+    if unknown:
+        parser.error(
+            f"--tables: {', '.join(unknown)} not of this task; its tables: {', '.join(tables)}"
+        )
+    if chosen and args.mode != "batch":
+        parser.error(
+            "--tables only applies to --mode batch: an incremental run's query writes all of its task's tables"
+        )
 
     # Airflow renders the interval args of an incremental run as empty strings.
     args.start, args.end = args.start or None, args.end or None
@@ -77,6 +100,7 @@ def parse_job_args(
         generation=args.generation,
         max_files_per_trigger=args.max_files_per_trigger,
         source=source,
+        tables=chosen,
     )
 
 

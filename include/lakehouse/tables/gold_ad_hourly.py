@@ -23,6 +23,7 @@ SCHEMA = """
     partition_by=["event_date"],
     write=Write.REPLACE_PERIODS,
     batch=True,
+    task="gold_aggregates",
     expect=[expect("every ad has a campaign", "count_if(campaign_id IS NULL)", "= 0")],
 )
 def ad_hourly(silver: DataFrame) -> DataFrame:

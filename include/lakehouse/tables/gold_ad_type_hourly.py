@@ -23,6 +23,7 @@ SCHEMA = """
     partition_by=["event_date"],
     write=Write.REPLACE_PERIODS,
     batch=True,
+    task="gold_aggregates",
 )
 def ad_type_hourly(silver: DataFrame) -> DataFrame:
     """Views, clicks, purchases and click-through rate per ad type and event hour (CTR null without views)."""

@@ -25,6 +25,7 @@ SCHEMA = """
     write=Write.REPLACE_PERIODS,
     grain="day",
     batch=True,
+    task="gold_aggregates",
     expect=[
         expect("no negative count", "count_if(views < 0 OR clicks < 0 OR purchases < 0)", "= 0")
     ],

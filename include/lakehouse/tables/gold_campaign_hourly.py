@@ -61,6 +61,7 @@ def hourly_kpis(silver: DataFrame, *keys: str) -> DataFrame:
     partition_by=["event_date"],
     write=Write.REPLACE_PERIODS,
     batch=True,
+    task="gold_aggregates",
     expect=[
         expect("no negative count", "count_if(views < 0 OR clicks < 0 OR purchases < 0)", "= 0")
     ],

@@ -25,6 +25,7 @@ SCHEMA = """
     partition_by=["event_date"],
     write=Write.REPLACE_PERIODS,
     batch=True,
+    task="gold_aggregates",
 )
 def campaign_windows(silver: DataFrame) -> DataFrame:
     """Views per (campaign, 10-second tumbling window) of silver events.
