@@ -16,8 +16,10 @@ runs again, measured: each task's client process tree (CPU, wall) and the engine
 (its JVM and Python workers, ``/proc``), the engine's split by part (``bench.harness.jvm_parts``).
 Then late events land (events more than an hour older than the newest, of a user whose session
 stays open, so they stay pending), every task runs to record them, and every task runs once more
-with nothing new: the no-data run with late events pending. Last, every table is checked against
-the plain-Python oracle, so a speed-up that breaks a result shows.
+with nothing new: the no-data run with late events pending, then twice more as a DAG run through
+``airflow dags test ysb_hourly`` (a private Airflow home; the second run is the figure, the first
+pays for a new home's DAG parsing). Last, every table is checked against the plain-Python oracle,
+so a speed-up that breaks a result shows.
 """
 
 from __future__ import annotations
@@ -96,6 +98,45 @@ def run_tasks(label: str, lake: Lakehouse, logs: Path) -> dict:
     }
 
 
+def dag_runs_with_nothing_new(lake: Lakehouse, work: Path, runs: int = 2) -> list[dict]:
+    """``airflow dags test ysb_hourly`` ``runs`` times on the lakehouse as it is: each run's wall
+    and CPU (the Airflow process tree and the engine's)."""
+    from airflow_env import airflow_environment, migrate
+
+    home = work / "airflow"
+    migrate(home)
+    env = airflow_environment(home, lake)
+    measured = []
+    for run in range(runs):
+        server = engine.server_pid()
+        before = tree_cpus(server)
+        logical = (START + timedelta(days=30, hours=run)).isoformat()
+        log = work / "logs" / f"dag-run-{run + 1}.log"
+        command = [
+            str(Path(sys.executable).parent / "airflow"),
+            "dags",
+            "test",
+            "ysb_hourly",
+            logical,
+        ]
+        code, wall, cpu = run_tree(command, env, log, 1800)
+        if code != 0 or "state=success" not in log.read_text():
+            raise RuntimeError(f"the DAG run failed, see {log}")
+        engine_cpu = cpu_between(before, tree_cpus(server))
+        measured.append(
+            {
+                "wall_s": round(wall, 2),
+                "cpu_s": round(cpu + engine_cpu, 2),
+                "engine_cpu_s": round(engine_cpu, 2),
+            }
+        )
+        print(
+            f"{'dag run':>12} {run + 1:<24} cpu {cpu + engine_cpu:5.1f}  wall {wall:5.1f} s",
+            flush=True,
+        )
+    return measured
+
+
 def land_late_events(lake: Lakehouse, newest_hour: datetime, users: int = 3) -> int:
     """Land, in a new producer-hour folder, a chain of events per user from 70 minutes before the
     newest event time up to the newest: the older ones are behind the watermark (late), and as the
@@ -159,6 +200,7 @@ def measure(events: int, work: Path, warm_hours: int, hours: int = 3) -> dict:
         late = land_late_events(lake, START + timedelta(hours=hours))
         run_tasks("late_landed", lake, logs)
         idle = run_tasks("no_new_data", lake, logs)
+        dag_runs = dag_runs_with_nothing_new(lake, work)
     finally:
         server.down()
     tables = {spec.name: lake.table(spec.name).path for spec in catalog.tables()}
@@ -174,6 +216,8 @@ def measure(events: int, work: Path, warm_hours: int, hours: int = 3) -> dict:
         "small_hour_cpu_s": small["total_cpu_s"],
         "no_new_data_late_pending_sessions_s": idle["tasks"][sessions]["wall_s"],
         "no_new_data_late_pending_sessions_cpu_s": idle["tasks"][sessions]["cpu_s"],
+        "no_new_data_dag_runs": dag_runs,
+        "no_new_data_dag_run_late_pending_s": dag_runs[-1]["wall_s"],
         "oracle_ok": not wrong,
         "oracle_differences": wrong,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -205,24 +249,34 @@ def render(results: dict) -> str:
             head,
             "| --- |" + " ---: |" * (head.count("|") - 2),
         ]
-        for task, figures in [*now[run]["tasks"].items(), ("**all tasks**", None)]:
-            mine = figures or {
-                "cpu_s": now[run]["total_cpu_s"],
-                "engine_cpu_s": now[run]["total_engine_cpu_s"],
-                "wall_s": now[run]["total_wall_s"],
-            }
+        # a task of one side only (tasks merged or split by the change) shows "-" on the other
+        gone = [t for t in (before[run]["tasks"] if before else {}) if t not in now[run]["tasks"]]
+        total = {k: now[run][f"total_{k}"] for k in ("cpu_s", "engine_cpu_s", "wall_s")}
+        for task in [*now[run]["tasks"], *gone, "**all tasks**"]:
+            mine = now[run]["tasks"].get(task, total if task == "**all tasks**" else {})
             earlier = (
-                (before[run]["tasks"].get(task) or {}).get("cpu_s")
-                if before and figures
-                else before and before[run]["total_cpu_s"]
+                (
+                    (before[run]["tasks"].get(task) or {}).get("cpu_s", "-")
+                    if task != "**all tasks**"
+                    else before[run]["total_cpu_s"]
+                )
+                if before
+                else None
             )
             cells = ([f"{earlier}"] if before else []) + [
-                f"{mine['cpu_s']}",
-                f"{mine['engine_cpu_s']}",
-                f"{mine['wall_s']}",
+                f"{mine.get(k, '-')}" for k in ("cpu_s", "engine_cpu_s", "wall_s")
             ]
             rows.append(f"| {task} | " + " | ".join(cells) + " |")
         rows.append("")
+    if now.get("no_new_data_dag_runs"):
+        walls = ", ".join(
+            f"{r['wall_s']} s ({r['cpu_s']} CPU-s)" for r in now["no_new_data_dag_runs"]
+        )
+        rows += [
+            f"*nothing new, late events pending, as a DAG run* (`airflow dags test ysb_hourly`, "
+            f"a new Airflow home, its first run then its second): {walls}.",
+            "",
+        ]
     rows += engine_parts_table(now["small_hour"])
     rows.append(
         f"Measured {now['measured_at']}"
@@ -322,6 +376,7 @@ def main(argv: list[str] | None = None) -> None:
             "no_new_data_late_pending_tasks_cpu_s": idle["total_cpu_s"],
             "no_new_data_late_pending_tasks_s": idle["total_wall_s"],
             "no_new_data_late_pending_sessions_s": figures["no_new_data_late_pending_sessions_s"],
+            "no_new_data_dag_run_late_pending_s": figures["no_new_data_dag_run_late_pending_s"],
         },
         benchmark="small_hour",
         results=results,

@@ -15,6 +15,8 @@
 #   make bench-history                           # a small hour after a year of history vs on a fresh lakehouse,
 #                                                # and what each run adds to logs and checkpoints (the first run
 #                                                # catches a year up: about an hour; later runs reuse it)
+#   make bench-small-hour                        # every task's CPU for a 2,000-event hour, and a no-data run with late
+#                                                # events pending, task by task and as a DAG run (about 15 minutes)
 #   make bench-smoke                             # the comparison on tiny data (tests/bench)
 #
 # A new scenario (bench/<name>.py) needs no line here to be rendered: its results file is enough
