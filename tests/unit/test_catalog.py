@@ -11,6 +11,8 @@ import pytest
 from lakehouse import catalog
 from lakehouse.catalog import CatalogError, Column, TableSpec, Write, expect
 from lakehouse.catalog_checks import check_declarations, upstream_first
+from lakehouse.periods import Grain
+from lakehouse.runtime.job_args import parse_job_args
 from lakehouse_tools import oracle
 
 GOLD_SCHEMA = "campaign_id STRING, hour_start TIMESTAMP, views BIGINT NOT NULL, event_date DATE"
@@ -87,6 +89,43 @@ def test_columns_are_read_from_ddl():
 
 def test_a_consistent_pair_passes():
     assert check(gold(), SILVER) == ["silver.test", "gold.test"]
+
+
+def test_tables_share_a_task_only_as_one_query_s_period_replaced_tables():
+    # one task, one query over silver's change: both replaced by period from the same upstream
+    assert check(gold(), gold(name="gold.daily", grain=Grain.DAY), SILVER) == [
+        "silver.test",
+        "gold.daily",
+        "gold.test",
+    ]
+    with pytest.raises(
+        CatalogError, match="Task gold_test is shared by gold.test, gold.stream_only"
+    ):
+        check(gold(), gold(name="gold.stream_only", batch=False), SILVER)
+    other = TableSpec(**{**SILVER.__dict__, "name": "silver.other"})
+    with pytest.raises(CatalogError, match="from the same upstream tables"):
+        check(gold(), gold(name="gold.other", upstream=("silver.other",)), SILVER, other)
+
+
+def test_a_batch_run_of_a_shared_task_may_name_its_tables_and_an_incremental_one_may_not(
+    tmp_path, capsys
+):
+    tables = ("gold.test", "gold.daily")
+    root = ("--lakehouse-root", str(tmp_path))
+    batch = (*root, "--mode", "batch", "--start", "2026-11-20T00:00Z", "--end", "2026-11-20T01:00Z")
+    assert parse_job_args("t", [*batch], tables=tables).tables == ()
+    chosen = parse_job_args("t", [*batch, "--tables", "gold.daily"], tables=tables)
+    assert chosen.tables == ("gold.daily",)
+    for argv, message in (
+        ([*batch, "--tables", "gold.nope"], "gold.nope not of this task"),
+        ([*root, "--tables", "gold.daily"], "only applies to --mode batch"),
+    ):
+        with pytest.raises(SystemExit):
+            parse_job_args("t", argv, tables=tables)
+        assert message in capsys.readouterr().err
+    # a task of one table takes no --tables
+    with pytest.raises(SystemExit):
+        parse_job_args("t", [*batch, "--tables", "gold.test"], tables=("gold.test",))
 
 
 @pytest.mark.parametrize(
