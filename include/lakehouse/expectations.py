@@ -34,88 +34,94 @@ from lakehouse.spark import build_spark_session
 RESULTS_TABLE = "ops.expectation_results"
 
 
-def check(table: Table, periods: Periods, summary: dict) -> dict | None:
-    """Measure the rules of ``table`` and its side tables over ``periods`` and the run's batches; record and judge.
+def check(written: dict[Table, tuple[Periods, dict]]) -> dict[str, dict | None]:
+    """Measure the rules of each table a task wrote (and of its side tables) over the periods it
+    wrote and its run's batches; record every result in one append, then judge.
 
-    ``summary`` is the run's (its micro-batches' notes, its mode). Returns the number of results
-    and the failed ``warn`` rules (None: no rules declared); raises :class:`ExpectationFailed`
-    when a ``fail`` rule does not hold.
+    ``written``: each table's periods and its run's summary (its micro-batches' notes, its mode).
+    Returns, by table, the number of results and the failed ``warn`` rules (None: no rules
+    declared); raises :class:`ExpectationFailed` when a ``fail`` rule does not hold.
     """
-    declared = [
-        spec for spec in (table.spec, *catalog.side_tables(table.spec)) if spec.expectations
-    ]
-    if not declared:
-        return None
-    lakehouse = table.lakehouse
     started = time.monotonic()
-    batches = summary.get("batches", [])
-    plans = []  # (table, its per-hour rules, the hours to measure them over, its per-batch rules)
-    for spec in declared:
-        by_hour = [rule for rule in spec.expectations if rule.per == "hour"]
-        again = still_failing(lakehouse, spec) if by_hour else []
-        by_batch = [rule for rule in spec.expectations if rule.per == "batch"]
-        plans.append(
-            (
-                spec,
-                by_hour,
-                Periods.of([*periods, *again], spec.grain) if by_hour else Periods(),
-                by_batch,
-            )
-        )
-    if not any(to_measure or (by_batch and batches) for _, _, to_measure, by_batch in plans):
-        return {"checked": 0, "failed_warn": []}  # nothing written, nothing failing: no Spark job
-    spark = build_spark_session(table.task)
+    plans = []  # (owner, spec, its per-hour rules, the hours to measure, its per-batch rules, notes)
+    for table, (periods, summary) in written.items():
+        for spec in (table.spec, *catalog.side_tables(table.spec)):
+            if not spec.expectations:
+                continue
+            by_hour = [rule for rule in spec.expectations if rule.per == "hour"]
+            again = still_failing(table.lakehouse, spec) if by_hour else []
+            to_measure = Periods.of([*periods, *again], spec.grain) if by_hour else Periods()
+            by_batch = [rule for rule in spec.expectations if rule.per == "batch"]
+            notes = summary.get("batches", []) if by_batch else []
+            plans.append((table, spec, by_hour, to_measure, by_batch, notes))
+    results: dict[str, dict | None] = {table.name: None for table in written}
+    for owner, *_ in plans:
+        results[owner.name] = {"checked": 0, "failed_warn": []}
+    if not any(to_measure or notes for _, _, _, to_measure, _, notes in plans):
+        return results  # nothing written, nothing failing: no Spark job
+    some = plans[0][0]
+    lakehouse = some.lakehouse
+    spark = build_spark_session(some.task)
     results_table = lakehouse.table(RESULTS_TABLE)
     ensure_table(spark, results_table)
-    measurements = []
-    for spec, by_hour, to_measure, by_batch in plans:
+    measurements = []  # (owner, measure)
+    for owner, spec, by_hour, to_measure, by_batch, notes in plans:
         if to_measure:
-            measurements.append(
-                partial(_measure_hours, spark, lakehouse, spec, by_hour, to_measure)
-            )
-        if by_batch and batches:
-            measurements.append(
-                partial(_measure_batches, spark, lakehouse, spec, by_batch, batches)
-            )
+            measure = partial(_measure_hours, spark, lakehouse, spec, by_hour, to_measure)
+            measurements.append((owner, measure))
+        if notes:
+            measure = partial(_measure_batches, spark, lakehouse, spec, by_batch, notes)
+            measurements.append((owner, measure))
     # Each is one Spark job over a table just written, most of its time Delta's snapshot of the new
     # version and the planning: side by side, a task's checks take about as long as the longest.
     with ThreadPoolExecutor(max_workers=max(len(measurements), 1)) as pool:
-        running = [pool.submit(measure) for measure in measurements]
-        rows = [row for measured in running for row in measured.result()]
+        running = [(owner, pool.submit(measure)) for owner, measure in measurements]
+        rows = [(owner, row) for owner, measured in running for row in measured.result()]
     if rows:
-        checked_at = datetime.now(UTC)
+        mode = next(iter(written.values()))[1].get("mode", "incremental")
         airflow_run_id, airflow_try = airflow_run()
         context = {
-            "checked_at": checked_at,
-            "mode": summary.get("mode", "incremental"),
+            "checked_at": datetime.now(UTC),
+            "mode": mode,
             "airflow_run_id": airflow_run_id,
             "airflow_try": airflow_try,
         }
         # A check is an event: nothing replays it (several tasks append at once, blind appends do not conflict).
-        append_records([{**row, **context} for row in rows], results_table)
-    failed = [row for row in rows if not row["passed"]]
-    for row in failed:
-        log.warning("%s expectation %s: %s", row["table_name"], row["on_failure"], describe(row))
-    gating = [describe(row) for row in failed if row["on_failure"] == "fail"]
+        append_records([{**row, **context} for _, row in rows], results_table)
+    for owner, row in rows:
+        results[owner.name]["checked"] += 1
+        if not row["passed"]:
+            log.warning(
+                "%s expectation %s: %s", row["table_name"], row["on_failure"], describe(row)
+            )
+            if row["on_failure"] == "warn":
+                results[owner.name]["failed_warn"].append(describe(row))
+    failed = [row for _, row in rows if not row["passed"]]
+    gating = [
+        (owner, row) for owner, row in rows if not row["passed"] and row["on_failure"] == "fail"
+    ]
     log.info(
         "%s: %d expectation result(s), %d failed (%d gating), %.1f s",
-        table.name,
+        ", ".join(t.name for t in written),
         len(rows),
         len(failed),
         len(gating),
         time.monotonic() - started,
     )
     if gating:
+        modules = sorted({f"lakehouse/tables/{_module(owner.spec)}.py" for owner, _ in gating})
         raise ExpectationFailed(
             f"{len(gating)} expectation(s) failed, so the tables computed from these hours are not updated:\n- "
-            + "\n- ".join(gating)
+            + "\n- ".join(describe(row) for _, row in gating)
             + f"\nFix the data of the hour (e.g. a backfill of it once the cause is fixed) or the rule in "
-            f"lakehouse/tables/{table.task}.py; every result is in {RESULTS_TABLE}."
+            f"{' or '.join(modules)}; every result is in {RESULTS_TABLE}."
         )
-    return {
-        "checked": len(rows),
-        "failed_warn": [describe(row) for row in failed if row["on_failure"] == "warn"],
-    }
+    return results
+
+
+def _module(spec: TableSpec) -> str:
+    """The module that declares ``spec`` (its name under lakehouse/tables)."""
+    return spec.transform.__module__.rsplit(".", 1)[-1] if spec.transform else spec.task
 
 
 def describe(row: dict) -> str:

@@ -76,17 +76,24 @@ def touched_periods(summary: dict, table: Table) -> Periods:
     )
 
 
-def record_code_version(table: Table, periods: Periods, batch: bool) -> None:
-    """Keep which code version wrote ``periods`` of ``table`` (:mod:`lakehouse.code_versions`).
+def record_code_versions(written: dict[Table, Periods], batch: bool) -> None:
+    """Keep which code version wrote each table's periods (:mod:`lakehouse.code_versions`), in
+    one append for all the tables of a task.
 
     After the write: a run that dies between the two leaves its periods recorded as the older
     version's, which status shows stale and repair recomputes, never the other way round.
     """
-    if not periods:
+    run_id = airflow_run()[0]
+    records = [
+        record
+        for table, periods in written.items()
+        for record in code_versions.records(table.spec, periods, batch=batch, run=run_id)
+    ]
+    if not records:
         return
-    records = code_versions.records(table.spec, periods, batch=batch, run=airflow_run()[0])
-    target = table.lakehouse.table(code_versions.RECORDS)
-    spark = build_spark_session(table.task)
+    some = next(iter(written))
+    target = some.lakehouse.table(code_versions.RECORDS)
+    spark = build_spark_session(some.task)
     # Tasks that start at once may race to create it.
     with_conflict_retries(lambda: ensure_table(spark, target), f"{target.name} creation")
     append_records(records, target)
@@ -114,13 +121,10 @@ def run(task: str, argv: list[str]) -> dict:
             if full is None:
                 raise
             raise full from None
-        if "tables" in summary:  # a query of several tables: each one's own summary
-            tables = summary["tables"]
-            summary["tables"] = {
-                name: after_write(args.lakehouse.table(name), tables[name], args) for name in tables
-            }
-        else:
-            summary = after_write(table, summary, args)
+        # a query of several tables gives each one's own summary
+        owns = summary["tables"] if "tables" in summary else {table.name: summary}
+        owns = after_writes({args.lakehouse.table(name): own for name, own in owns.items()}, args)
+        summary = {**summary, "tables": owns} if "tables" in summary else owns[table.name]
         register_names(table)
         return summary
     finally:
@@ -139,23 +143,33 @@ def evolve_schema(table: Table) -> None:
         )
 
 
-def after_write(table: Table, summary: dict, args) -> dict:
-    """What follows a table's write: the periods it wrote and their code version recorded, its
-    rules checked; ``summary`` with both added."""
-    periods = Periods()
-    if table.spec.flow.periodic:
-        # The periods written: the Airflow task's asset events carry them, the rules measure them.
-        periods = (
-            args.interval.to(table.grain)
-            if args.mode == "batch"
-            else touched_periods(summary, table)
-        )
-        summary = {**summary, "grain": table.grain.value, "periods": periods.isoformats()}
-        record_code_version(table, periods, batch=args.mode == "batch")
-    checked = expectations.check(table, periods, summary)
-    if checked:
-        summary = {**summary, "expectations": checked}
-    return summary
+def after_writes(summaries: dict[Table, dict], args) -> dict[str, dict]:
+    """What follows a task's writes: the periods each table got and their code version recorded,
+    then each table's rules checked; each table's summary (by name) with both added."""
+    periods = {}
+    for table, summary in summaries.items():
+        if table.spec.flow.periodic:
+            # The periods written: the Airflow task's asset events carry them, the rules measure them.
+            periods[table] = (
+                args.interval.to(table.grain)
+                if args.mode == "batch"
+                else touched_periods(summary, table)
+            )
+            summaries[table] = {
+                **summary,
+                "grain": table.grain.value,
+                "periods": periods[table].isoformats(),
+            }
+    record_code_versions(periods, batch=args.mode == "batch")
+    checked = expectations.check(
+        {table: (periods.get(table, Periods()), summary) for table, summary in summaries.items()}
+    )
+    return {
+        table.name: {**summary, "expectations": checked[table.name]}
+        if checked[table.name]
+        else summary
+        for table, summary in summaries.items()
+    }
 
 
 def main(argv: list[str]) -> dict:
