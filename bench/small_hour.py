@@ -269,12 +269,16 @@ def render(results: dict) -> str:
             rows.append(f"| {task} | " + " | ".join(cells) + " |")
         rows.append("")
     if now.get("no_new_data_dag_runs"):
-        walls = ", ".join(
-            f"{r['wall_s']} s ({r['cpu_s']} CPU-s)" for r in now["no_new_data_dag_runs"]
-        )
+
+        def walls(runs: list[dict]) -> str:
+            return ", ".join(f"{r['wall_s']} s ({r['cpu_s']} CPU-s)" for r in runs)
+
+        earlier = (before or {}).get("no_new_data_dag_runs")
         rows += [
-            f"*nothing new, late events pending, as a DAG run* (`airflow dags test ysb_hourly`, "
-            f"a new Airflow home, its first run then its second): {walls}.",
+            "*nothing new, late events pending, as a DAG run* (`airflow dags test ysb_hourly`, a "
+            f"new Airflow home, its first run then its second): {walls(now['no_new_data_dag_runs'])}"
+            + (f"; before: {walls(earlier)}" if earlier else "")
+            + ".",
             "",
         ]
     rows += engine_parts_table(now["small_hour"])
