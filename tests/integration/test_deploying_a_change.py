@@ -97,10 +97,12 @@ def repaired(code: Path, lakehouse: Lakehouse) -> list[tuple[str, list[str]]]:
 
 
 def written_hours(lakehouse: Lakehouse) -> dict[str, list[str]]:
-    """The hours each table's runs recorded writing (the generator's late events reach back)."""
+    """The periods each table's runs recorded writing (the generator's late events reach back),
+    labelled as status shows them (an hour, a day of a day table)."""
     found: dict[str, set] = {}
     for row in code_versions.written(lakehouse):
-        found.setdefault(row.table_name, set()).add(f"{row.period_start:%Y-%m-%dT%H:00Z}")
+        label = catalog.get(row.table_name).grain.label(row.period_start)
+        found.setdefault(row.table_name, set()).add(label)
     return {name: sorted(hours) for name, hours in found.items()}
 
 

@@ -18,6 +18,7 @@ from lakehouse_tools.generator import write_campaigns, write_hours
 CAMPAIGN_RULE = "every event has a campaign"
 SHARE_RULE = "at most 5% of a batch's lines quarantined"
 COUNT_RULE = "no negative count"
+AD_RULE = "every ad has a campaign"
 TASKS = ("dim_campaigns", "bronze_ad_events", "silver_ad_events", "gold_aggregates")
 
 
@@ -68,7 +69,13 @@ def test_a_failed_rule_stops_silver_until_its_hour_is_fixed_and_a_warning_only_r
     assert sorted(results(spark, lakehouse), key=str) == sorted(
         [("silver.ad_events", CAMPAIGN_RULE, hour, 0.0, True, "fail") for hour in silver_hours]
         + [("ops.silver_batch_metrics", SHARE_RULE, 0, pytest.approx(share), True, "warn")]
-        + [("gold.campaign_hourly", COUNT_RULE, hour, 0.0, True, "fail") for hour in gold_hours],
+        + [("gold.campaign_hourly", COUNT_RULE, hour, 0.0, True, "fail") for hour in gold_hours]
+        # the other tables of gold's task, each by its own rules and grain
+        + [("gold.ad_hourly", AD_RULE, hour, 0.0, True, "fail") for hour in gold_hours]
+        + [
+            ("gold.campaign_daily", COUNT_RULE, day, 0.0, True, "fail")
+            for day in sorted({hour.replace(hour=0) for hour in gold_hours})
+        ],
         key=str,
     )
     checks_before = len(results(spark, lakehouse))
@@ -152,7 +159,7 @@ def test_a_failed_rule_stops_silver_until_its_hour_is_fixed_and_a_warning_only_r
     )
     # Each of the task's tables checks its own rules over its periods (the day table: the day).
     assert sorted(results(spark, lakehouse)[before:]) == [
-        ("gold.ad_hourly", "every ad has a campaign", naive(START), 0.0, True, "fail"),
+        ("gold.ad_hourly", AD_RULE, naive(START), 0.0, True, "fail"),
         ("gold.campaign_daily", COUNT_RULE, naive(START), 0.0, True, "fail"),
         ("gold.campaign_hourly", COUNT_RULE, naive(START), 0.0, True, "fail"),
     ]
