@@ -32,7 +32,10 @@ def test_a_report_from_results_files_only(tmp_path):
 
     section = report[report.index("## The warm engine") :]
     section = section[: section.index("\n## ", 1)]
-    assert "*Reproduce:* `make bench-engine`, then `make benchmarks-md`." in section
+    assert (
+        "*Reproduce:* `git checkout d13d50f && make bench-engine`, then `make benchmarks-md`."
+        in (section)
+    )
     assert f"*Leaves out* `{tables[-1]}`: declared after this run" in section
     assert "| idle | 6.5 |" in section and "An old title" not in section
     assert "| `backfill_3h_s` | 41.09 | engine_runs |" in report
