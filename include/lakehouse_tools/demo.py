@@ -37,8 +37,8 @@ ROW_COUNTS = re.compile(r"'(rows_written|input_rows|inserted|quarantined)': (\d+
 def row_counts(summary: str) -> str:
     """A task's row counts from its summary; a query of several tables: the rows each one got."""
     counts = ", ".join(f"{k}={v}" for k, v in ROW_COUNTS.findall(summary.split("'tables':")[0]))
-    try:
-        tables = ast.literal_eval(summary).get("tables") or {}
+    try:  # the log line may go on after the summary (the logger's " [lakehouse] loc=...")
+        tables = ast.literal_eval(summary[: summary.rfind("}") + 1]).get("tables") or {}
     except (ValueError, SyntaxError):  # a summary cut short: its counts as found
         return counts
     written = {
