@@ -35,7 +35,8 @@ ROW_COUNTS = re.compile(r"'(rows_written|input_rows|inserted|quarantined)': (\d+
 
 
 def row_counts(summary: str) -> str:
-    """A task's row counts from its summary; a query of several tables: the rows each one got."""
+    """A task's row counts from its summary; a query of several tables: the rows each table got
+    (the tables it wrote nothing to left out)."""
     counts = ", ".join(f"{k}={v}" for k, v in ROW_COUNTS.findall(summary.split("'tables':")[0]))
     try:  # the log line may go on after the summary (the logger's " [lakehouse] loc=...")
         tables = ast.literal_eval(summary[: summary.rfind("}") + 1]).get("tables") or {}
@@ -47,7 +48,8 @@ def row_counts(summary: str) -> str:
         or 0
         for name, own in tables.items()
     }
-    return ", ".join(filter(None, [counts, *(f"{name}={rows}" for name, rows in written.items())]))
+    tables_written = [f"{name}={rows}" for name, rows in written.items() if rows]
+    return ", ".join(filter(None, [counts, *tables_written]))
 
 
 def run_dag(logical_date: datetime, log_path: Path) -> float:

@@ -31,7 +31,8 @@ def test_a_task_line_gives_its_row_counts_and_a_query_of_several_tables_each_tab
         "2026-12-07T04:52:41Z [info     ] gold_aggregates done: {'table': 'gold.ad_hourly', "
         "'micro_batches': 1, 'input_rows': 21502, 'batches': [{'batch_id': 0, 'tables': {}}], "
         "'tables': {'gold.ad_hourly': {'batches': [{'batch_id': 0, 'rows_written': 3104}]}, "
-        "'gold.campaign_daily': {'batches': [{'batch_id': 0, 'rows_written': 169}]}}} "
+        "'gold.campaign_daily': {'batches': [{'batch_id': 0, 'rows_written': 169}]}, "
+        "'gold.ad_type_hourly': {'batches': []}}} "
         "[lakehouse] loc=runner.py:180"
     )
     done = TASK_DONE.search(gold)
