@@ -226,7 +226,7 @@ def assert_events_say_what_was_written(spark, lakehouse, events: list) -> None:
     assert session_hours, "the first run closed no session: the check below would prove nothing"
     for name, extras in by_table.items():
         spec = catalog.get(name)
-        writer = catalog.task(spec.written_by or name) if spec.operation is None else None
+        writer = catalog.get(spec.written_by or name) if spec.operation is None else None
         if writer is not None and writer.write is catalog.Write.SESSIONS:
             assert [e["periods"] for e in extras] == [session_hours], name
         elif writer is not None and writer.batch:

@@ -99,7 +99,7 @@ def run(table: Table, args: JobArgs) -> dict:
 
     def fit_code(checkpoint: str | None = None) -> None:
         input_bytes, new_only = job_input(table, checkpoint)
-        log.info("%s: %s", table.task, fit_code_generation(spark, input_bytes, new_only))
+        log.info("%s: %s", table.name, fit_code_generation(spark, input_bytes, new_only))
 
     if args.mode == "batch":
         fit_code()
