@@ -146,20 +146,20 @@ def evolve_schema(table: Table) -> None:
 def after_writes(summaries: dict[Table, dict], args) -> dict[str, dict]:
     """What follows a task's writes: the periods each table got and their code version recorded,
     then each table's rules checked; each table's summary (by name) with both added."""
-    periods = {}
-    for table, summary in summaries.items():
-        if table.spec.flow.periodic:
-            # The periods written: the Airflow task's asset events carry them, the rules measure them.
-            periods[table] = (
-                args.interval.to(table.grain)
-                if args.mode == "batch"
-                else touched_periods(summary, table)
-            )
-            summaries[table] = {
-                **summary,
-                "grain": table.grain.value,
-                "periods": periods[table].isoformats(),
-            }
+    # The periods written: the Airflow task's asset events carry them, the rules measure them.
+    periods = {
+        table: args.interval.to(table.grain)
+        if args.mode == "batch"
+        else touched_periods(summary, table)
+        for table, summary in summaries.items()
+        if table.spec.flow.periodic
+    }
+    summaries = {
+        table: {**summary, "grain": table.grain.value, "periods": periods[table].isoformats()}
+        if table in periods
+        else summary
+        for table, summary in summaries.items()
+    }
     record_code_versions(periods, batch=args.mode == "batch")
     checked = expectations.check(
         {table: (periods.get(table, Periods()), summary) for table, summary in summaries.items()}
