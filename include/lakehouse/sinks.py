@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -196,7 +197,8 @@ def merge_new_rows(
     (:func:`merge_figures` has what it did either way). ``app_id`` None: no txn id (rerunning
     inserts nothing twice anyway: the rows' keys are then in the table).
     """
-    condition = f"t.{key} = s.{key} AND ({_qualify(table.spec.periods_predicate(hours), 't')})"
+    predicate = table.spec.periods_predicate(hours)
+    condition = f"t.{key} = s.{key} AND ({_qualify(predicate, 't', table.spec.column_names)})"
     # Delta would shuffle every row by partition before writing (one file per hour); coalescing to
     # as many tasks as a shuffle has writes at most that many files per hour without moving a row.
     writers = int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -207,29 +209,6 @@ def merge_new_rows(
             rows=rows.coalesce(writers),
         ).collect()
     return bool(metrics) and "num_inserted_rows" in metrics[0]
-
-
-def upsert(
-    spark: SparkSession,
-    rows: DataFrame,
-    table: Table,
-    app_id: str,
-    batch_id: int,
-) -> None:
-    """Insert ``rows``, or replace the rows with their key: once per (app id, batch id).
-
-    The match is restricted to the partitions the rows fall in (Delta reads only those).
-    """
-    key, partitions = table.spec.key, table.spec.partition_by
-    condition = " AND ".join(
-        [f"t.{key} = s.{key}", *(f"t.{column} = s.{column}" for column in partitions)]
-    )
-    with _dml_transaction(spark, app_id, batch_id):
-        spark.sql(
-            f"MERGE INTO delta.`{table.path}` AS t USING {{rows}} AS s ON {condition} "
-            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
-            rows=rows,
-        ).collect()
 
 
 def replace_where(df: DataFrame, table: Table, predicate: str) -> None:
@@ -313,11 +292,10 @@ def replace_periods(
     }
 
 
-def _qualify(predicate: str, alias: str) -> str:
-    """Prefix the partition columns of a predicate with a table alias (for MERGE conditions)."""
-    return predicate.replace("event_date", f"{alias}.event_date").replace(
-        "event_hour", f"{alias}.event_hour"
-    )
+def _qualify(predicate: str, alias: str, columns: Sequence[str]) -> str:
+    """Prefix the ``columns`` a predicate names with a table alias (for MERGE conditions)."""
+    names = "|".join(re.escape(name) for name in sorted(columns, key=len, reverse=True))
+    return re.sub(rf"(?<![\w.])({names})\b", rf"{alias}.\1", predicate)
 
 
 def delta_conflict_exceptions() -> tuple[type[Exception], ...]:
