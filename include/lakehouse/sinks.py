@@ -190,8 +190,9 @@ def merge_new_rows(
 ) -> bool:
     """Insert the rows whose ``key`` the table does not hold yet (an insert-only MERGE).
 
-    The match is restricted to ``hours`` so Delta reads only the partitions the batch touches:
-    the cost follows the new data, not the size of the table. Insert-only MERGE only adds files,
+    The match is restricted to ``hours`` (the table's predicate for them) so Delta reads only the
+    files of those hours, by partition or by their statistics: the cost follows the new data, not
+    the size of the table. Insert-only MERGE only adds files,
     so downstream streams read the new rows as plain appends. New columns in ``rows`` are added
     to the table (schema evolution). False when Delta skipped the batch as already committed
     (:func:`merge_figures` has what it did either way). ``app_id`` None: no txn id (rerunning
