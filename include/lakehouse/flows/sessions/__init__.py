@@ -26,6 +26,7 @@ state (the state data source), corrected for users with unreconciled late events
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
@@ -329,8 +330,16 @@ def run(target: Table, args: JobArgs) -> dict:
                 or reconciled.dirty_users is not None
                 or not open_sessions_current(target, checkpoint)
             ):
+                started = time.monotonic()
                 summary["open_sessions"] = refresh_open_sessions(
                     spark, target, checkpoint, reconciled
+                )
+                log.info(
+                    "%s: %s rewritten: %d open session(s) in %.1f s",
+                    table.name,
+                    target.side("open").name,
+                    summary["open_sessions"],
+                    time.monotonic() - started,
                 )
         finally:
             reconciled.release()

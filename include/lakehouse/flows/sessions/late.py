@@ -15,6 +15,7 @@ would have run for hours (issue 56).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -118,6 +119,7 @@ def reconcile(spark: SparkSession, target: Table, run_label: str) -> Reconciled:
     late_table = target.side("late")
     if not delta_log.may_hold_nulls(late_table.path, "reconciled_at"):  # from the log: no Spark job
         return Reconciled()
+    started = time.monotonic()
     pending = (
         spark.read.format("delta")
         .load(late_table.path)
@@ -163,11 +165,12 @@ def reconcile(spark: SparkSession, target: Table, run_label: str) -> Reconciled:
         reconciled = int(merged["num_updated_rows"]) if merged is not None else 0
         still = figures.pending - reconciled
         log.info(
-            "%s: %d late event(s) of %d user(s) reconciled (%d wait for their session to close)",
+            "%s: %d late event(s) of %d user(s) reconciled (%d wait for their session to close) in %.1f s",
             table.name,
             reconciled,
             figures.users,
             still,
+            time.monotonic() - started,
         )
     except BaseException:
         result.release()
