@@ -262,9 +262,8 @@ def run(target: Table, args: JobArgs) -> dict:
             ):  # most batches with data close nothing: their sessions are still open
                 # Inserted unless the table holds its id already: only a recomputation from silver
                 # (a backfill beside this batch, a reconciliation) can have written it first, and
-                # that one is at least as complete. Insert-only, a MERGE reads its source once and
-                # Delta need not copy it first: 0.8 engine CPU-s for a small batch against 4.1
-                # for an update-or-insert (issue 60). Only the sessions' hours are read.
+                # that one is at least as complete. Only the files of the sessions' hours are read
+                # (an update-or-insert here read every file of the table, a cost growing with history).
                 closed = table_rows(output.where(F.col("kind") == "session"))
                 hours = Periods.of(
                     datetime.fromtimestamp(h * 3600, UTC) for h in hours_of["session"]
