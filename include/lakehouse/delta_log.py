@@ -218,6 +218,12 @@ def schema_fields(path: str) -> list[dict] | None:
     return metadata and json.loads(metadata["schemaString"])["fields"]
 
 
+def partition_columns(path: str) -> list[str] | None:
+    """The table's partition columns, as its log records them (None: no table)."""
+    metadata = _newest_metadata(path)
+    return metadata and list(metadata.get("partitionColumns") or [])
+
+
 def versions_of_txns(
     path: str, app_id: str, txn_versions: set[int], newest: int = 200
 ) -> dict[int, int]:

@@ -19,6 +19,7 @@ mode ``--tables`` picks some.
 from __future__ import annotations
 
 import importlib
+import time
 from datetime import datetime
 
 from lakehouse import catalog, code_versions, expectations, metastore, schema_evolution
@@ -132,8 +133,23 @@ def run(task: str, argv: list[str]) -> dict:
 
 
 def evolve_schema(table: Table) -> None:
-    """Before any write: a declaration with new nullable columns widens the table, another change stops here."""
-    added = schema_evolution.evolve(lambda: build_spark_session(table.task), table.path, table.spec)
+    """Before any write: a declaration with new nullable columns widens the table, one with a new
+    partitioning rewrites a table nothing reads in it, another change stops here."""
+
+    def session():  # connected only when there is something to change
+        return build_spark_session(table.task)
+
+    started = time.monotonic()
+    was = schema_evolution.repartition(session, table.path, table.spec)
+    if was is not None:
+        log.info(
+            "%s: rewritten partitioned by %s (was by %s, declared since the table was written) in %.1f s",
+            table.name,
+            ", ".join(table.spec.partition_by),
+            ", ".join(was) or "nothing",
+            time.monotonic() - started,
+        )
+    added = schema_evolution.evolve(session, table.path, table.spec)
     if added:
         log.info(
             "%s: column(s) %s added (declared since the table was written); the periods written "

@@ -1,4 +1,5 @@
-"""A table whose declaration changed columns: new nullable columns added in place, anything else refused.
+"""A table whose declaration changed columns: new nullable columns added in place, anything else refused;
+one whose declaration changed its partitioning: rewritten in place when nothing reads it as a stream.
 
 Adding a nullable column at the end of a table's schema is safe: the rows already written read it
 as null, and every later write fills it. It also changes the table's code (its declaration and
@@ -7,6 +8,10 @@ chooses between nulls in the old periods and ``lakehouse repair --stale``, which
 with the column filled. Any other change (a column dropped, renamed, retyped, reordered, or a new
 NOT NULL one) would leave rows that contradict the declaration; it is refused before anything is
 written, with the full refresh that rebuilds the table in the new shape.
+
+A new partitioning changes no row: a table no other table reads (gold) is rewritten in it, once,
+by the first run of the new declaration (:func:`repartition`). A table another one streams from
+is refused instead: its reader would see every row as changed.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lakehouse import delta_log
+from lakehouse import catalog, delta_log
 from lakehouse.catalog import TableSpec
 from lakehouse.columns import Column, json_type
 from lakehouse.errors import ConfigError
@@ -60,6 +65,39 @@ def evolve(session: Callable[[], Any], path: str, spec: TableSpec) -> tuple[str,
         columns = ", ".join(f"{c.name} {c.type}" for c in added)
         session().sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
     return tuple(c.name for c in added)
+
+
+def repartition(session: Callable[[], Any], path: str, spec: TableSpec) -> tuple[str, ...] | None:
+    """Rewrite the table at ``path`` in its declared partitioning when its log records another one;
+    the partition columns it had (None: it has the declared ones, or there is no table yet).
+
+    Reads the table's log only, unless there is a table to rewrite. One overwrite of the same rows:
+    Delta's transaction ids stay in the table's state, so a replayed micro-batch is still skipped.
+    """
+    existing = delta_log.partition_columns(path)
+    if existing is None or tuple(existing) == spec.partition_by:
+        return None
+    readers = [reader.name for reader in catalog.downstream(spec.name)]
+    if readers:
+        raise ConfigError(
+            f"{spec.name}: declared partitioned by {list(spec.partition_by)}, the table is partitioned "
+            f"by {existing}, and {', '.join(readers)} read(s) it: rewriting it in place would show "
+            f"them every row as changed. Nothing was written. Rebuild it in its new layout with a full "
+            f"refresh of {spec.layer} (the DAG's full_refresh={spec.layer}, or spark-submit "
+            f"jobs/full_refresh.py --layer {spec.layer}), or declare its old partitioning."
+        )
+    spark = session()
+    (
+        spark.read.format("delta")
+        .load(path)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .option("userMetadata", f"repartitioned by {', '.join(spec.partition_by)}")
+        .partitionBy(*spec.partition_by)
+        .save(path)
+    )
+    return tuple(existing)
 
 
 def _ddl(json_kind) -> str:

@@ -145,6 +145,8 @@ def _file_hours(action: dict, spec: catalog.TableSpec) -> list[datetime]:
         if day is None or hour is None:
             return []
         return [datetime.fromisoformat(f"{day}T{int(hour):02d}:00")]
+    if action.get("partition.hour_start") is not None:  # a file of one hour's partition
+        return [utc(action["partition.hour_start"])]
     column = spec.period_sql if spec.period_sql in spec.column_names else "event_time"
     low, high = utc(action.get(f"min.{column}")), utc(action.get(f"max.{column}"))
     if low is None or high is None:  # no statistics: the file's hours are unknown

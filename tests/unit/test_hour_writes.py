@@ -13,9 +13,7 @@ from lakehouse import catalog
 from lakehouse_tools import observe
 
 SILVER = catalog.get("silver.ad_events")  # files by event_date / event_hour partition
-GOLD = catalog.get(
-    "gold.campaign_hourly"
-)  # files by event_date; hours from hour_start's statistics
+GOLD = catalog.get("gold.campaign_hourly")  # files by event_date / hour_start partition
 H23, H00 = datetime(2026, 11, 19, 23), datetime(2026, 11, 20, 0)
 
 
@@ -29,12 +27,13 @@ def append_silver(path: str, hour: datetime, value: int) -> None:
     write_deltalake(path, pa.table(rows), partition_by=["event_date", "event_hour"], mode="append")
 
 
-def append_gold(path: str, *hours: datetime) -> None:
+def append_gold(path: str, *hours: datetime, partition_by=GOLD.partition_by) -> None:
     rows = {
         "event_date": [h.date().isoformat() for h in hours],
         "hour_start": pa.array([h.replace(tzinfo=UTC) for h in hours], pa.timestamp("us", "UTC")),
+        "views": [1] * len(hours),
     }
-    write_deltalake(path, pa.table(rows), partition_by=["event_date"], mode="append")
+    write_deltalake(path, pa.table(rows), partition_by=list(partition_by), mode="append")
 
 
 def maintain(path: str) -> None:
@@ -82,6 +81,18 @@ def test_compaction_and_vacuum_keep_each_hours_last_write_and_a_later_write_stil
     maintain(silver)
     assert observe.hour_writes(DeltaTable(silver), SILVER) == late
     assert observe.last_write(DeltaTable(silver)).operation == "WRITE"
+
+
+def test_an_hour_table_in_the_layout_before_hour_partitions_reads_its_hours_from_statistics(
+    tmp_path,
+):
+    # Until its first run of the hour-partitioned declaration rewrites it: partitioned by
+    # event_date alone, a file's hours are read from hour_start's statistics.
+    by_hour, by_day = str(tmp_path / "by_hour"), str(tmp_path / "by_day")
+    append_gold(by_hour, H23, H00)
+    append_gold(by_day, H23, H00, partition_by=["event_date"])
+    hours = sorted(observe.hour_writes(DeltaTable(by_hour), GOLD))
+    assert hours == sorted(observe.hour_writes(DeltaTable(by_day), GOLD)) == [H23, H00]
 
 
 class CountingHistory:

@@ -20,7 +20,7 @@ SCHEMA = """
     "gold.ad_hourly",
     upstream=["silver.ad_events"],
     schema=SCHEMA,
-    partition_by=["event_date"],
+    partition_by=["event_date", "hour_start"],
     write=Write.REPLACE_PERIODS,
     batch=True,
     task="gold_aggregates",

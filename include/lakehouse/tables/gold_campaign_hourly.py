@@ -58,7 +58,7 @@ def hourly_kpis(silver: DataFrame, *keys: str) -> DataFrame:
     "gold.campaign_hourly",
     upstream=["silver.ad_events"],
     schema=SCHEMA,
-    partition_by=["event_date"],
+    partition_by=["event_date", "hour_start"],
     write=Write.REPLACE_PERIODS,
     batch=True,
     task="gold_aggregates",

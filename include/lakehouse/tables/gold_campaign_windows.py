@@ -22,7 +22,7 @@ SCHEMA = """
     "gold.campaign_windows",
     upstream=["silver.ad_events"],
     schema=SCHEMA,
-    partition_by=["event_date"],
+    partition_by=["event_date", "hour_start"],
     write=Write.REPLACE_PERIODS,
     batch=True,
     task="gold_aggregates",

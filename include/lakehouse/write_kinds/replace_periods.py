@@ -16,9 +16,8 @@ class ReplacePeriods(Flow):
     fault_points = ("before_replace", "after_replace")
 
     def layout(self, grain):
-        # A day is a partition; an hour is selected within its day's partition by hour_start.
         columns = tuple(dict.fromkeys(("event_date", grain.column)))
-        return Layout(partition_by=("event_date",), columns=columns)
+        return Layout(partition_by=columns, columns=columns)
 
     def predicate(self, spec, periods):
         periods = periods.to(spec.grain)
