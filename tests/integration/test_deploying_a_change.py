@@ -1,5 +1,6 @@
 """A deploy that changes a transform: status names exactly the periods the old code wrote, and
-``lakehouse repair --stale`` recomputes exactly those, upstream first, and nothing else.
+``lakehouse repair --stale`` recomputes exactly those, upstream first, and nothing else; one that
+adds a column or partitions a table anew: the table's next run changes it in place.
 
 The deployed code is a copy of the project's ``include/`` and ``jobs/`` with one edit, run by the
 ``lakehouse`` command and the jobs it starts as processes of their own: the code that computes
@@ -30,7 +31,7 @@ from helpers import (
     tasks_up_to,
 )
 
-from lakehouse import catalog, code_versions
+from lakehouse import catalog, code_versions, delta_log
 from lakehouse.config import Lakehouse
 from lakehouse.periods import Periods, parse_instant
 from lakehouse_tools.generator import write_campaigns, write_hours
@@ -252,3 +253,57 @@ def test_a_new_nullable_gold_column_is_added_in_place_and_a_dropped_one_refused(
     assert "gold.campaign_hourly: its declared columns changed" in refused.stderr
     assert "the table has ctr DOUBLE" in refused.stderr and "full_refresh=gold" in refused.stderr
     assert table_version(spark, lakehouse, HOURLY) == version
+
+
+HOUR_PARTITIONED = [
+    spec.name
+    for spec in catalog.task_members(catalog.get(HOURLY))
+    if "hour_start" in spec.partition_by
+]
+
+
+def by_day(include: Path) -> None:
+    """The hourly gold tables as they were before their hours were partitions: by event_date alone."""
+    for name in HOUR_PARTITIONED:
+        module = include / "lakehouse" / "tables" / f"{name.replace('.', '_')}.py"
+        text = module.read_text()
+        assert 'partition_by=["event_date", "hour_start"],' in text, name
+        module.write_text(text.replace('["event_date", "hour_start"]', '["event_date"]', 1))
+    kind = include / "lakehouse" / "write_kinds" / "replace_periods.py"
+    text = kind.read_text()
+    assert "Layout(partition_by=columns," in text
+    kind.write_text(
+        text.replace("Layout(partition_by=columns,", 'Layout(partition_by=("event_date",),')
+    )
+
+
+def test_gold_written_by_day_is_rewritten_by_hour_by_the_first_run_of_the_hour_partitions(
+    spark, lakehouse, tmp_path, caplog
+):
+    write_campaigns(lakehouse, seed=61)
+    write_hours(lakehouse, START, 2, events_per_second=0.05, seed=61)
+    for entry in tasks_up_to(SILVER):
+        run_job(entry.task, lakehouse)
+    done = run_deployed(deployed(tmp_path, "by_day", by_day), "gold_aggregates", lakehouse)
+    assert done.returncode == 0, done.stderr[-3000:]
+    paths = {name: lakehouse.table(name).path for name in HOUR_PARTITIONED}
+    assert {
+        name: delta_log.partition_columns(path) for name, path in paths.items()
+    } == dict.fromkeys(HOUR_PARTITIONED, ["event_date"])
+
+    # The upgrade: the next hour's run of this code rewrites each table in its hour partitions first.
+    write_hours(lakehouse, START + timedelta(hours=2), 1, events_per_second=0.05, seed=61)
+    for entry in tasks_up_to(SILVER):
+        run_job(entry.task, lakehouse)
+    with caplog.at_level("INFO", logger="lakehouse"):
+        run_job("gold_aggregates", lakehouse)
+    for name in HOUR_PARTITIONED:
+        assert f"{name}: rewritten partitioned by event_date, hour_start (was by event_date," in (
+            caplog.text
+        )
+    assert {
+        name: delta_log.partition_columns(path) for name, path in paths.items()
+    } == dict.fromkeys(HOUR_PARTITIONED, ["event_date", "hour_start"])
+    expected = assert_silver_matches_oracle(spark, lakehouse)
+    gold = tuple(spec.name for spec in catalog.task_members(catalog.get(HOURLY)))
+    assert_gold_matches_oracle(spark, lakehouse, expected, names=gold)
