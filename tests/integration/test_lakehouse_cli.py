@@ -167,14 +167,27 @@ def test_a_new_hour_is_pending_and_a_deleted_gold_hour_is_missing_and_repaired_b
     assert code == 0 and states[hour_key(new_hour)] == "pending"
 
     # Deleted the way an operator might, with deletion vectors on (which Arrow datasets cannot
-    # apply: the command then reads through delta-rs's own scan).
-    damaged = START + timedelta(hours=1)
+    # apply: the command then reads through delta-rs's own scan): one hour whole (its partition's
+    # files go) and a row of another hour from a file that keeps others (a deletion vector).
+    damaged, thinned = START + timedelta(hours=1), START
     gold = copy.table("gold.campaign_hourly").path
     spark.sql(
         f"ALTER TABLE delta.`{gold}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
     )
     spark.sql(
         f"DELETE FROM delta.`{gold}` WHERE hour_start = timestamp'{damaged:%Y-%m-%d %H:00:00}+00:00'"
+    )
+    row = (
+        spark.sql(
+            f"SELECT campaign_id, count(*) OVER (PARTITION BY _metadata.file_path) AS in_file "
+            f"FROM delta.`{gold}` WHERE hour_start = timestamp'{thinned:%Y-%m-%d %H:00:00}+00:00'"
+        )
+        .where("in_file > 1 AND campaign_id IS NOT NULL")
+        .first()
+    )
+    spark.sql(
+        f"DELETE FROM delta.`{gold}` WHERE hour_start = timestamp'{thinned:%Y-%m-%d %H:00:00}+00:00' "
+        f"AND campaign_id = '{row.campaign_id}'"
     )
     assert list(Path(gold).rglob("deletion_vector_*.bin")), (
         "the delete wrote no deletion vector: the test checks less than it says"
@@ -187,7 +200,12 @@ def test_a_new_hour_is_pending_and_a_deleted_gold_hour_is_missing_and_repaired_b
     }
     counts = {row["hour"]: row["counts"]["gold.campaign_hourly"] for row in after["hours"]}
     before = {row["hour"]: row["counts"]["gold.campaign_hourly"] for row in grid["hours"]}
-    assert counts == {**before, hour_key(damaged): 0} and before[hour_key(damaged)] > 0
+    assert before[hour_key(damaged)] > 0
+    assert counts == {
+        **before,
+        hour_key(damaged): 0,
+        hour_key(thinned): before[hour_key(thinned)] - 1,
+    }
 
     plan = lakehouse_command(copy, "repair", "--dry-run")
     assert plan.returncode == 0, plan.stderr

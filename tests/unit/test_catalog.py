@@ -25,7 +25,7 @@ def gold(name: str = "gold.test", **changes) -> TableSpec:
         write=Write.REPLACE_PERIODS,
         task="gold_test",
         upstream=("silver.test",),
-        partition_by=("event_date",),
+        partition_by=("event_date", "hour_start"),
         batch=True,
     )
     return TableSpec(**{**fields, **changes})
@@ -93,7 +93,9 @@ def test_a_consistent_pair_passes():
 
 def test_tables_share_a_task_only_as_one_query_s_period_replaced_tables():
     # one task, one query over silver's change: both replaced by period from the same upstream
-    assert check(gold(), gold(name="gold.daily", grain=Grain.DAY), SILVER) == [
+    assert check(
+        gold(), gold(name="gold.daily", grain=Grain.DAY, partition_by=("event_date",)), SILVER
+    ) == [
         "silver.test",
         "gold.daily",
         "gold.test",
@@ -136,10 +138,19 @@ def test_a_batch_run_of_a_shared_task_may_name_its_tables_and_an_incremental_one
             "upstream table 'silver.nothing' is not declared",
         ),
         (
-            (gold(schema="campaign_id STRING, views BIGINT, event_date DATE"), SILVER),
+            (
+                gold(
+                    schema="campaign_id STRING, views BIGINT, event_date DATE",
+                    partition_by=("event_date",),
+                ),
+                SILVER,
+            ),
             "have the column(s) ['event_date', 'hour_start'] that select whole hours",
         ),
-        ((gold(partition_by=("campaign_id",)), SILVER), "must be partitioned by ['event_date']"),
+        (
+            (gold(partition_by=("campaign_id",)), SILVER),
+            "must be partitioned by ['event_date', 'hour_start']",
+        ),
         ((gold(), TableSpec(**{**SILVER.__dict__, "key": None})), "needs key=<column>"),
         ((gold(partition_by=("event_date", "nope")), SILVER), "['nope'] are not in its schema"),
         (

@@ -16,6 +16,7 @@ class ReplacePeriods(Flow):
     fault_points = ("before_replace", "after_replace")
 
     def layout(self, grain):
+        # A period is a partition (a day, a day's hour): a replace finds its files in the log alone.
         columns = tuple(dict.fromkeys(("event_date", grain.column)))
         return Layout(partition_by=columns, columns=columns)
 
