@@ -21,11 +21,13 @@ at most :func:`max_restarts` times in ``RESTART_WINDOW_S`` seconds; ``down`` sto
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +35,7 @@ from lakehouse import metastore
 from lakehouse.config import engine_settings, jar_paths
 from lakehouse.errors import ConfigError
 from lakehouse.spark import check_engine, lineage_conf, session_conf
+from lakehouse_tools import python_workers
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -118,12 +121,62 @@ def server_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(PROJECT_DIR / "include"), env.get("PYTHONPATH")])
     )
-    env["PYSPARK_PYTHON"] = env.get("PYSPARK_PYTHON") or sys.executable
+    env["PYSPARK_PYTHON"] = worker_python()
+    if forking_workers():
+        env["PYSPARK_PYTHON"] = str(
+            python_workers.write_launcher(
+                state_dir() / "python", python_workers_socket(), worker_python()
+            )
+        )
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     if settings.token:
         env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = settings.token
     env.pop("LAKEHOUSE_ENGINE_TOKEN", None)
     return env
+
+
+def worker_python() -> str:
+    return os.environ.get("PYSPARK_PYTHON") or sys.executable
+
+
+def forking_workers() -> bool:
+    """``$LAKEHOUSE_ENGINE_PYTHON_FORKS`` (default 1): the server's Python workers are forked from
+    a process that imported pyspark once (:mod:`lakehouse_tools.python_workers`); 0 starts each
+    one as a new interpreter, as Spark does."""
+    value = os.environ.get("LAKEHOUSE_ENGINE_PYTHON_FORKS", "1")
+    if value not in ("0", "1"):
+        sys.exit(
+            f"engine: LAKEHOUSE_ENGINE_PYTHON_FORKS must be 1 (fork) or 0 (do not), not {value!r}"
+        )
+    return value == "1"
+
+
+def python_workers_socket() -> Path:
+    """The fork server's socket: in the engine's folder unless that path is too long for one."""
+    path = state_dir() / "python-workers.sock"
+    if len(str(path)) < 100:  # a Unix socket's path has at most 107 bytes
+        return path
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"lakehouse-{os.getuid()}-{digest}.sock"
+
+
+def start_python_workers(log) -> subprocess.Popen | None:
+    """The fork server, in the supervisor's process group (``down`` stops it with the server)."""
+    if not forking_workers():
+        return None
+    return subprocess.Popen(
+        [
+            worker_python(),
+            "-m",
+            "lakehouse_tools.python_workers",
+            "serve",
+            str(python_workers_socket()),
+        ],
+        env=server_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+    )
 
 
 def max_restarts() -> int:
@@ -152,7 +205,10 @@ def supervise() -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     restarts: list[float] = []
+    workers = None
     while not stopping:
+        if workers is None or workers.poll() is not None:
+            workers = start_python_workers(log)
         log.write(
             f"--- engine: starting the Spark Connect server ({time.strftime('%FT%TZ', time.gmtime())})\n".encode()
         )
@@ -167,6 +223,8 @@ def supervise() -> None:
         )
         if len(restarts) > limit:
             log.write(b"--- engine: too many restarts; giving up (see the log above)\n")
+            if workers:
+                workers.terminate()
             sys.exit(1)
         time.sleep(2)
 
@@ -185,15 +243,30 @@ def _running_group() -> int | None:
 
 
 def server_pid() -> int | None:
-    """The running server's process id (the supervisor's child), if any."""
+    """The running server's process id (the supervisor's Java child), if any."""
+    return next((pid for pid in _supervised() if _command_name(pid) == "java"), None)
+
+
+def python_workers_pid() -> int | None:
+    """The running fork server's process id (the supervisor's Python child), if any."""
+    return next((pid for pid in _supervised() if _command_name(pid) != "java"), None)
+
+
+def _supervised() -> list[int]:
     group = _running_group()
     if group is None:
-        return None
+        return []
     try:
-        children = Path(f"/proc/{group}/task/{group}/children").read_text().split()
+        return [int(p) for p in Path(f"/proc/{group}/task/{group}/children").read_text().split()]
     except OSError:
-        return None
-    return int(children[0]) if children else None
+        return []
+
+
+def _command_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def free_port() -> int:
@@ -225,6 +298,7 @@ def up(timeout_s: float = START_TIMEOUT_S) -> None:
             f"metastore: {conf.get(metastore.ROOT_KEY, 'none')}",
             *([f"lineage: {lineage}"] if lineage else []),
             *([f"java options: {added}"] if added else []),
+            f"python workers: {'forked' if forking_workers() else 'new interpreters'}",
         ]
     )
     if check_engine(settings.url, timeout_s=5) is None:
@@ -242,7 +316,8 @@ def up(timeout_s: float = START_TIMEOUT_S) -> None:
         down()
     if _running_group() is None:
         jar_paths()  # fail fast, with its message, before anything starts
-        max_restarts()  # and with this one
+        max_restarts()  # and with these
+        forking_workers()
         log_path = state_dir() / "engine.log"
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "lakehouse_tools.engine", "supervise"],
