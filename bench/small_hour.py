@@ -58,6 +58,13 @@ SEED = 60  # campaigns and events from the same seed, or every line is an unknow
 MINUTE_MS = 60_000
 
 
+def engine_cpus(include_server: bool = True) -> dict[int, float]:
+    """pid -> CPU seconds so far of the engine's processes: its JVM's tree (its Python workers
+    when Spark starts them) and the fork server's (when it forks them: ``python_workers``)."""
+    roots = [engine.python_workers_pid()] + ([engine.server_pid()] if include_server else [])
+    return {pid: cpu for root in roots if root for pid, cpu in tree_cpus(root).items()}
+
+
 def run_tasks(label: str, lake: Lakehouse, logs: Path) -> dict:
     """Every task in the DAG's order as a Connect client: per task CPU (client, engine) and wall."""
     tasks = {}
@@ -66,12 +73,14 @@ def run_tasks(label: str, lake: Lakehouse, logs: Path) -> dict:
         env = {**os.environ, "LAKEHOUSE_SUMMARY_FILE": str(summary_file)}
         command = [sys.executable, str(PROJECT_DIR / "jobs" / "run.py"), spec.task]
         server = engine.server_pid()
-        before, parts_before = tree_cpus(server), jvm_parts(server)
+        before, parts_before = engine_cpus(), jvm_parts(server)
+        forks_before = engine_cpus(include_server=False)
         code, wall, client = run_tree(
             command + ["--lakehouse-root", lake.root], env, logs / f"{label}-{spec.task}.log", 1800
         )
-        engine_cpu = cpu_between(before, tree_cpus(server))
+        engine_cpu = cpu_between(before, engine_cpus())
         parts = jvm_parts_between(parts_before, jvm_parts(server))
+        parts["python"] += round(cpu_between(forks_before, engine_cpus(include_server=False)), 2)
         if code != 0:
             raise RuntimeError(f"{label}: {spec.task} failed, see {logs}/{label}-{spec.task}.log")
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
@@ -100,31 +109,45 @@ def run_tasks(label: str, lake: Lakehouse, logs: Path) -> dict:
     }
 
 
-def dag_runs_with_nothing_new(lake: Lakehouse, work: Path, runs: int = 2) -> list[dict]:
+# Airflow's own floor: the same command for a DAG of as many tasks as a no-data run starts, each
+# doing nothing (``airflow dags test`` imports Airflow, parses the folder and builds its in-process
+# API before the first task).
+FLOOR_DAG = """
+from airflow.sdk import chain, dag, task
+
+@dag(schedule=None)
+def airflow_floor():
+    chain(*(task(task_id=f"noop_{n}")(lambda: None)() for n in range(TASKS)))
+
+airflow_floor()
+"""
+
+
+def dag_runs_with_nothing_new(
+    lake: Lakehouse, work: Path, runs: int = 2, dag_id: str = "ysb_hourly"
+) -> list[dict]:
     """``airflow dags test ysb_hourly`` ``runs`` times on the lakehouse as it is: each run's wall
-    and CPU (the Airflow process tree and the engine's)."""
+    and CPU (the Airflow process tree and the engine's). ``dag_id="airflow_floor"``: the same for
+    :data:`FLOOR_DAG` (8 tasks) in a folder of its own."""
     from airflow_env import airflow_environment, migrate
 
-    home = work / "airflow"
+    home = work / ("airflow" if dag_id == "ysb_hourly" else dag_id)
     migrate(home)
     env = airflow_environment(home, lake)
+    if dag_id == "airflow_floor":
+        (home / "dags").mkdir(exist_ok=True)
+        (home / "dags" / "floor.py").write_text(FLOOR_DAG.replace("TASKS", "8"))
+        env["AIRFLOW__CORE__DAGS_FOLDER"] = str(home / "dags")
     measured = []
     for run in range(runs):
-        server = engine.server_pid()
-        before = tree_cpus(server)
+        before = engine_cpus()
         logical = (START + timedelta(days=30, hours=run)).isoformat()
-        log = work / "logs" / f"dag-run-{run + 1}.log"
-        command = [
-            str(Path(sys.executable).parent / "airflow"),
-            "dags",
-            "test",
-            "ysb_hourly",
-            logical,
-        ]
+        log = work / "logs" / f"{dag_id}-run-{run + 1}.log"
+        command = [str(Path(sys.executable).parent / "airflow"), "dags", "test", dag_id, logical]
         code, wall, cpu = run_tree(command, env, log, 1800)
         if code != 0 or "state=success" not in log.read_text():
             raise RuntimeError(f"the DAG run failed, see {log}")
-        engine_cpu = cpu_between(before, tree_cpus(server))
+        engine_cpu = cpu_between(before, engine_cpus())
         measured.append(
             {
                 "wall_s": round(wall, 2),
@@ -133,7 +156,7 @@ def dag_runs_with_nothing_new(lake: Lakehouse, work: Path, runs: int = 2) -> lis
             }
         )
         print(
-            f"{'dag run':>12} {run + 1:<24} cpu {cpu + engine_cpu:5.1f}  wall {wall:5.1f} s",
+            f"{'dag run':>12} {dag_id} {run + 1:<12} cpu {cpu + engine_cpu:5.1f}  wall {wall:5.1f} s",
             flush=True,
         )
     return measured
@@ -204,6 +227,7 @@ def measure(events: int, work: Path, warm_hours: int, hours: int = 3) -> dict:
         run_tasks("late_landed", lake, logs)
         idle = run_tasks("no_new_data", lake, logs)
         dag_runs = dag_runs_with_nothing_new(lake, work)
+        floor = dag_runs_with_nothing_new(lake, work, dag_id="airflow_floor")
     finally:
         server.down()
     tables = {spec.name: lake.table(spec.name).path for spec in catalog.tables()}
@@ -223,6 +247,7 @@ def measure(events: int, work: Path, warm_hours: int, hours: int = 3) -> dict:
         "no_new_data_late_pending_sessions_cpu_s": idle["tasks"][sessions]["cpu_s"],
         "no_new_data_dag_runs": dag_runs,
         "no_new_data_dag_run_late_pending_s": dag_runs[-1]["wall_s"],
+        "airflow_floor_dag_runs": floor,
         "oracle_ok": not wrong,
         "oracle_differences": wrong,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -322,7 +347,13 @@ def render(results: dict) -> str:
             "*nothing new, late events pending, as a DAG run* (`airflow dags test ysb_hourly`, a "
             f"new Airflow home, its first run then its second): {walls(now['no_new_data_dag_runs'])}"
             + (f"; before: {walls(earlier)}" if earlier else "")
-            + ".",
+            + "."
+            + (
+                f" The same command for a DAG of 8 tasks that do nothing (Airflow's own floor): "
+                f"{walls(now['airflow_floor_dag_runs'])}."
+                if now.get("airflow_floor_dag_runs")
+                else ""
+            ),
             "",
         ]
     rows += engine_parts_table(now["small_hour"])
