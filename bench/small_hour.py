@@ -80,7 +80,8 @@ def run_tasks(label: str, lake: Lakehouse, logs: Path) -> dict:
         )
         engine_cpu = cpu_between(before, engine_cpus())
         parts = jvm_parts_between(parts_before, jvm_parts(server))
-        parts["python"] += round(cpu_between(forks_before, engine_cpus(include_server=False)), 2)
+        forked = cpu_between(forks_before, engine_cpus(include_server=False))
+        parts["python"] = round(parts["python"] + forked, 2)
         if code != 0:
             raise RuntimeError(f"{label}: {spec.task} failed, see {logs}/{label}-{spec.task}.log")
         summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
@@ -356,7 +357,7 @@ def render(results: dict) -> str:
             ),
             "",
         ]
-    rows += engine_parts_table(now["small_hour"])
+    rows += engine_parts_table(now["small_hour"], before and before["small_hour"])
     rows.append(
         f"Measured {now['measured_at']}"
         + (
@@ -378,13 +379,19 @@ ENGINE_PARTS = {
 }
 
 
-def engine_parts_table(run: dict) -> list[str]:
-    """Where the engine's CPU of each task of ``run`` went (none for results measured before the
+def part_totals(run: dict) -> dict[str, float]:
+    """The engine's CPU of every task of ``run`` by part (empty for results measured before the
     parts were)."""
+    tasks = [f["engine_parts"] for f in run["tasks"].values() if "engine_parts" in f]
+    return {part: round(sum(p[part] for p in tasks), 2) for part in ENGINE_PARTS} if tasks else {}
+
+
+def engine_parts_table(run: dict, before: dict | None = None) -> list[str]:
+    """Where the engine's CPU of each task of ``run`` went, and the totals of ``before``'s."""
     tasks = {task: f["engine_parts"] for task, f in run["tasks"].items() if "engine_parts" in f}
     if not tasks:
         return []
-    totals = {part: round(sum(p[part] for p in tasks.values()), 2) for part in ENGINE_PARTS}
+    totals, earlier = part_totals(run), part_totals(before) if before else {}
     return [
         "*where the engine's CPU-s of the new hour went* (its compiler threads, the threads running "
         "Spark's tasks, its Python workers (foreachBatch functions, Python UDFs), and the rest: "
@@ -393,8 +400,9 @@ def engine_parts_table(run: dict) -> list[str]:
         "| task | " + " | ".join(ENGINE_PARTS.values()) + " |",
         "| --- |" + " ---: |" * len(ENGINE_PARTS),
         *(
-            f"| {task} | " + " | ".join(f"{parts[p]}" for p in ENGINE_PARTS) + " |"
+            f"| {task} | " + " | ".join(f"{round(parts[p], 2)}" for p in ENGINE_PARTS) + " |"
             for task, parts in [*tasks.items(), ("**all tasks**", totals)]
+            + ([("**all tasks, before**", earlier)] if earlier else [])
         ),
         "",
     ]
