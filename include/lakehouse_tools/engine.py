@@ -15,7 +15,8 @@ functions of the jobs run in Python workers that the server starts, and they imp
 from there (the files on disk when a query starts: no restart after a code change).
 
 A supervisor process (the leader of the engine's process group) restarts the server when it dies,
-at most :func:`max_restarts` times in ``RESTART_WINDOW_S`` seconds; ``down`` stops the group.
+at most :func:`max_restarts` times in ``RESTART_WINDOW_S`` seconds; ``down`` stops the group. Beside
+the server it runs the fork server of its Python workers (:mod:`lakehouse_tools.python_workers`).
 """
 
 from __future__ import annotations
@@ -206,27 +207,29 @@ def supervise() -> None:
     signal.signal(signal.SIGINT, stop)
     restarts: list[float] = []
     workers = None
-    while not stopping:
-        if workers is None or workers.poll() is not None:
-            workers = start_python_workers(log)
-        log.write(
-            f"--- engine: starting the Spark Connect server ({time.strftime('%FT%TZ', time.gmtime())})\n".encode()
-        )
-        child = subprocess.Popen(server_command(), env=server_env(), stdout=log, stderr=log)
-        code = child.wait()
-        if stopping:
-            break
-        now = time.monotonic()
-        restarts = [t for t in restarts if now - t < RESTART_WINDOW_S] + [now]
-        log.write(
-            f"--- engine: the server exited with {code}; restart {len(restarts)}/{limit}\n".encode()
-        )
-        if len(restarts) > limit:
-            log.write(b"--- engine: too many restarts; giving up (see the log above)\n")
-            if workers:
-                workers.terminate()
-            sys.exit(1)
-        time.sleep(2)
+    try:
+        while not stopping:
+            if workers is None or workers.poll() is not None:
+                workers = start_python_workers(log)
+            log.write(
+                f"--- engine: starting the Spark Connect server ({time.strftime('%FT%TZ', time.gmtime())})\n".encode()
+            )
+            child = subprocess.Popen(server_command(), env=server_env(), stdout=log, stderr=log)
+            code = child.wait()
+            if stopping:
+                break
+            now = time.monotonic()
+            restarts = [t for t in restarts if now - t < RESTART_WINDOW_S] + [now]
+            log.write(
+                f"--- engine: the server exited with {code}; restart {len(restarts)}/{limit}\n".encode()
+            )
+            if len(restarts) > limit:
+                log.write(b"--- engine: too many restarts; giving up (see the log above)\n")
+                sys.exit(1)
+            time.sleep(2)
+    finally:  # the fork server goes with the supervisor, however it ends
+        if workers:
+            workers.terminate()
 
 
 def _pid_file() -> Path:
