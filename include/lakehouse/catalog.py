@@ -40,10 +40,16 @@ from lakehouse.catalog_checks import check_declarations, upstream_first
 from lakehouse.columns import Column, column_names, json_type, parse_columns
 from lakehouse.errors import CatalogError, ConfigError
 from lakehouse.periods import Grain, Periods
-from lakehouse.rules import Expectation, ExpectationFailed, expect
+from lakehouse.rules import (
+    Expectation,
+    ExpectationFailed,
+    expect,
+    expect_no_nulls,
+    expect_not_negative,
+)
 from lakehouse.write_kinds import LAYERS, Flow, Write, flow_of
 
-# What a table module declares with (table, side_table, ops_table, Write, expect) and what the
+# What a table module declares with (table, side_table, ops_table, Write, expect...) and what the
 # rest of the project asks the catalog; the schema and rule types live in their own modules.
 __all__ = [
     "LAYERS",
@@ -62,6 +68,8 @@ __all__ = [
     "describe",
     "downstream",
     "expect",
+    "expect_no_nulls",
+    "expect_not_negative",
     "get",
     "ops_table",
     "parse_columns",

@@ -321,6 +321,13 @@ def _live_files(path: str) -> dict[tuple[str, str], dict] | None:
     return live
 
 
+def live_files(path: str) -> list[dict] | None:
+    """The ``add`` actions of the table's live files: path, partition values, statistics (a JSON
+    string, as written) and deletion vector; None when the log cannot tell (no table, a torn commit)."""
+    live = _live_files(path)
+    return None if live is None else list(live.values())
+
+
 def may_hold_nulls(path: str, column: str) -> bool:
     """Could any row of the table at ``path`` have a null ``column``? False only when every live file's
     statistics say it holds none (no files: none); True when unsure (no table, a file without statistics).

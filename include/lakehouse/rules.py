@@ -25,6 +25,9 @@ class Expectation:
     holds: str  # e.g. "= 0", "<= 0.05"
     on_failure: str = "fail"
     per: str = "hour"
+    # How the table's file statistics answer the measure, when they can: ("nulls", (column,)) or
+    # ("negatives", columns). Set by :func:`expect_no_nulls` and :func:`expect_not_negative`.
+    from_stats: tuple[str, tuple[str, ...]] | None = None
 
     @property
     def bound(self) -> tuple[str, float]:
@@ -64,3 +67,18 @@ def expect(
 ) -> Expectation:
     """A rule for a declaration's ``expect=[...]``, e.g. ``expect("every event has a campaign", "count_if(campaign_id IS NULL)", "= 0")``."""
     return Expectation(rule, measure, holds, on_failure, per)
+
+
+def expect_no_nulls(rule: str, column: str, *, on_failure: str = "fail") -> Expectation:
+    """``count_if(column IS NULL) = 0``, per hour; measured from the null counts the Delta log keeps
+    for each file when every file of the hour has them (no Spark job), by Spark otherwise."""
+    return Expectation(
+        rule, f"count_if({column} IS NULL)", "= 0", on_failure, "hour", ("nulls", (column,))
+    )
+
+
+def expect_not_negative(rule: str, *columns: str, on_failure: str = "fail") -> Expectation:
+    """``count_if(a < 0 OR b < 0 ...) = 0``, per hour; 0 from the Delta log when every file of the
+    hour has a minimum of at least 0 for each column (no Spark job), measured by Spark otherwise."""
+    measure = f"count_if({' OR '.join(f'{c} < 0' for c in columns)})"
+    return Expectation(rule, measure, "= 0", on_failure, "hour", ("negatives", columns))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakehouse.catalog import Write, expect, table
+from lakehouse.catalog import Write, expect_no_nulls, table
 from lakehouse.tables.gold_campaign_hourly import hourly_kpis
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ SCHEMA = """
     write=Write.REPLACE_PERIODS,
     batch=True,
     task="gold_aggregates",
-    expect=[expect("every ad has a campaign", "count_if(campaign_id IS NULL)", "= 0")],
+    expect=[expect_no_nulls("every ad has a campaign", "campaign_id")],
 )
 def ad_hourly(silver: DataFrame) -> DataFrame:
     """Views, clicks, purchases and click-through rate per ad and event hour (CTR null without views).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakehouse.catalog import Write, expect, table
+from lakehouse.catalog import Write, expect_not_negative, table
 from lakehouse.tables import F
 
 if TYPE_CHECKING:
@@ -62,9 +62,7 @@ def hourly_kpis(silver: DataFrame, *keys: str) -> DataFrame:
     write=Write.REPLACE_PERIODS,
     batch=True,
     task="gold_aggregates",
-    expect=[
-        expect("no negative count", "count_if(views < 0 OR clicks < 0 OR purchases < 0)", "= 0")
-    ],
+    expect=[expect_not_negative("no negative count", "views", "clicks", "purchases")],
 )
 def campaign_hourly(silver: DataFrame) -> DataFrame:
     """Views, clicks, purchases, distinct users and click-through rate per campaign and event hour.

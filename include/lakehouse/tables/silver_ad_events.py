@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakehouse.catalog import Retention, Write, column_names, expect, side_table, table
+from lakehouse.catalog import (
+    Retention,
+    Write,
+    column_names,
+    expect,
+    expect_no_nulls,
+    side_table,
+    table,
+)
 from lakehouse.contract import (
     AD_TYPES,
     EVENT_TIME_FLOOR,
@@ -135,7 +143,7 @@ PRODUCER_FORM = _producer_form()
     batch=True,
     lineage=["source_file", "ingested_at", "rescued_data"],  # which copy of a duplicate was kept
     # Classification quarantines an unknown ad; a row without a campaign got here some other way.
-    expect=[expect("every event has a campaign", "count_if(campaign_id IS NULL)", "= 0")],
+    expect=[expect_no_nulls("every event has a campaign", "campaign_id")],
 )
 def classify_ad_events(
     bronze: DataFrame, campaigns: DataFrame, *, shortcut: bool = True

@@ -12,6 +12,7 @@ kind to (``lakehouse.runner.FLOW_JOBS``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -68,6 +69,11 @@ class Flow:
     def predicate(self, spec: TableSpec, periods: Periods) -> str:
         """The Delta predicate that selects ``periods`` of a table of this kind."""
         raise CatalogError(f"{spec.name}: a {self.kind.value} table is not addressed by period")
+
+    def period_of(self, spec: TableSpec, partition: dict[str, str | None]) -> datetime | None:
+        """The period (UTC) of ``spec``'s grain that a data file with these partition values (as the
+        Delta log writes them) holds rows of only; None when its partitioning does not tell."""
+        return None
 
     def check(self, spec: TableSpec, where: str) -> None:
         """Fail with what to fix when ``spec`` does not fit this kind (its layout, its grain)."""

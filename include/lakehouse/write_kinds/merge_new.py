@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from lakehouse.errors import CatalogError
 from lakehouse.periods import Grain
 from lakehouse.write_kinds.base import (
@@ -50,6 +52,12 @@ class MergeNew(Flow):
 
     def predicate(self, spec, periods):
         return hours_predicate(periods)
+
+    def period_of(self, spec, partition):
+        day, hour = partition.get("event_date"), partition.get("event_hour")
+        if day is None or hour is None:
+            return None
+        return datetime.fromisoformat(day).replace(tzinfo=UTC) + timedelta(hours=int(hour))
 
     def counts(self, spec, summary, batch, sides):
         quarantine = sides["quarantine"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from lakehouse.periods import Grain
 from lakehouse.write_kinds.base import Flow, Layout, Write, count, count_replace, summed
 
@@ -29,6 +31,13 @@ class ReplacePeriods(Flow):
             return f"event_date IN ({dates})"
         stamps = ", ".join(f"TIMESTAMP'{s:%Y-%m-%d %H:00:00}'" for s in periods)
         return f"event_date IN ({dates}) AND {spec.grain.column} IN ({stamps})"
+
+    def period_of(self, spec, partition):
+        value = partition.get(spec.grain.column)
+        if value is None:
+            return None
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))  # a date, or a timestamp
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
     def counts(self, spec, summary, batch, sides):
         counts = {}
