@@ -325,7 +325,16 @@ def live_files(path: str) -> list[dict] | None:
     """The ``add`` actions of the table's live files: path, partition values, statistics (a JSON
     string, as written) and deletion vector; None when the log cannot tell (no table, a torn commit)."""
     live = _live_files(path)
-    return None if live is None else list(live.values())
+    if live is None:
+        return None
+    # A checkpoint's partition values are a map, which pyarrow reads as (key, value) pairs: as dicts,
+    # like a JSON commit's.
+    return [
+        {**add, "partitionValues": dict(add["partitionValues"])}
+        if isinstance(add.get("partitionValues"), list)
+        else add
+        for add in live.values()
+    ]
 
 
 def may_hold_nulls(path: str, column: str) -> bool:

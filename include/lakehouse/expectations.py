@@ -190,12 +190,7 @@ def measured_from_stats(
     wanted = set(hours)
     stats_by_period: dict[datetime, list[dict]] = {}
     for add in files:
-        partition = add.get("partitionValues") or {}
-        if isinstance(
-            partition, list
-        ):  # a checkpoint's map, as pyarrow reads it: (key, value) pairs
-            partition = dict(partition)
-        period = spec.flow.period_of(spec, partition)
+        period = spec.flow.period_of(spec, add.get("partitionValues") or {})
         if period is None:
             return None
         if period not in wanted:
