@@ -58,6 +58,8 @@ def launch(server_socket: str, python: str) -> None:
     args = sys.argv[1:]
     if len(args) < 2 or args[0] != "-m":
         os.execv(python, [python, *args])
+    # Held until the child's pid is known: the child may run (and Spark stop it) before then.
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(server_socket)
@@ -66,9 +68,11 @@ def launch(server_socket: str, python: str) -> None:
         connection.sendall(request)
         child = STATUS.unpack(_read_exactly(connection, STATUS.size))[0]
     except (OSError, EOFError):  # no server, or it could not fork: nothing has run yet
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
         os.execv(python, [python, *args])
     for signum in FORWARDED_SIGNALS:
         signal.signal(signum, lambda signum, frame: os.kill(child, signum))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
     try:
         status = STATUS.unpack(_read_exactly(connection, STATUS.size))[0]
     except EOFError:  # the child died without reporting (a signal)
